@@ -1,0 +1,46 @@
+# kompakt developer entry points. Every target creates .venv itself, so a fresh clone needs only
+# `make run` or `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+DATA_DIR ?= ./kompakt-data
+
+.PHONY: run test lint bench clean system-deps js-deps
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+# Debian packages and npm modules used by the client-compatibility tests (kcat, kafkajs).
+system-deps:
+	@if ! command -v kcat >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; \
+		else echo "kcat not installed and cannot apt-get; kcat tests will fail"; fi; \
+	fi
+
+js-deps:
+	@if command -v npm >/dev/null 2>&1 && [ -f tests/js/package.json ] && [ ! -d tests/js/node_modules/kafkajs ]; then \
+		cd tests/js && npm install --silent --no-audit --no-fund; \
+	fi
+
+run: $(STAMP)
+	$(VENV)/bin/kompakt serve --data-dir $(DATA_DIR)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/mypy src/kompakt
+	$(VENV)/bin/lint-imports
+
+test: $(STAMP) system-deps js-deps lint
+	$(PY) -m pytest -q -n 2 --dist loadgroup tests
+
+bench: $(STAMP)
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

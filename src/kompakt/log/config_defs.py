@@ -1,0 +1,239 @@
+"""Kafka's config machinery in miniature: types, parsing, validators and value formatting.
+
+A config value travels as a string (server.properties, CreateTopics, AlterConfigs) and is parsed
+by its :class:`ConfigType` the way Kafka's ``ConfigDef`` does: surrounding spaces trimmed,
+booleans ``true``/``false`` in any case, ``INT`` in 32 bits, ``LONG`` in 64 bits, ``LIST``
+split on commas with spaces around each element trimmed (the empty string is the empty list).
+Values are formatted back exactly as Kafka shows them in DescribeConfigs: lists joined with
+``,``, doubles in Java's ``Double.toString`` form (``0.5``, ``1.7976931348623157E308``).
+
+Errors carry Kafka's ``ConfigException`` wording:
+``Invalid value <value> for configuration <name>: <reason>``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from enum import IntEnum
+from typing import Protocol
+
+from kompakt.errors import ConfigError
+
+INT_MAX = 2**31 - 1
+INT_MIN = -(2**31)
+LONG_MAX = 2**63 - 1
+LONG_MIN = -(2**63)
+DOUBLE_MAX = 1.7976931348623157e308
+
+ConfigValue = bool | int | float | str | tuple[str, ...] | None
+
+
+class ConfigType(IntEnum):
+    """Kafka's DescribeConfigs ``ConfigType`` ids."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigSource(IntEnum):
+    """Where a config value came from, with Kafka's DescribeConfigs ids."""
+
+    UNKNOWN = 0
+    TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+def invalid(name: str, value: object, reason: str) -> ConfigError:
+    """Build an error worded like Kafka's ``ConfigException(name, value, message)``."""
+    return ConfigError(f"Invalid value {format_any(value)} for configuration {name}: {reason}")
+
+
+def java_double_str(value: float) -> str:
+    """Format a double as Java's ``Double.toString`` does (shortest round-trip digits).
+
+    Java uses plain notation for magnitudes in [10^-3, 10^7) and ``d.dddE<exp>`` otherwise, always
+    with at least one digit after the point.
+    """
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0.0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    magnitude = abs(value)
+    if 1e-3 <= magnitude < 1e7:
+        text = repr(value)
+        if "e" in text:  # repr never does this in this range, but stay safe
+            text = format(Decimal(text), "f")
+        return text if "." in text else text + ".0"
+    sign, digit_tuple, exponent = Decimal(repr(value)).as_tuple()
+    assert isinstance(exponent, int)
+    digits = "".join(str(d) for d in digit_tuple).rstrip("0") or "0"
+    scientific_exponent = len(digit_tuple) + exponent - 1
+    mantissa = digits[0] + "." + (digits[1:] or "0")
+    return f"{'-' if sign else ''}{mantissa}E{scientific_exponent}"
+
+
+def format_any(value: object) -> str:
+    """Format a parsed value (or a raw string) as Kafka prints it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return java_double_str(value)
+    if isinstance(value, tuple | list | frozenset):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+class Validator(Protocol):
+    """Checks a parsed value; raises :class:`ConfigError` naming the config."""
+
+    def ensure_valid(self, name: str, value: ConfigValue) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """Kafka's ``Range.atLeast``/``between``; bounds keep their Java type when printed."""
+
+    min: int | float | None = None
+    max: int | float | None = None
+
+    def ensure_valid(self, name: str, value: ConfigValue) -> None:
+        if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+            return
+        if self.min is not None and value < self.min:
+            raise invalid(name, value, f"Value must be at least {format_any(self.min)}")
+        if self.max is not None and value > self.max:
+            raise invalid(name, value, f"Value must be no more than {format_any(self.max)}")
+
+
+@dataclass(frozen=True, slots=True)
+class ValidString:
+    """One of a fixed set of strings (case-sensitive, as Kafka's ``ValidString``)."""
+
+    allowed: tuple[str, ...]
+
+    def ensure_valid(self, name: str, value: ConfigValue) -> None:
+        if value is not None and value not in self.allowed:
+            raise invalid(name, value, f"String must be one of: {', '.join(self.allowed)}")
+
+
+@dataclass(frozen=True, slots=True)
+class ValidList:
+    """Every element in a fixed set; ``case_insensitive`` for ``cleanup.policy``."""
+
+    allowed: tuple[str, ...]
+    case_insensitive: bool = False
+
+    def ensure_valid(self, name: str, value: ConfigValue) -> None:
+        if not isinstance(value, tuple):
+            return
+        for element in value:
+            probe = element.lower() if self.case_insensitive else element
+            if probe not in self.allowed:
+                raise invalid(name, element, f"String must be one of: {', '.join(self.allowed)}")
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottledReplicas:
+    """``*`` or ``partition:broker`` pairs, as Kafka's throttled-replicas list validator."""
+
+    def ensure_valid(self, name: str, value: ConfigValue) -> None:
+        if not isinstance(value, tuple) or value == ("*",):
+            return
+        for element in value:
+            if not re.fullmatch(r"\d+:\d+", element):
+                raise invalid(
+                    name,
+                    value,
+                    "must be the literal '*' or a list of replicas in the following format: "
+                    "[partitionId]:[brokerId],[partitionId]:[brokerId],...",
+                )
+
+
+@dataclass(frozen=True, slots=True)
+class GzipLevel:
+    """``compression.gzip.level``: -1 (the codec's default) or 1..9."""
+
+    def ensure_valid(self, name: str, value: ConfigValue) -> None:
+        if isinstance(value, int) and value != -1 and not 1 <= value <= 9:
+            raise invalid(name, value, "Value must be between 1 and 9 or equal to -1")
+
+
+_INTEGER_RE = re.compile(r"[+-]?[0-9]+")
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    """One config: Kafka's name, type, default (already parsed; None = no default) and rules."""
+
+    name: str
+    type: ConfigType
+    default: ConfigValue
+    doc: str
+    validator: Validator | None = None
+    dynamic: bool = True
+
+    def parse(self, raw: str) -> ConfigValue:
+        """Parse and validate a string value; errors name this config."""
+        value = parse_typed(self.name, self.type, raw)
+        if self.validator is not None:
+            self.validator.ensure_valid(self.name, value)
+        return value
+
+    def format(self, value: ConfigValue) -> str | None:
+        """The string Kafka would show for ``value`` (None stays None; passwords are hidden)."""
+        if value is None or self.type is ConfigType.PASSWORD:
+            return None
+        return format_any(value)
+
+
+def parse_typed(name: str, config_type: ConfigType, raw: str) -> ConfigValue:
+    """Parse one raw string by type, with Kafka's error wording."""
+    text = raw.strip()
+    if config_type is ConfigType.BOOLEAN:
+        if text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        raise invalid(name, raw, "Expected value to be either true or false")
+    if config_type in (ConfigType.INT, ConfigType.SHORT, ConfigType.LONG):
+        bounds = {
+            ConfigType.INT: (INT_MIN, INT_MAX),
+            ConfigType.SHORT: (-(2**15), 2**15 - 1),
+            ConfigType.LONG: (LONG_MIN, LONG_MAX),
+        }[config_type]
+        if _INTEGER_RE.fullmatch(text) and bounds[0] <= int(text) <= bounds[1]:
+            return int(text)
+        raise invalid(name, raw, f"Not a number of type {config_type.name}")
+    if config_type is ConfigType.DOUBLE:
+        try:
+            if "_" in text:
+                raise ValueError(text)
+            return float(text)
+        except ValueError:
+            raise invalid(name, raw, "Not a number of type DOUBLE") from None
+    if config_type is ConfigType.LIST:
+        return tuple(part.strip() for part in text.split(",")) if text else ()
+    return text
+
+
+def closest(name: str, candidates: Sequence[str]) -> str | None:
+    """The most similar known name, for "did you mean" hints."""
+    matches = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+    return matches[0] if matches else None

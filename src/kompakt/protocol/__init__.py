@@ -1,0 +1,1 @@
+"""kompakt.protocol."""
