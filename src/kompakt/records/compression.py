@@ -1,14 +1,25 @@
 """Record-batch compression codecs, by Kafka's codec ids, through ``cramjam``.
 
 A compressed v2 batch stores all of its records as one compressed stream after the 61-byte header.
-Kafka's conventions per codec:
+What every client writes and reads, and therefore what we write:
 
-* 1 gzip: a standard gzip member stream.
-* 2 snappy: Kafka's Java producer writes the *xerial* framing (magic ``\\x82SNAPPY\\x00``, two
-  int32 versions, then int32-length-prefixed raw snappy blocks); librdkafka writes raw snappy and
-  reads both. We write xerial framing (what Java consumers expect) and read both.
-* 3 lz4: the standard LZ4 *frame* format (Kafka fixed its broken header checksum long before v2).
-* 4 zstd: a standard zstd frame.
+* 1 gzip: a standard gzip member stream. Everyone agrees.
+* 2 snappy: two framings exist. The Java producer (and the Java broker when it recompresses) writes
+  the snappy-java *xerial* framing: magic ``\\x82SNAPPY\\x00``, int32 version 1, int32 compatible
+  version 1, then int32-length-prefixed raw snappy blocks of 32 KiB of input each. librdkafka writes
+  raw (unframed) snappy. Every reader accepts both: snappy-java's ``SnappyInputStream`` falls back to
+  raw snappy when the magic is absent, librdkafka checks for the xerial magic and otherwise
+  decompresses raw, kafka-python and aiokafka detect the xerial header the same way. So either
+  choice is readable by all clients; we **write xerial** because that is the framing a Java
+  broker stores, and we read both.
+* 3 lz4: the standard LZ4 *frame* format (Kafka fixed its broken header checksum long before v2),
+  but Kafka's Java reader (``KafkaLZ4BlockInputStream``) rejects frames whose FLG byte lacks the
+  block-independence bit ("Dependent block stream is unsupported"). The LZ4 library default, and
+  ``cramjam.lz4.compress``, is *linked* blocks, so we must build frames with
+  ``block_linked=False``. We also leave the content checksum off, as Java and kafka-python do;
+  cramjam always adds per-block checksums, which the Java reader verifies and accepts.
+* 4 zstd: a standard zstd frame. cramjam's default level equals zstd's default 3, which is also
+  the Java producer's default.
 
 cramjam is one maintained, wheel-only package that covers all four in C/Rust, which is why it was
 chosen over four separate bindings.
@@ -76,6 +87,13 @@ def _snappy_decompress(data: bytes | memoryview) -> bytes:
     return b"".join(out)
 
 
+def _lz4_compress(data: bytes | memoryview, level: int | None) -> bytes:
+    """An LZ4 frame with independent blocks, the only kind Kafka's Java reader accepts."""
+    compressor = cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
+    compressor.compress(data if isinstance(data, bytes) else bytes(data))  # it takes bytes only
+    return bytes(compressor.finish())
+
+
 def compress(codec: Compression, data: bytes | memoryview, level: int | None = None) -> bytes:
     """Compress a records section with ``codec``."""
     try:
@@ -86,7 +104,7 @@ def compress(codec: Compression, data: bytes | memoryview, level: int | None = N
         if codec == Compression.SNAPPY:
             return _xerial_compress(data)
         if codec == Compression.LZ4:
-            return bytes(cramjam.lz4.compress(data, level=level))
+            return _lz4_compress(data, level)
         if codec == Compression.ZSTD:
             return bytes(cramjam.zstd.compress(data, level=level))
     except cramjam.CompressionError as exc:  # pragma: no cover - compression of bytes cannot fail

@@ -50,7 +50,8 @@ def decode_varint(buf: bytes | bytearray | memoryview, pos: int, limit: int | No
         pos += 1
         raw |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return zigzag_decode(raw), pos
+            # A 10th byte may carry bits past 64; Java's long shifts drop them, and so do we.
+            return zigzag_decode(raw & 0xFFFFFFFFFFFFFFFF), pos
         shift += 7
         if shift > 63:
             raise CorruptRecordError(f"varint longer than 10 bytes ending at position {pos}")
