@@ -120,3 +120,22 @@ class DuplicateSequenceError(KompaktError):
         super().__init__(message)
         self.first_offset = first_offset
         self.last_offset = last_offset
+
+
+class CorruptCheckpointError(KompaktError):
+    """A checkpoint file (offset or leader-epoch checkpoint) that does not parse.
+
+    The message names the file and the line; Kafka treats this as an IOException on the log dir.
+    """
+
+
+class InvalidTopicError(KompaktError):
+    """A topic name Kafka would refuse (illegal characters, too long, ``.`` or ``..``)."""
+
+
+class IllegalCleanerStateError(KompaktError):
+    """A cleaning-state transition that the cleaner manager's state machine does not allow.
+
+    For example resuming a partition that is not paused, or finishing a clean that was never
+    started. It always means a caller bug (Kafka raises IllegalStateException), never bad data.
+    """

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import IntEnum
+from pathlib import Path
 from typing import Protocol
 
 from kompakt.errors import ConfigError
@@ -237,3 +238,75 @@ def closest(name: str, candidates: Sequence[str]) -> str | None:
     """The most similar known name, for "did you mean" hints."""
     matches = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
     return matches[0] if matches else None
+
+
+def parse_properties_text(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text: ``#``/``!`` comments, ``=``/``:``/space separators,
+    backslash line continuations and the common escapes."""
+    props: dict[str, str] = {}
+    logical = ""
+    for physical in text.splitlines():
+        line = physical.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if _ends_with_odd_backslashes(line):
+            logical += line[:-1]
+            continue
+        logical += line
+        key, value = _split_property(logical)
+        props[key] = value
+        logical = ""
+    if logical:
+        key, value = _split_property(logical)
+        props[key] = value
+    return props
+
+
+def _ends_with_odd_backslashes(line: str) -> bool:
+    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    index = 0
+    while index < len(line):
+        char = line[index]
+        if char == "\\":
+            index += 2
+            continue
+        if char in "=: \t\f":
+            break
+        index += 1
+    key = line[:index]
+    rest = line[index:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return _unescape(key), _unescape(rest)
+
+
+def _unescape(text: str) -> str:
+    out: list[str] = []
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char != "\\" or index + 1 == len(text):
+            out.append(char)
+            index += 1
+            continue
+        nxt = text[index + 1]
+        if nxt == "u" and index + 6 <= len(text):
+            out.append(chr(int(text[index + 2 : index + 6], 16)))
+            index += 6
+            continue
+        out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(nxt, nxt))
+        index += 2
+    return "".join(out)
+
+
+def parse_properties_file(path: str | Path) -> dict[str, str]:
+    """Read a ``server.properties`` file (ISO-8859-1 text, as Java reads it; UTF-8 accepted)."""
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    return parse_properties_text(text)
