@@ -1,0 +1,85 @@
+"""The handler table and the dispatch step between the codec and the handlers.
+
+``HANDLERS`` is collected from the ``SPEC`` of every module in :mod:`kompakt.broker.handlers`, and the
+ranges ApiVersions advertises are derived from it, so an API is never advertised unless a handler
+for exactly those versions exists.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from kompakt.broker import handlers as _handlers_package
+from kompakt.broker.context import Broker, HandlerResult, HandlerSpec, RequestContext
+from kompakt.protocol import codec
+from kompakt.protocol.apis import ApiKey, VersionRange
+
+
+def discover_handlers() -> dict[int, HandlerSpec]:
+    """Import every handler module and collect its ``SPEC``, keyed by api key."""
+    table: dict[int, HandlerSpec] = {}
+    for info in sorted(pkgutil.iter_modules(_handlers_package.__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{_handlers_package.__name__}.{info.name}")
+        spec = getattr(module, "SPEC", None)
+        if not isinstance(spec, HandlerSpec):
+            continue
+        if spec.api_key in table:
+            raise RuntimeError(f"two handler modules register api key {spec.api_key}")
+        table[spec.api_key] = spec
+    return table
+
+
+HANDLERS: Mapping[int, HandlerSpec] = MappingProxyType(discover_handlers())
+
+
+class Dispatcher:
+    """Decodes frames against the handler table and routes them to handlers.
+
+    Sans-IO: the server decides how to run a handler (inline, in a thread when ``spec.blocking``) and
+    how to wait for a deferred answer.
+    """
+
+    def __init__(self, broker: Broker, handlers: Mapping[int, HandlerSpec] = HANDLERS) -> None:
+        self.broker = broker
+        self.handlers = handlers
+        self.supported: Mapping[int, VersionRange] = MappingProxyType(
+            {key: spec.versions for key, spec in sorted(handlers.items())}
+        )
+
+    def decode(self, frame: bytes | memoryview) -> codec.DecodedRequest:
+        """Decode a frame; raises ``codec.UnsupportedVersion`` or ``codec.MalformedRequest``."""
+        return codec.decode_request(frame, self.supported)
+
+    def spec(self, api_key: int) -> HandlerSpec:
+        return self.handlers[api_key]
+
+    def context(self, request: codec.DecodedRequest, client_host: str) -> RequestContext:
+        return RequestContext(
+            broker=self.broker,
+            api_key=request.api_key,
+            api_version=request.api_version,
+            correlation_id=request.correlation_id,
+            client_id=request.client_id,
+            client_host=client_host,
+            api_versions=self.supported,
+        )
+
+    def call(self, ctx: RequestContext, body: codec.RequestPayload) -> HandlerResult:
+        """Run the handler for ``ctx.api_key`` on the current thread."""
+        return self.handlers[ctx.api_key].handler(ctx, body)
+
+    def refuse(self, error: codec.UnsupportedVersion) -> codec.Chunks | None:
+        """The answer to an unsupported key/version, or ``None`` when the connection must close.
+
+        ApiVersions gets the v0-format fallback listing our ranges; another API gets a generic
+        UNSUPPORTED_VERSION response when kio knows that version and its response has a top-level
+        error code. Anything else cannot be answered in a format the client will parse.
+        """
+        if error.api_key == ApiKey.API_VERSIONS:
+            return codec.encode_api_versions_fallback(error.correlation_id, self.supported)
+        return codec.encode_error_response(
+            error.correlation_id, error.api_key, error.version, codec.ErrorCode.unsupported_version
+        )

@@ -1,0 +1,429 @@
+"""The classic group coordinator: every group on this (single) broker, and their committed offsets.
+
+Sans-IO and clock-injected. Requests that must wait for a rebalance (JoinGroup, SyncGroup) return a
+:class:`~kompakt.broker.deferred.Deferred` that a later request or :meth:`GroupCoordinator.tick`
+resolves; the server calls ``tick(clock.monotonic_ms())`` periodically, and nothing here starts a
+timer. Results are version-independent dataclasses; the handlers shape them into wire responses.
+
+Member ids are assigned directly on the first JoinGroup (the v4+ MEMBER_ID_REQUIRED round trip is
+optional in the protocol and not used). Static members (``group.instance.id``) are tracked so that an
+old incarnation is fenced (FENCED_INSTANCE_ID) when a new one joins; a static rejoin still triggers an
+ordinary rebalance rather than Kafka's assignment-preserving shortcut.
+
+Not thread-safe: call it from one thread (the event loop); the handlers for groups are not blocking.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from kompakt.broker.deferred import Deferred
+from kompakt.broker.groups.config import GroupConfig
+from kompakt.broker.groups.group import Group, GroupState, JoinResult, Member, SyncResult
+from kompakt.broker.groups.offsets import CommittedOffset, OffsetStore
+from kompakt.clock import Clock
+from kompakt.protocol.codec import ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    """The JoinGroup fields the coordinator needs, whatever the wire version."""
+
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitEntry:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol_data: str
+    members: tuple[MemberDescription, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+class GroupCoordinator:
+    """All classic groups of the broker. See :mod:`kompakt.broker.groups.group` for the state machine."""
+
+    def __init__(self, config: GroupConfig, clock: Clock, offsets: OffsetStore) -> None:
+        self.config = config
+        self._clock = clock
+        self._offsets = offsets
+        self._groups: dict[str, Group] = {}
+        self._next_offset_expiry_ms: float | None = None
+
+    def group(self, group_id: str) -> Group | None:
+        """The live group state (tests and diagnostics read it)."""
+        return self._groups.get(group_id)
+
+    # -- membership --------------------------------------------------------------------------------
+
+    def join(self, request: JoinRequest) -> Deferred[JoinResult]:
+        now = self._clock.monotonic_ms()
+        error = self._check_join(request)
+        if error is not ErrorCode.none:
+            return Deferred.resolved(JoinResult(error=error, member_id=request.member_id))
+        group = self._groups.get(request.group_id)
+        if group is None:
+            if request.member_id:
+                return Deferred.resolved(JoinResult(ErrorCode.unknown_member_id, member_id=request.member_id))
+            group = self._groups[request.group_id] = Group(request.group_id)
+        if not group.is_protocol_compatible(request.protocol_type, [name for name, _ in request.protocols]):
+            return Deferred.resolved(
+                JoinResult(ErrorCode.inconsistent_group_protocol, member_id=request.member_id)
+            )
+        if not request.member_id:
+            return self._join_new_member(group, request, now)
+        return self._rejoin(group, request, now)
+
+    def _check_join(self, request: JoinRequest) -> ErrorCode:
+        if not request.group_id:
+            return ErrorCode.invalid_group_id
+        lo, hi = self.config.group_min_session_timeout_ms, self.config.group_max_session_timeout_ms
+        if not lo <= request.session_timeout_ms <= hi:
+            return ErrorCode.invalid_session_timeout
+        return ErrorCode.none
+
+    def _join_new_member(self, group: Group, request: JoinRequest, now: float) -> Deferred[JoinResult]:
+        if request.group_instance_id is not None:
+            previous = group.member_by_instance(request.group_instance_id)
+            if previous is not None:
+                group.remove_member(previous, ErrorCode.fenced_instance_id)
+        if len(group.members) >= self.config.group_max_size:
+            return Deferred.resolved(JoinResult(ErrorCode.group_max_size_reached))
+        prefix = request.group_instance_id or request.client_id or "member"
+        member = Member(
+            member_id=f"{prefix}-{uuid.uuid4()}",
+            group_instance_id=request.group_instance_id,
+            client_id=request.client_id,
+            client_host=request.client_host,
+            session_timeout_ms=request.session_timeout_ms,
+            rebalance_timeout_ms=request.rebalance_timeout_ms,
+            protocol_type=request.protocol_type,
+            protocols=request.protocols,
+            last_heartbeat_ms=now,
+        )
+        waiter: Deferred[JoinResult] = Deferred()
+        member.join_waiter = waiter
+        group.add_member(member)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            group.extend_initial_delay(now, self.config.group_initial_rebalance_delay_ms)
+        else:
+            group.prepare_rebalance(now, self.config.group_initial_rebalance_delay_ms)
+        group.maybe_complete_join(now)
+        return waiter
+
+    def _rejoin(self, group: Group, request: JoinRequest, now: float) -> Deferred[JoinResult]:
+        member = group.members.get(request.member_id)
+        if member is None:
+            return Deferred.resolved(JoinResult(ErrorCode.unknown_member_id, member_id=request.member_id))
+        if self._fenced(member, request.group_instance_id):
+            return Deferred.resolved(JoinResult(ErrorCode.fenced_instance_id, member_id=request.member_id))
+        changed = member.protocols != request.protocols
+        member.session_timeout_ms = request.session_timeout_ms
+        member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        member.protocols = request.protocols
+        member.last_heartbeat_ms = now
+        if group.state is GroupState.COMPLETING_REBALANCE and not changed:
+            return Deferred.resolved(group.join_result(member))
+        if group.state is GroupState.STABLE and not changed and member.member_id != group.leader_id:
+            return Deferred.resolved(group.join_result(member))
+        waiter: Deferred[JoinResult] = Deferred()
+        if member.join_waiter is not None:
+            member.join_waiter.resolve(
+                JoinResult(ErrorCode.rebalance_in_progress, member_id=member.member_id)
+            )
+        member.join_waiter = waiter
+        group.prepare_rebalance(now, self.config.group_initial_rebalance_delay_ms)
+        group.maybe_complete_join(now)
+        return waiter
+
+    def sync(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: Mapping[str, bytes],
+    ) -> Deferred[SyncResult]:
+        now = self._clock.monotonic_ms()
+        group = self._groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if group is None or member is None:
+            return Deferred.resolved(SyncResult(ErrorCode.unknown_member_id))
+        if self._fenced(member, group_instance_id):
+            return Deferred.resolved(SyncResult(ErrorCode.fenced_instance_id))
+        if generation_id != group.generation_id:
+            return Deferred.resolved(SyncResult(ErrorCode.illegal_generation))
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
+            return Deferred.resolved(SyncResult(ErrorCode.inconsistent_group_protocol))
+        member.last_heartbeat_ms = now
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return Deferred.resolved(SyncResult(ErrorCode.rebalance_in_progress))
+        if group.state is GroupState.STABLE:
+            return Deferred.resolved(group.sync_result(member))
+        waiter: Deferred[SyncResult] = Deferred()
+        if member.sync_waiter is not None:
+            member.sync_waiter.resolve(SyncResult(ErrorCode.rebalance_in_progress))
+        member.sync_waiter = waiter
+        if member_id == group.leader_id:
+            group.complete_sync(dict(assignments))
+        return waiter
+
+    def heartbeat(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode:
+        group = self._groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if group is None or member is None:
+            return ErrorCode.unknown_member_id
+        if self._fenced(member, group_instance_id):
+            return ErrorCode.fenced_instance_id
+        if generation_id != group.generation_id:
+            return ErrorCode.illegal_generation
+        member.last_heartbeat_ms = self._clock.monotonic_ms()
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    def leave(
+        self, group_id: str, members: Sequence[tuple[str, str | None]]
+    ) -> tuple[ErrorCode, list[tuple[str, str | None, ErrorCode]]]:
+        """Remove ``(member_id, group_instance_id)`` pairs; a member id may be empty for static members.
+
+        Returns the group-level error and one error per requested member.
+        """
+        group = self._groups.get(group_id)
+        if group is None:
+            return ErrorCode.unknown_member_id, [(m, i, ErrorCode.unknown_member_id) for m, i in members]
+        results: list[tuple[str, str | None, ErrorCode]] = []
+        removed = False
+        for member_id, instance_id in members:
+            if member_id:
+                member = group.members.get(member_id)
+            else:
+                member = group.member_by_instance(instance_id) if instance_id is not None else None
+            if member is None:
+                results.append((member_id, instance_id, ErrorCode.unknown_member_id))
+            elif self._fenced(member, instance_id):
+                results.append((member_id, instance_id, ErrorCode.fenced_instance_id))
+            else:
+                group.remove_member(member, ErrorCode.unknown_member_id)
+                results.append((member.member_id, instance_id, ErrorCode.none))
+                removed = True
+        if removed:
+            self._after_removal(group, self._clock.monotonic_ms())
+        return ErrorCode.none, results
+
+    def tick(self, now_ms: float) -> None:
+        """Expire sessions, finish or time out rebalances, and expire old offsets."""
+        for group in list(self._groups.values()):
+            expired = [m for m in group.members.values() if m.session_expired(now_ms)]
+            for member in expired:
+                log.info("group %s: member %s session expired", group.group_id, member.member_id)
+                group.remove_member(member, ErrorCode.unknown_member_id)
+            if expired:
+                self._after_removal(group, now_ms)
+            group.maybe_complete_join(now_ms)
+            if group.state is GroupState.COMPLETING_REBALANCE and now_ms >= group.sync_deadline_ms:
+                for member in [m for m in group.members.values() if m.sync_waiter is None]:
+                    log.info("group %s: member %s did not sync in time", group.group_id, member.member_id)
+                    group.remove_member(member, ErrorCode.unknown_member_id)
+                group.prepare_rebalance(now_ms, 0)
+                group.maybe_complete_join(now_ms)
+        if self._next_offset_expiry_ms is None:
+            self._next_offset_expiry_ms = now_ms + self.config.offsets_retention_check_interval_ms
+        elif now_ms >= self._next_offset_expiry_ms:
+            self._next_offset_expiry_ms = now_ms + self.config.offsets_retention_check_interval_ms
+            self.expire_offsets()
+
+    def expire_offsets(self) -> int:
+        """Drop expired offsets of groups without members, and forget empty groups without offsets."""
+        active = {g.group_id for g in self._groups.values() if g.members}
+        removed = self._offsets.expire(self._clock.now_ms(), self.config.offsets_retention_ms, active)
+        with_offsets = self._offsets.groups()
+        for group_id in [g for g, grp in self._groups.items() if not grp.members and g not in with_offsets]:
+            del self._groups[group_id]
+        return removed
+
+    def _after_removal(self, group: Group, now: float) -> None:
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            group.prepare_rebalance(now, 0)
+        group.maybe_complete_join(now)
+
+    @staticmethod
+    def _fenced(member: Member, group_instance_id: str | None) -> bool:
+        return group_instance_id is not None and member.group_instance_id != group_instance_id
+
+    # -- offsets -----------------------------------------------------------------------------------
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        entries: Sequence[OffsetCommitEntry],
+        retention_ms: int | None = None,
+    ) -> list[ErrorCode]:
+        """Commit ``entries``; one error per entry, in order.
+
+        Generation -1 with an empty group is a "simple" commit (a consumer using ``assign``); otherwise
+        the member and generation must match the group, and commits are refused while the group waits
+        for the leader's assignment (CompletingRebalance).
+        """
+        error = self._check_commit(group_id, generation_id, member_id, group_instance_id)
+        if error is not ErrorCode.none:
+            return [error] * len(entries)
+        if group_id not in self._groups:
+            self._groups[group_id] = Group(group_id)
+        now_ms = self._clock.now_ms()
+        expire_ts = now_ms + retention_ms if retention_ms is not None and retention_ms >= 0 else None
+        results = []
+        for entry in entries:
+            metadata_size = len(entry.metadata.encode()) if entry.metadata else 0
+            if metadata_size > self.config.offset_metadata_max_bytes:
+                results.append(ErrorCode.offset_metadata_too_large)
+                continue
+            self._offsets.commit(
+                group_id,
+                entry.topic,
+                entry.partition,
+                entry.offset,
+                entry.metadata,
+                entry.leader_epoch,
+                now_ms,
+                expire_ts,
+            )
+            results.append(ErrorCode.none)
+        return results
+
+    def _check_commit(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode:
+        if not group_id:
+            return ErrorCode.invalid_group_id
+        group = self._groups.get(group_id)
+        if group is None or (generation_id < 0 and group.state is GroupState.EMPTY):
+            return ErrorCode.none if generation_id < 0 else ErrorCode.illegal_generation
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if self._fenced(member, group_instance_id):
+            return ErrorCode.fenced_instance_id
+        if generation_id != group.generation_id:
+            return ErrorCode.illegal_generation
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        member.last_heartbeat_ms = self._clock.monotonic_ms()
+        return ErrorCode.none
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Sequence[tuple[str, int]] | None
+    ) -> list[tuple[str, int, CommittedOffset | None]]:
+        """Committed offsets for ``partitions`` (``None`` means every partition the group committed)."""
+        committed = self._offsets.fetch(group_id)
+        if partitions is None:
+            return [(topic, partition, entry) for (topic, partition), entry in sorted(committed.items())]
+        return [(topic, partition, committed.get((topic, partition))) for topic, partition in partitions]
+
+    # -- administration ----------------------------------------------------------------------------
+
+    def describe(self, group_id: str) -> GroupDescription:
+        group = self._groups.get(group_id)
+        if group is None:
+            state = GroupState.EMPTY if group_id in self._offsets.groups() else GroupState.DEAD
+            return GroupDescription(group_id, state.value, "", "", ())
+        stable = group.state is GroupState.STABLE
+        members = tuple(
+            MemberDescription(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                metadata=m.metadata_for(group.protocol_name) if stable else b"",
+                assignment=m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        )
+        return GroupDescription(
+            group_id=group_id,
+            state=group.state.value,
+            protocol_type=group.protocol_type or "",
+            protocol_data=(group.protocol_name or "") if stable else "",
+            members=members,
+        )
+
+    def list_groups(self, states: Collection[str] = ()) -> list[GroupListing]:
+        """Every known group, optionally only those whose state is in ``states`` (case-insensitive)."""
+        wanted = {s.lower() for s in states}
+        listings = {
+            g.group_id: GroupListing(g.group_id, g.protocol_type or "", g.state.value)
+            for g in self._groups.values()
+        }
+        for group_id in self._offsets.groups() - listings.keys():
+            listings[group_id] = GroupListing(group_id, "", GroupState.EMPTY.value)
+        return [
+            listing
+            for _, listing in sorted(listings.items())
+            if not wanted or listing.state.lower() in wanted
+        ]
+
+    def delete_groups(self, group_ids: Sequence[str]) -> list[tuple[str, ErrorCode]]:
+        results = []
+        for group_id in group_ids:
+            group = self._groups.get(group_id)
+            if not group_id:
+                error = ErrorCode.invalid_group_id
+            elif group is not None and group.members:
+                error = ErrorCode.non_empty_group
+            elif group is None and group_id not in self._offsets.groups():
+                error = ErrorCode.group_id_not_found
+            else:
+                self._groups.pop(group_id, None)
+                self._offsets.delete_group(group_id)
+                error = ErrorCode.none
+            results.append((group_id, error))
+        return results

@@ -1,0 +1,76 @@
+"""JoinGroup (11), v0–7. The answer is deferred until the rebalance completes.
+
+v0 has no rebalance timeout (the session timeout stands in, as Kafka does); v5 adds
+``group_instance_id``; v6 is flexible; v7 makes the protocol name nullable and echoes the type.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from typing import Protocol, cast
+
+from kompakt.broker.context import HandlerSpec, RequestContext
+from kompakt.broker.deferred import Deferred
+from kompakt.broker.groups import JoinRequest, JoinResult
+from kompakt.protocol import codec
+from kompakt.protocol.apis import ApiKey
+
+
+class _Protocol(Protocol):
+    name: str
+    metadata: bytes
+
+
+class _Request(Protocol):
+    """The fields every version has; later additions are read with ``getattr``."""
+
+    group_id: str
+    session_timeout: datetime.timedelta
+    member_id: str
+    protocol_type: str
+    protocols: Sequence[_Protocol]
+
+
+def handle(ctx: RequestContext, request: codec.RequestPayload) -> Deferred[codec.ResponsePayload]:
+    req = cast(_Request, request)
+    session_timeout_ms = codec.duration_ms(req.session_timeout)
+    rebalance: datetime.timedelta | None = getattr(req, "rebalance_timeout", None)
+    join = JoinRequest(
+        group_id=req.group_id,
+        member_id=req.member_id,
+        group_instance_id=getattr(req, "group_instance_id", None),
+        session_timeout_ms=session_timeout_ms,
+        rebalance_timeout_ms=session_timeout_ms if rebalance is None else codec.duration_ms(rebalance),
+        protocol_type=req.protocol_type,
+        protocols=tuple((p.name, p.metadata) for p in req.protocols),
+        client_id=ctx.client_id or "",
+        client_host=ctx.client_host,
+    )
+    version = ctx.api_version
+
+    def respond(result: JoinResult) -> codec.ResponsePayload:
+        return codec.build_response(
+            request,
+            {
+                "error_code": result.error,
+                "generation_id": result.generation_id,
+                "protocol_type": result.protocol_type,
+                "protocol_name": result.protocol_name if version >= 7 else result.protocol_name or "",
+                "leader": result.leader_id,
+                "member_id": result.member_id,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "metadata": m.metadata,
+                    }
+                    for m in result.members
+                ],
+            },
+        )
+
+    return ctx.broker.groups.join(join).map(respond)
+
+
+SPEC = HandlerSpec(ApiKey.JOIN_GROUP, 0, 7, handle)

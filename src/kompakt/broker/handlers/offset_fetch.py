@@ -1,0 +1,80 @@
+"""OffsetFetch (9), v1–8.
+
+v2 makes ``topics`` nullable (null = every partition the group committed) and adds a top-level error
+code; v5 returns the committed leader epoch; v7 adds ``require_stable`` (always satisfied: there are no
+pending transactional commits); v8 batches groups. A partition without a committed offset answers
+offset -1 and no error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, cast
+
+from kompakt.broker.context import HandlerSpec, RequestContext
+from kompakt.protocol import codec
+from kompakt.protocol.apis import ApiKey
+
+
+class _Topic(Protocol):
+    name: str
+    partition_indexes: Sequence[int]
+
+
+class _Group(Protocol):
+    group_id: str
+    topics: Sequence[_Topic] | None
+
+
+class _SingleGroupRequest(Protocol):
+    """v1–7."""
+
+    group_id: str
+    topics: Sequence[_Topic] | None
+
+
+class _BatchRequest(Protocol):
+    """v8."""
+
+    groups: Sequence[_Group]
+
+
+def _topics(ctx: RequestContext, group_id: str, topics: Sequence[_Topic] | None) -> list[dict[str, object]]:
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    by_topic: dict[str, list[dict[str, object]]] = {}
+    for topic, partition, committed in ctx.broker.groups.fetch_offsets(group_id, wanted):
+        by_topic.setdefault(topic, []).append(
+            {
+                "partition_index": partition,
+                "committed_offset": committed.offset if committed else -1,
+                "committed_leader_epoch": committed.leader_epoch if committed else -1,
+                "metadata": (committed.metadata if committed else None) or "",
+                "error_code": codec.ErrorCode.none,
+            }
+        )
+    if topics is not None:
+        for topic_request in topics:
+            by_topic.setdefault(topic_request.name, [])
+    return [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]
+
+
+def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
+    if ctx.api_version >= 8:
+        batch = cast(_BatchRequest, request)
+        groups = [
+            {
+                "group_id": g.group_id,
+                "topics": _topics(ctx, g.group_id, g.topics),
+                "error_code": codec.ErrorCode.none,
+            }
+            for g in batch.groups
+        ]
+        return codec.build_response(request, {"groups": groups})
+    single = cast(_SingleGroupRequest, request)
+    return codec.build_response(
+        request,
+        {"topics": _topics(ctx, single.group_id, single.topics), "error_code": codec.ErrorCode.none},
+    )
+
+
+SPEC = HandlerSpec(ApiKey.OFFSET_FETCH, 1, 8, handle)

@@ -1,0 +1,387 @@
+"""The kio adapter: the only module in kompakt that imports ``kio`` (pinned to 0.6.5).
+
+Everything else reaches kio's generated message classes through the names re-exported here, so a kio
+upgrade (which has broken its API between minors before) touches one file.
+
+Decoding (:func:`decode_request`): peek the api key and version *before* loading a schema, so an
+unsupported version is refused with the right correlation id; then read the header and the body with
+kio's native readers. Anything kio cannot decode (short buffers, bad lengths, unknown tagged fields,
+which kio 0.6.5 rejects with a ``KeyError`` although the protocol says to skip them) becomes
+:class:`MalformedRequest`; the boundary catches broadly on purpose, because kio's native reader can
+raise a variety of exception types on hostile input.
+
+Encoding (:func:`encode_response`): kio's writers call ``write(chunk)`` repeatedly; a list-collecting
+writer keeps record memoryviews as they are (no copy) and the server hands the list to
+``transport.writelines``. The response header version comes from the response class
+(``__header_schema__``), which already knows that ApiVersions always answers with header v0.
+
+Building (:func:`build`, :func:`build_response`): handlers describe a response as nested mappings
+holding the union of the fields of every version they serve; the builder keeps only the fields the
+target version has and converts plain values (``int`` error codes and millisecond durations) to kio's
+types. One handler body therefore serves every version of its API.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import struct
+import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import MISSING, dataclass, fields, is_dataclass
+from types import NoneType, UnionType
+from typing import IO, TypeAlias, TypeVar, cast
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.api_versions.v0.response import ApiVersion as _ApiVersionV0
+from kio.schema.api_versions.v0.response import ApiVersionsResponse as _ApiVersionsResponseV0
+from kio.schema.errors import ErrorCode
+from kio.schema.index import api_key_map
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32
+from kio.static.protocol import Entity, RequestPayload, ResponsePayload
+
+from kompakt.errors import KompaktError
+from kompakt.protocol.apis import ApiKey, VersionRange
+
+__all__ = [
+    "Chunks",
+    "DecodedRequest",
+    "Entity",
+    "ErrorCode",
+    "MalformedRequest",
+    "ProtocolError",
+    "RequestHeader",
+    "RequestPayload",
+    "ResponsePayload",
+    "UnsupportedVersion",
+    "api_name",
+    "build",
+    "build_response",
+    "decode_request",
+    "decode_response",
+    "duration_ms",
+    "encode_api_versions_fallback",
+    "encode_error_response",
+    "encode_request",
+    "encode_response",
+    "request_class",
+    "response_class",
+]
+
+E = TypeVar("E")
+
+RequestHeader: TypeAlias = RequestHeaderV1 | RequestHeaderV2
+#: What :func:`encode_response` returns: the size prefix, then the encoded pieces, in order.
+Chunks: TypeAlias = list[bytes | memoryview]
+
+_PEEK = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
+
+
+class ProtocolError(KompaktError):
+    """A request that cannot be served as sent."""
+
+
+class MalformedRequest(ProtocolError):
+    """Bytes that kio cannot decode as the request they claim to be; the connection is closed.
+
+    ``correlation_id`` is ``None`` when the frame was too short to carry one.
+    """
+
+    def __init__(self, message: str, correlation_id: int | None = None) -> None:
+        super().__init__(message)
+        self.correlation_id = correlation_id
+
+
+class UnsupportedVersion(ProtocolError):
+    """An api key or version outside what this broker implements."""
+
+    def __init__(self, api_key: int, version: int, correlation_id: int) -> None:
+        super().__init__(f"unsupported api key {api_key} version {version}")
+        self.api_key = api_key
+        self.version = version
+        self.correlation_id = correlation_id
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedRequest:
+    """One decoded request frame."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    header: RequestHeader
+    body: RequestPayload
+
+
+class _ChunkWriter:
+    """The ``Writable`` kio writes to: keeps each chunk as given, so memoryviews are not copied."""
+
+    __slots__ = ("chunks", "size")
+
+    def __init__(self) -> None:
+        self.chunks: Chunks = [b""]
+        self.size = 0
+
+    def write(self, chunk: bytes | memoryview) -> int:
+        length = chunk.nbytes if isinstance(chunk, memoryview) else len(chunk)
+        self.chunks.append(chunk)
+        self.size += length
+        return length
+
+    @property
+    def writable(self) -> IO[bytes]:
+        """This object typed as kio's ``Writable``: kio only ever calls ``write`` on it."""
+        return cast(IO[bytes], self)
+
+    def finish(self) -> Chunks:
+        self.chunks[0] = _SIZE.pack(self.size)
+        return self.chunks
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's name of an api key, for log lines (``"unknown"`` for keys Kafka does not define)."""
+    return api_key_map.get(api_key, "unknown")
+
+
+def request_class(api_key: int, version: int) -> type[RequestPayload]:
+    """kio's request class for a key and version (``KeyError``-like errors if kio lacks it)."""
+    return load_request_schema(api_key, version)
+
+
+def response_class(api_key: int, version: int) -> type[ResponsePayload]:
+    """kio's response class for a key and version."""
+    return load_response_schema(api_key, version)
+
+
+def peek(frame: bytes | memoryview) -> tuple[int, int, int]:
+    """``(api_key, api_version, correlation_id)`` from the first 8 bytes of a request frame."""
+    if len(frame) < _PEEK.size:
+        raise MalformedRequest(f"frame of {len(frame)} bytes is shorter than a request header")
+    api_key, api_version, correlation_id = _PEEK.unpack_from(frame, 0)
+    return int(api_key), int(api_version), int(correlation_id)
+
+
+def decode_request(frame: bytes | memoryview, supported: Mapping[int, VersionRange]) -> DecodedRequest:
+    """Decode one request frame (without its size prefix).
+
+    Raises :class:`UnsupportedVersion` when the key or version is not in ``supported`` (checked before
+    any schema is loaded) and :class:`MalformedRequest` for anything that does not decode.
+    """
+    api_key, api_version, correlation_id = peek(frame)
+    version_range = supported.get(api_key)
+    if version_range is None or api_version not in version_range:
+        raise UnsupportedVersion(api_key, api_version, correlation_id)
+    try:
+        body_class = load_request_schema(api_key, api_version)
+        header, header_size = entity_reader(body_class.__header_schema__)(frame, 0)
+        body, _ = entity_reader(body_class)(frame, header_size)
+    except Exception as exc:  # noqa: BLE001 - kio's native reader raises many types on hostile input
+        raise MalformedRequest(
+            f"cannot decode {api_name(api_key)} v{api_version}: {type(exc).__name__}: {exc}",
+            correlation_id,
+        ) from exc
+    return DecodedRequest(
+        api_key=api_key,
+        api_version=api_version,
+        correlation_id=correlation_id,
+        client_id=header.client_id,
+        header=header,
+        body=body,
+    )
+
+
+def encode_response(correlation_id: int, response: ResponsePayload) -> Chunks:
+    """Encode a response with its header and int32 size prefix, as a list of chunks."""
+    writer = _ChunkWriter()
+    header_class = response.__header_schema__
+    entity_writer(header_class)(writer.writable, header_class(correlation_id=i32(correlation_id)))
+    entity_writer(type(response))(writer.writable, response)
+    return writer.finish()
+
+
+def encode_request(request: RequestPayload, correlation_id: int, client_id: str | None = "kompakt") -> bytes:
+    """Encode a request frame with its size prefix (for tests and tools acting as a client)."""
+    writer = _ChunkWriter()
+    header_class = request.__header_schema__
+    header = header_class(
+        request_api_key=request.__api_key__,
+        request_api_version=request.__version__,
+        correlation_id=i32(correlation_id),
+        client_id=client_id,
+    )
+    entity_writer(header_class)(writer.writable, header)
+    entity_writer(type(request))(writer.writable, request)
+    return b"".join(bytes(chunk) for chunk in writer.finish())
+
+
+def decode_response(frame: bytes | memoryview, api_key: int, version: int) -> tuple[int, ResponsePayload]:
+    """Decode a response frame (without its size prefix) into ``(correlation_id, body)``."""
+    body_class = load_response_schema(api_key, version)
+    header, header_size = entity_reader(body_class.__header_schema__)(frame, 0)
+    body, _ = entity_reader(body_class)(frame, header_size)
+    return int(header.correlation_id), body
+
+
+def encode_api_versions_fallback(correlation_id: int, supported: Mapping[int, VersionRange]) -> Chunks:
+    """The answer to ApiVersions at a version we do not know: v0 format, UNSUPPORTED_VERSION, our ranges.
+
+    Clients read the v0 body whatever version they asked for, pick the highest common ApiVersions
+    version and retry (kafka-python starts at v4 and relies on this).
+    """
+    response = _ApiVersionsResponseV0(
+        error_code=ErrorCode.unsupported_version,
+        api_keys=tuple(
+            _ApiVersionV0(api_key=i16(key), min_version=i16(r.min_version), max_version=i16(r.max_version))
+            for key, r in sorted(supported.items())
+        ),
+    )
+    return encode_response(correlation_id, response)
+
+
+def encode_error_response(
+    correlation_id: int, api_key: int, version: int, error_code: ErrorCode
+) -> Chunks | None:
+    """A generic error answer, or ``None`` when the response has no top-level error code to carry it.
+
+    Used for requests we refuse before a handler runs. Every other field gets its zero value.
+    """
+    if api_key == ApiKey.API_VERSIONS:
+        raise ValueError("ApiVersions errors use encode_api_versions_fallback")
+    try:
+        cls = load_response_schema(api_key, version)
+    except Exception:  # noqa: BLE001 - kio raises its own index errors for unknown keys/versions
+        return None
+    if "error_code" not in {f.name for f in fields(cls)}:
+        return None
+    return encode_response(correlation_id, build(cls, {"error_code": error_code}, zero_fill=True))
+
+
+def duration_ms(value: datetime.timedelta) -> int:
+    """Milliseconds in one of kio's ``timedelta`` fields (session timeouts and the like)."""
+    return round(value.total_seconds() * 1000)
+
+
+# --------------------------------------------------------------------------------------------------
+# Building entities from mappings
+
+
+@dataclass(frozen=True, slots=True)
+class _FieldPlan:
+    name: str
+    kafka_type: str | None
+    nullable: bool
+    is_array: bool
+    entity: type[object] | None
+    required: bool
+
+
+@functools.cache
+def _plan(cls: type) -> tuple[_FieldPlan, ...]:
+    hints = typing.get_type_hints(cls)
+    plans = []
+    for f in fields(cls):
+        annotation = hints[f.name]
+        is_array = typing.get_origin(annotation) is tuple
+        inner = typing.get_args(annotation)[0] if is_array else annotation
+        nullable = False
+        if typing.get_origin(inner) in (UnionType, typing.Union):
+            args = [a for a in typing.get_args(inner) if a is not NoneType]
+            nullable = len(args) < len(typing.get_args(inner))
+            inner = args[0]
+        if typing.get_origin(annotation) in (UnionType, typing.Union):
+            # ``tuple[X, ...] | None``: a nullable array.
+            args = [a for a in typing.get_args(annotation) if a is not NoneType]
+            nullable = True
+            is_array = typing.get_origin(args[0]) is tuple
+            inner = typing.get_args(args[0])[0] if is_array else args[0]
+        plans.append(
+            _FieldPlan(
+                name=f.name,
+                kafka_type=f.metadata.get("kafka_type"),
+                nullable=nullable,
+                is_array=is_array,
+                entity=inner if isinstance(inner, type) and is_dataclass(inner) else None,
+                required=f.default is MISSING and f.default_factory is MISSING,
+            )
+        )
+    return tuple(plans)
+
+
+def _zero(plan: _FieldPlan) -> object:
+    if plan.is_array:
+        return ()
+    if plan.nullable:
+        return None
+    match plan.kafka_type:
+        case "string":
+            return ""
+        case "bytes" | "records":
+            return b""
+        case "bool":
+            return False
+        case "error_code":
+            return ErrorCode.none
+        case "timedelta_i32" | "timedelta_i64":
+            return datetime.timedelta(0)
+        case "float64":
+            return 0.0
+        case _:
+            return 0
+
+
+def _convert(plan: _FieldPlan, value: object, zero_fill: bool) -> object:
+    if value is None:
+        return None
+    if plan.entity is not None:
+        if plan.is_array:
+            return tuple(_entity(plan.entity, item, zero_fill) for item in cast(Iterable[object], value))
+        return _entity(plan.entity, value, zero_fill)
+    if plan.is_array:
+        return tuple(cast(Iterable[object], value))
+    match plan.kafka_type:
+        case "error_code" if not isinstance(value, ErrorCode):
+            return ErrorCode(cast(int, value))
+        case "timedelta_i32" | "timedelta_i64" if isinstance(value, int):
+            return datetime.timedelta(milliseconds=value)
+        case "datetime_i64" if isinstance(value, int):
+            if value < 0:
+                return None
+            return datetime.datetime.fromtimestamp(value / 1000, tz=datetime.UTC)
+    return value
+
+
+def _entity(cls: type[object], value: object, zero_fill: bool) -> object:
+    if isinstance(value, cls):
+        return value
+    return build(cls, cast(Mapping[str, object], value), zero_fill=zero_fill)
+
+
+def build(cls: type[E], values: Mapping[str, object], *, zero_fill: bool = False) -> E:
+    """Construct a kio entity from a mapping, recursively, keeping only the fields ``cls`` has.
+
+    Missing fields fall back to the schema default; failing that, ``throttle_time`` becomes 0 and
+    nullable fields become ``None``. Any other missing field is a bug in the caller and raises
+    ``ValueError``, unless ``zero_fill`` asks for zero values everywhere (generic error responses).
+    """
+    kwargs: dict[str, object] = {}
+    for plan in _plan(cast(type, cls)):
+        if plan.name in values:
+            kwargs[plan.name] = _convert(plan, values[plan.name], zero_fill)
+        elif not plan.required:
+            continue
+        elif zero_fill or plan.nullable or plan.name == "throttle_time":
+            kwargs[plan.name] = _convert(plan, _zero(plan), zero_fill)
+        else:
+            raise ValueError(f"{cls.__module__}.{cls.__qualname__} needs field {plan.name!r}")
+    return cls(**kwargs)
+
+
+def build_response(request: RequestPayload, values: Mapping[str, object]) -> ResponsePayload:
+    """Build the response matching ``request``'s api key and version from a mapping (see :func:`build`)."""
+    cls = load_response_schema(request.__api_key__, request.__version__)
+    return build(cls, values)

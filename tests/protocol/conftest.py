@@ -1,0 +1,26 @@
+"""Fixtures for protocol tests: a dispatcher over a broker with a fake clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from kompakt.broker.context import Broker
+from kompakt.broker.dispatch import Dispatcher
+from kompakt.broker.groups import GroupConfig
+from kompakt.clock import FakeClock
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def dispatcher(clock: FakeClock) -> Dispatcher:
+    broker = Broker.create(
+        clock=clock,
+        group_config=GroupConfig(group_initial_rebalance_delay_ms=0),
+        advertised_host="broker.test",
+        advertised_port=19092,
+    )
+    return Dispatcher(broker)
