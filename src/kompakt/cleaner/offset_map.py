@@ -1,0 +1,399 @@
+"""The cleaner's offset map (Kafka's dedupe buffer): key -> latest offset, with Kafka's capacity rules.
+
+Two implementations share one protocol. ``HashedOffsetMap`` is the production map: a fixed,
+preallocated open-addressing table of 24-byte slots (16-byte key digest + 8-byte offset), exactly
+the memory model of Kafka's ``SkimpyOffsetMap``, so ``log.cleaner.dedupe.buffer.size`` means the
+same number of keys per pass as in Kafka. Its bulk paths run in numba over the column arrays the
+kernels produce. ``ExactOffsetMap`` is a dict keyed by raw key bytes with the same capacity
+semantics; it exists as the oracle that the hashed map is tested against.
+
+Capacity semantics (kafka-log-cleaner.md §2.4-2.5): ``max_keys_per_pass = floor(slots x
+load_factor)``, and a bulk put stops when ``size`` has reached it, checked before every put even
+when the key is already present.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from kompakt.cleaner import kernels_map as km
+from kompakt.cleaner.kernels import (
+    _R_NCOLS,
+    BoolArray,
+    I64Array,
+    RecordTable,
+    Spans,
+    U8Array,
+    U64Array,
+    Workspace,
+    hash_key,
+    hash_keys,
+    record_error,
+    scan_records,
+)
+from kompakt.errors import ConfigError, OffsetMapTooSmallError
+
+SLOT_BYTES: Final = 24
+_TOO_SMALL: Final = (
+    "offset map is too small to fit in even a single message, so log cleaning will never make "
+    "progress. You can increase log.cleaner.dedupe.buffer.size or decrease log.cleaner.threads"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordKeys:
+    """The keys of a run of records, as both maps need them.
+
+    ``buf``/``key_start``/``key_len`` locate the raw bytes (``key_len`` -1 = null key), which the
+    exact map uses; ``hash_hi``/``hash_lo`` are their digests, which the hashed map uses.
+    """
+
+    buf: U8Array
+    key_start: I64Array
+    key_len: I64Array
+    hash_hi: U64Array
+    hash_lo: U64Array
+
+    @classmethod
+    def of(
+        cls, buf: U8Array, key_start: I64Array, key_len: I64Array, workspace: Workspace | None = None
+    ) -> RecordKeys:
+        hi, lo = hash_keys(buf, key_start, key_len, workspace)
+        return cls(buf, key_start, key_len, hi, lo)
+
+    def key(self, i: int) -> bytes | None:
+        n = int(self.key_len[i])
+        if n < 0:
+            return None
+        s = int(self.key_start[i])
+        return self.buf[s : s + n].tobytes()
+
+
+@dataclass(frozen=True, slots=True)
+class PutResult:
+    """Outcome of a bulk put: ``consumed`` records were handled before stopping (all of them
+    unless ``full``); ``full`` means record ``consumed`` found the map at capacity."""
+
+    consumed: int
+    full: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RetainResult:
+    """Per-record retention (§2.9) and the count of unkeyed records dropped ("invalid messages")."""
+
+    keep: BoolArray
+    invalid_dropped: int
+
+
+@dataclass(frozen=True, slots=True)
+class SpanPutResult:
+    """Outcome of ``put_spans``: if ``full``, span ``span`` stopped after ``records_done`` of its
+    records (the map's latest offset is then the last offset put); otherwise every span was done."""
+
+    full: bool
+    span: int
+    records_done: int
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRetainResult:
+    """Outcome of ``retain_spans``: the kept records only, ``kept.batch_first`` indexing by span."""
+
+    kept: RecordTable
+    invalid_dropped: int
+
+
+class OffsetMap(Protocol):
+    """What the cleaner needs from a dedupe map; see the module docstring for the semantics."""
+
+    @property
+    def slots(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def latest_offset(self) -> int: ...
+    @property
+    def max_keys_per_pass(self) -> int: ...
+    @property
+    def utilization(self) -> float: ...
+    def put(self, key: bytes, offset: int) -> None: ...
+    def get(self, key: bytes) -> int: ...
+    def clear(self) -> None: ...
+    def update_latest_offset(self, offset: int) -> None: ...
+    def put_records(self, keys: RecordKeys, offsets: I64Array, start_offset: int) -> PutResult: ...
+    def get_many(self, keys: RecordKeys) -> I64Array: ...
+    def retain_mask(
+        self, keys: RecordKeys, offsets: I64Array, value_len: I64Array, tombstone_may_be_kept: BoolArray
+    ) -> RetainResult: ...
+    def put_spans(self, buf: U8Array, spans: Spans, start_offset: int) -> SpanPutResult: ...
+    def retain_spans(
+        self, buf: U8Array, spans: Spans, tombstone_may_be_kept: BoolArray, workspace: Workspace | None = None
+    ) -> SpanRetainResult: ...
+
+
+def _max_keys(slots: int, load_factor: float) -> int:
+    if not 0.0 < load_factor <= 1.0:
+        raise ConfigError(f"log.cleaner.io.buffer.load.factor must be in (0, 1], got {load_factor}")
+    if slots * load_factor <= 1:
+        raise OffsetMapTooSmallError(_TOO_SMALL)
+    return math.floor(slots * load_factor)
+
+
+def _i64(a: I64Array) -> I64Array:
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def _take_columns(workspace: Workspace | None, n: int) -> I64Array:
+    if workspace is None:
+        return np.empty((_R_NCOLS, n), dtype=np.int64)
+    cols: I64Array = workspace.take("kept", _R_NCOLS, n, np.int64)
+    return cols
+
+
+def _check_lengths(n: int, *arrays: npt.NDArray[Any]) -> None:
+    if any(len(a) != n for a in arrays):
+        raise ValueError("per-record arrays differ in length")
+
+
+class HashedOffsetMap:
+    """Kafka's dedupe buffer: ``memory_bytes // 24`` slots preallocated once, reused every pass."""
+
+    def __init__(self, memory_bytes: int, load_factor: float) -> None:
+        self._slots = memory_bytes // SLOT_BYTES
+        self._max_keys = _max_keys(self._slots, load_factor)
+        self._table: U64Array = np.empty((self._slots, 3), dtype=np.uint64)
+        self._table[:, 2] = km._EMPTY
+        self._size = 0
+        self._latest = -1
+        self._dirty = False  # any put since the last clear; lets clear() skip the sweep
+
+    @property
+    def slots(self) -> int:
+        return self._slots
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def latest_offset(self) -> int:
+        return self._latest
+
+    @property
+    def max_keys_per_pass(self) -> int:
+        return self._max_keys
+
+    @property
+    def utilization(self) -> float:
+        return self._size / self._slots
+
+    def put(self, key: bytes, offset: int) -> None:
+        """Single put; like Kafka's ``put`` it does not itself enforce ``max_keys_per_pass``."""
+        if self._size >= self._slots and self.get(key) < 0:
+            raise OverflowError("offset map has no free slot")
+        hi, lo = hash_key(key)
+        self._size += int(km._put_one(self._table, np.uint64(hi), np.uint64(lo), offset))
+        self._dirty = True
+        self._latest = offset
+
+    def get(self, key: bytes) -> int:
+        hi, lo = hash_key(key)
+        return int(km._lookup(self._table, np.uint64(hi), np.uint64(lo)))
+
+    def clear(self) -> None:
+        if self._dirty:
+            self._table[:, 2] = km._EMPTY
+        self._dirty = False
+        self._size = 0
+        self._latest = -1
+
+    def update_latest_offset(self, offset: int) -> None:
+        self._latest = offset
+
+    def put_records(self, keys: RecordKeys, offsets: I64Array, start_offset: int) -> PutResult:
+        """Bulk §2.5 map build over records in offset order; see ``PutResult``."""
+        offs = _i64(offsets)
+        _check_lengths(len(offs), keys.key_len, keys.hash_hi, keys.hash_lo)
+        consumed, size, full, last_put = km._put_records(
+            self._table,
+            keys.hash_hi,
+            keys.hash_lo,
+            offs,
+            _i64(keys.key_len),
+            start_offset,
+            self._size,
+            self._max_keys,
+        )
+        if last_put >= 0:
+            self._dirty = True
+            self._latest = int(last_put)
+        self._size = int(size)
+        return PutResult(int(consumed), bool(full))
+
+    def get_many(self, keys: RecordKeys) -> I64Array:
+        """Offset per record key, -1 for absent and for null keys."""
+        _check_lengths(len(keys.key_len), keys.hash_hi, keys.hash_lo)
+        return km._get_many(self._table, keys.hash_hi, keys.hash_lo, _i64(keys.key_len))
+
+    def retain_mask(
+        self, keys: RecordKeys, offsets: I64Array, value_len: I64Array, tombstone_may_be_kept: BoolArray
+    ) -> RetainResult:
+        """§2.9 for records of non-control, non-discarded batches; ``tombstone_may_be_kept`` is
+        per record (true iff its batch has no delete horizon yet or ``now`` is before it)."""
+        offs = _i64(offsets)
+        _check_lengths(len(offs), keys.key_len, keys.hash_hi, keys.hash_lo, value_len, tombstone_may_be_kept)
+        keep, invalid = km._retain(
+            self._table,
+            keys.hash_hi,
+            keys.hash_lo,
+            offs,
+            _i64(keys.key_len),
+            _i64(value_len),
+            np.ascontiguousarray(tombstone_may_be_kept, dtype=np.bool_),
+            self._latest,
+        )
+        return RetainResult(keep, int(invalid))
+
+    def put_spans(self, buf: U8Array, spans: Spans, start_offset: int) -> SpanPutResult:
+        """``put_records`` fused with parsing and hashing, over whole batches' records sections.
+
+        Parses only up to each key (the copy pass validates records in full). The caller skips
+        control and aborted batches and moves ``latest_offset`` to batch ends itself (§2.5).
+        """
+        status, span, done, size, last_put, pos = km._map_spans(
+            buf, *spans.arrays()[:3], spans.arrays()[4], self._table, start_offset, self._size, self._max_keys
+        )
+        self._size = int(size)
+        if last_put >= 0:
+            self._dirty = True
+            self._latest = int(last_put)
+        if status > 0:
+            raise record_error(int(status), int(span), int(pos))
+        return SpanPutResult(status == km.FULL, int(span), int(done))
+
+    def retain_spans(
+        self, buf: U8Array, spans: Spans, tombstone_may_be_kept: BoolArray, workspace: Workspace | None = None
+    ) -> SpanRetainResult:
+        """``retain_mask`` fused with full record parsing and hashing; returns only kept records.
+
+        ``tombstone_may_be_kept`` is per span. Spans must be non-control, non-discarded batches.
+        """
+        arrays = spans.arrays()
+        total = int(np.maximum(arrays[4], 0).sum())
+        kept = _take_columns(workspace, total)
+        kept_first = np.zeros(len(spans) + 1, dtype=np.int64)
+        tomb = np.ascontiguousarray(tombstone_may_be_kept, dtype=np.bool_)
+        _check_lengths(len(spans), tomb)
+        err, span, pos, invalid = km._retain_spans(
+            buf, *arrays, tomb, self._table, self._latest, kept, kept_first
+        )
+        if err:
+            raise record_error(int(err), int(span), int(pos))
+        return SpanRetainResult(RecordTable(kept, kept_first, int(kept_first[-1])), int(invalid))
+
+
+class ExactOffsetMap:
+    """Dict keyed by raw key bytes, with the hashed map's capacity semantics: the test oracle."""
+
+    def __init__(self, slots: int, load_factor: float) -> None:
+        self._slots = slots
+        self._max_keys = _max_keys(slots, load_factor)
+        self._map: dict[bytes, int] = {}
+        self._latest = -1
+
+    @classmethod
+    def for_memory(cls, memory_bytes: int, load_factor: float) -> ExactOffsetMap:
+        """The same capacity a ``HashedOffsetMap(memory_bytes, load_factor)`` would have."""
+        return cls(memory_bytes // SLOT_BYTES, load_factor)
+
+    @property
+    def slots(self) -> int:
+        return self._slots
+
+    @property
+    def size(self) -> int:
+        return len(self._map)
+
+    @property
+    def latest_offset(self) -> int:
+        return self._latest
+
+    @property
+    def max_keys_per_pass(self) -> int:
+        return self._max_keys
+
+    @property
+    def utilization(self) -> float:
+        return len(self._map) / self._slots
+
+    def put(self, key: bytes, offset: int) -> None:
+        if len(self._map) >= self._slots and key not in self._map:
+            raise OverflowError("offset map has no free slot")
+        self._map[bytes(key)] = offset
+        self._latest = offset
+
+    def get(self, key: bytes) -> int:
+        return self._map.get(bytes(key), -1)
+
+    def clear(self) -> None:
+        self._map.clear()
+        self._latest = -1
+
+    def update_latest_offset(self, offset: int) -> None:
+        self._latest = offset
+
+    def put_records(self, keys: RecordKeys, offsets: I64Array, start_offset: int) -> PutResult:
+        for i, offset in enumerate(offsets.tolist()):
+            key = keys.key(i)
+            if key is None or offset < start_offset:
+                continue
+            if len(self._map) >= self._max_keys:
+                return PutResult(i, True)
+            self.put(key, offset)
+        return PutResult(len(offsets), False)
+
+    def get_many(self, keys: RecordKeys) -> I64Array:
+        out = [-1 if (k := keys.key(i)) is None else self.get(k) for i in range(len(keys.key_len))]
+        return np.array(out, dtype=np.int64)
+
+    def retain_mask(
+        self, keys: RecordKeys, offsets: I64Array, value_len: I64Array, tombstone_may_be_kept: BoolArray
+    ) -> RetainResult:
+        keep = np.zeros(len(offsets), dtype=np.bool_)
+        invalid = 0
+        for i, offset in enumerate(offsets.tolist()):
+            key = keys.key(i)
+            if offset > self._latest:
+                keep[i] = True
+            elif key is None:
+                invalid += 1
+            else:
+                keep[i] = offset >= self.get(key) and (value_len[i] >= 0 or bool(tombstone_may_be_kept[i]))
+        return RetainResult(keep, invalid)
+
+    def put_spans(self, buf: U8Array, spans: Spans, start_offset: int) -> SpanPutResult:
+        recs = scan_records(buf, *spans.arrays())
+        keys = RecordKeys.of(buf, recs.key_start, recs.key_len)
+        res = self.put_records(keys, recs.offset, start_offset)
+        if not res.full:
+            return SpanPutResult(False, len(spans), 0)
+        span = int(recs.batch[res.consumed])
+        return SpanPutResult(True, span, res.consumed - int(recs.batch_first[span]))
+
+    def retain_spans(
+        self, buf: U8Array, spans: Spans, tombstone_may_be_kept: BoolArray, workspace: Workspace | None = None
+    ) -> SpanRetainResult:
+        recs = scan_records(buf, *spans.arrays())
+        keys = RecordKeys.of(buf, recs.key_start, recs.key_len)
+        tomb = np.asarray(tombstone_may_be_kept, dtype=np.bool_)[recs.batch]
+        res = self.retain_mask(keys, recs.offset, recs.value_len, tomb)
+        cols = np.ascontiguousarray(recs.columns[:, : len(recs)][:, res.keep])
+        first = np.zeros(len(spans) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(recs.batch[res.keep], minlength=len(spans)), out=first[1:])
+        return SpanRetainResult(RecordTable(cols, first, int(first[-1])), res.invalid_dropped)
