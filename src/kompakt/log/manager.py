@@ -1,0 +1,389 @@
+"""The log manager: one data directory, its topics, partitions, checkpoints and lifecycle.
+
+Data directory layout (Kafka's, see :mod:`kompakt.log.files`)::
+
+    <data-dir>/
+      .lock                               fcntl lock: one process per directory
+      meta.properties                     cluster id and node id (written when missing)
+      .kafka_cleanshutdown                present only while the directory is closed cleanly
+      kompakt-topics.json                 topic ids, partition counts, config overrides
+      recovery-point-offset-checkpoint    per partition: everything below is fsynced
+      log-start-offset-checkpoint         per partition whose log start offset > first base offset
+      replication-offset-checkpoint       per partition: the high watermark
+      <topic>-<partition>/                one PartitionLog each
+      <topic>-<partition>.<hex>-delete/   being removed after file.delete.delay.ms
+
+Opening never scans the ``.log`` files of a cleanly shut down directory (indexes are lazy);
+after a crash every partition re-validates from its recovery point. A partition whose files are
+corrupt in a way recovery must not repair is listed in ``offline_partitions`` and the others open.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import logging
+import os
+import random
+import shutil
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+from kompakt.clock import Clock
+from kompakt.errors import (
+    KompaktError,
+    LogDirectoryError,
+    PartitionOfflineError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from kompakt.log.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_OFFSET_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
+    OffsetCheckpointFile,
+)
+from kompakt.log.config import BrokerConfig, LogConfig
+from kompakt.log.files import (
+    DELETE_DIR_SUFFIX,
+    parse_partition_dir_name,
+    partition_dir_name,
+    partition_dir_suffix,
+    rename_durably,
+)
+from kompakt.log.metadata_files import (
+    MetaProperties,
+    random_kafka_uuid,
+    read_clean_shutdown,
+    read_meta_properties,
+    read_partition_metadata,
+    remove_clean_shutdown,
+    uuid_to_kafka,
+    write_clean_shutdown,
+    write_meta_properties,
+    write_partition_metadata,
+)
+from kompakt.log.partition_log import PartitionLog
+from kompakt.log.segments import ManualScheduler, Scheduler
+from kompakt.log.topic_store import TopicMetadata, TopicStore, validate_topic_name
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = ".lock"
+TopicPartition = tuple[str, int]
+
+
+def _remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class InvalidPartitionsError(KompaktError):
+    """A partition count that is not larger than the current one (Kafka's INVALID_PARTITIONS)."""
+
+
+class LogManager:
+    """All logs of one data directory.
+
+    Thread-safety: topic-level changes (create, delete, add partitions, alter configs) and
+    open/close are serialized by one manager lock; each log has its own lock for data operations.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | Path,
+        broker_config: BrokerConfig,
+        clock: Clock,
+        scheduler: Scheduler | None = None,
+        *,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.broker_config = broker_config
+        self.clock = clock
+        self.scheduler: Scheduler = scheduler if scheduler is not None else ManualScheduler(clock)
+        self._rng = rng or random.Random()  # noqa: S311 - roll jitter, not security
+        self._lock = threading.RLock()
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._topics: dict[str, TopicMetadata] = {}
+        self.offline_partitions: dict[TopicPartition, str] = {}
+        self._store = TopicStore(self.data_dir)
+        self._lock_fd: int | None = None
+        self.had_clean_shutdown = False
+        self._config_cache: dict[tuple[tuple[str, str], ...], LogConfig] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def open(self) -> None:
+        """Lock the directory, load topics and every partition directory, drop the clean marker."""
+        with self._lock:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self._take_lock()
+            if read_meta_properties(self.data_dir) is None:
+                write_meta_properties(
+                    self.data_dir,
+                    MetaProperties(
+                        cluster_id=uuid_to_kafka(random_kafka_uuid()), node_id=self.broker_config.node_id
+                    ),
+                )
+            self.had_clean_shutdown = read_clean_shutdown(self.data_dir) is not None
+            recovery_points = self._read_checkpoint(RECOVERY_POINT_OFFSET_CHECKPOINT_FILE)
+            start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT_FILE)
+            self._topics = self._store.load()
+            for entry in sorted(os.scandir(self.data_dir), key=lambda e: e.name):
+                if entry.is_dir():
+                    self._load_partition_dir(Path(entry.path), recovery_points, start_offsets)
+            remove_clean_shutdown(self.data_dir)
+
+    def _take_lock(self) -> None:
+        fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise LogDirectoryError(
+                f"Failed to acquire lock on file .lock in {self.data_dir}. A Kafka instance in another "
+                "process or thread is using this directory."
+            ) from None
+        self._lock_fd = fd
+
+    def _read_checkpoint(self, name: str) -> dict[TopicPartition, int]:
+        path = self.data_dir / name
+        if not path.exists():
+            return {}
+        try:
+            return OffsetCheckpointFile(path).read()
+        except KompaktError as exc:
+            log.warning("Ignoring unreadable checkpoint %s: %s", path, exc)
+            return {}
+
+    def _load_partition_dir(
+        self,
+        path: Path,
+        recovery_points: Mapping[TopicPartition, int],
+        start_offsets: Mapping[TopicPartition, int],
+    ) -> None:
+        name = path.name
+        suffix = partition_dir_suffix(name)
+        if suffix == DELETE_DIR_SUFFIX:
+            self.scheduler.schedule(0, functools.partial(_remove_tree, path), f"delete-dir {name}")
+            return
+        if suffix is not None:
+            log.info("Skipping directory %s (%s)", path, suffix)
+            return
+        try:
+            topic, partition = parse_partition_dir_name(name)
+        except LogDirectoryError:
+            log.warning("Skipping directory %s: not a topic-partition directory", path)
+            return
+        meta = self._topics.get(topic)
+        if meta is None:
+            try:
+                topic_id = read_partition_metadata(path) or random_kafka_uuid()
+            except KompaktError as exc:
+                log.warning("Unreadable partition.metadata in %s: %s", path, exc)
+                topic_id = random_kafka_uuid()
+            meta = self._topics[topic] = TopicMetadata(topic, topic_id, partition + 1, {})
+        elif partition >= meta.partitions:
+            self._topics[topic] = TopicMetadata(meta.name, meta.topic_id, partition + 1, dict(meta.configs))
+        tp = (topic, partition)
+        try:
+            self._logs[tp] = self._open_log(
+                path,
+                topic,
+                partition,
+                self._config_for(meta.configs),
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=start_offsets.get(tp, 0),
+                had_clean_shutdown=self.had_clean_shutdown,
+            )
+        except PartitionOfflineError as exc:
+            log.error("Partition %s-%d is offline: %s", topic, partition, exc)
+            self.offline_partitions[tp] = str(exc)
+
+    def _open_log(
+        self,
+        path: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        recovery_point: int,
+        log_start_offset: int,
+        had_clean_shutdown: bool,
+    ) -> PartitionLog:
+        return PartitionLog(
+            path,
+            topic,
+            partition,
+            config,
+            self.clock,
+            scheduler=self.scheduler,
+            log_start_offset=log_start_offset,
+            recovery_point=recovery_point,
+            had_clean_shutdown=had_clean_shutdown,
+            rng=self._rng,
+        )
+
+    def _config_for(self, overrides: Mapping[str, str]) -> LogConfig:
+        key = tuple(sorted(overrides.items()))
+        config = self._config_cache.get(key)
+        if config is None:
+            config = self._config_cache[key] = LogConfig.from_overrides(overrides, self.broker_config)
+        return config
+
+    def close(self) -> None:
+        """Flush and close every log, write the checkpoints and the clean-shutdown marker, unlock."""
+        with self._lock:
+            if self._lock_fd is None:
+                return
+            for partition_log in self._logs.values():
+                partition_log.close()
+            self.checkpoint_recovery_points()
+            self.checkpoint_log_start_offsets()
+            self.checkpoint_high_watermarks()
+            self._logs.clear()
+            if not self.offline_partitions:
+                write_clean_shutdown(self.data_dir)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def checkpoint_recovery_points(self) -> None:
+        self._write_checkpoint(RECOVERY_POINT_OFFSET_CHECKPOINT_FILE, lambda lg: lg.recovery_point)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        def start(lg: PartitionLog) -> int | None:
+            first = lg.segments.first
+            return (
+                lg.log_start_offset if first is not None and lg.log_start_offset > first.base_offset else None
+            )
+
+        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT_FILE, start)
+
+    def checkpoint_high_watermarks(self) -> None:
+        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT_FILE, lambda lg: lg.high_watermark)
+
+    def _write_checkpoint(self, name: str, value: object) -> None:
+        assert callable(value)
+        entries: dict[TopicPartition, int] = {}
+        for tp, partition_log in list(self._logs.items()):
+            offset = value(partition_log)
+            if offset is not None:
+                entries[tp] = int(offset)
+        OffsetCheckpointFile(self.data_dir / name).write(entries)
+
+    # ------------------------------------------------------------------ topics
+
+    def create_topic(
+        self, name: str, partitions: int, configs: Mapping[str, str] | None = None
+    ) -> TopicMetadata:
+        """Validate, persist the topic, then create each partition dir with its partition.metadata."""
+        validate_topic_name(name)
+        overrides = dict(configs or {})
+        config = self._config_for(overrides)
+        if partitions < 1:
+            raise InvalidPartitionsError(f"Number of partitions must be larger than 0 (got {partitions}).")
+        with self._lock:
+            if name in self._topics:
+                raise TopicExistsError(f"Topic '{name}' already exists.")
+            meta = TopicMetadata(name, random_kafka_uuid(), partitions, overrides)
+            self._topics[name] = meta
+            self._store.save(self._topics)
+            for partition in range(partitions):
+                self._create_partition(meta, partition, config)
+            return meta
+
+    def _create_partition(self, meta: TopicMetadata, partition: int, config: LogConfig) -> None:
+        path = self.data_dir / partition_dir_name(meta.name, partition)
+        path.mkdir(parents=True, exist_ok=True)
+        write_partition_metadata(path, meta.topic_id)
+        self._logs[(meta.name, partition)] = self._open_log(
+            path, meta.name, partition, config, recovery_point=0, log_start_offset=0, had_clean_shutdown=True
+        )
+
+    def create_partitions(self, name: str, total: int) -> TopicMetadata:
+        with self._lock:
+            meta = self._topic(name)
+            if total <= meta.partitions:
+                raise InvalidPartitionsError(
+                    f"Topic currently has {meta.partitions} partitions, "
+                    f"which is higher than the requested {total}."
+                    if total < meta.partitions
+                    else f"Topic already has {meta.partitions} partitions."
+                )
+            new_meta = TopicMetadata(meta.name, meta.topic_id, total, dict(meta.configs))
+            self._topics[name] = new_meta
+            self._store.save(self._topics)
+            config = self._config_for(meta.configs)
+            for partition in range(meta.partitions, total):
+                self._create_partition(new_meta, partition, config)
+            return new_meta
+
+    def alter_topic_config(self, name: str, overrides: Mapping[str, str]) -> TopicMetadata:
+        """Replace the topic's overrides (validated first); logs pick them up at their next roll/pass."""
+        with self._lock:
+            meta = self._topic(name)
+            config = self._config_for(overrides)
+            new_meta = TopicMetadata(meta.name, meta.topic_id, meta.partitions, dict(overrides))
+            self._topics[name] = new_meta
+            self._store.save(self._topics)
+            for (topic, _p), partition_log in self._logs.items():
+                if topic == name:
+                    partition_log.update_config(config)
+            return new_meta
+
+    def delete_topic(self, name: str) -> None:
+        """Rename each partition dir to ``<topic>-<p>.<uuid>-delete`` and remove it later."""
+        with self._lock:
+            meta = self._topic(name)
+            del self._topics[name]
+            self._store.save(self._topics)
+            delay = self._config_for(meta.configs).file_delete_delay_ms
+            for partition in range(meta.partitions):
+                tp = (name, partition)
+                self.offline_partitions.pop(tp, None)
+                partition_log = self._logs.pop(tp, None)
+                if partition_log is not None:
+                    partition_log.delete()
+                source = self.data_dir / partition_dir_name(name, partition)
+                if not source.exists():
+                    continue
+                target = self.data_dir / partition_dir_name(name, partition, DELETE_DIR_SUFFIX)
+                rename_durably(source, target)
+                self.scheduler.schedule(
+                    delay, functools.partial(_remove_tree, target), f"delete-dir {target.name}"
+                )
+
+    def _topic(self, name: str) -> TopicMetadata:
+        meta = self._topics.get(name)
+        if meta is None:
+            raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+        return meta
+
+    # ------------------------------------------------------------------ lookups
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog:
+        with self._lock:
+            partition_log = self._logs.get((topic, partition))
+        if partition_log is None:
+            reason = self.offline_partitions.get((topic, partition))
+            if reason is not None:
+                raise PartitionOfflineError(reason)
+            raise UnknownTopicOrPartitionError(
+                f"This server does not host this topic-partition: {topic}-{partition}"
+            )
+        return partition_log
+
+    def logs(self) -> dict[TopicPartition, PartitionLog]:
+        with self._lock:
+            return dict(self._logs)
+
+    def topics(self) -> dict[str, TopicMetadata]:
+        with self._lock:
+            return dict(self._topics)
+
+    def topic_config(self, name: str) -> LogConfig:
+        with self._lock:
+            return self._config_for(self._topic(name).configs)

@@ -1,0 +1,356 @@
+"""The sparse offset index (``.index``) and the fixed-width index machinery it shares with ``.timeindex``.
+
+File layout of ``<20-digit base offset>.index``: a plain array of 8-byte big-endian entries::
+
+    offset size field
+       0    4  relative_offset  int32 = offset - segment base offset, in [0, 2^31-1]
+       4    4  position         int32 = byte position of a batch start in the ``.log`` file
+
+Entries are strictly increasing in both fields. The index is sparse: an entry is added when more
+than ``index.interval.bytes`` were appended since the previous one, and it names the *largest*
+offset of the append together with the position where that append starts. A lookup therefore
+gives a position from which a reader scans batch headers forward.
+
+While its segment is active the file is preallocated to ``floor(segment.index.bytes / 8) * 8``
+bytes (zero filled after the last entry) and trimmed to ``entries * 8`` when the segment rolls or
+is closed, as Kafka does. Indexes carry no checksum: a file that fails the sanity check on load
+raises :class:`~kompakt.errors.CorruptIndexError` and the segment rebuilds it from the ``.log``.
+
+Loading is lazy (Kafka's ``LazyIndex``): nothing is read until the first lookup or append, so
+opening thousands of inactive segments touches no index file. Entries live in numpy arrays and
+lookups are one ``np.searchsorted``; appends write 8 bytes with ``pwrite`` at the entry's slot.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import ClassVar, Final, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from kompakt.errors import CorruptIndexError, InvalidOffsetError
+from kompakt.log import files
+
+INT32_MAX: Final = 0x7FFFFFFF
+
+
+class FileOps(Protocol):
+    """Every mutating file-system call the log makes, so tests can inject crashes between them."""
+
+    def open_fd(self, path: Path, flags: int) -> int: ...
+    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, position: int) -> int: ...
+    def ftruncate(self, fd: int, size: int) -> None: ...
+    def fsync(self, fd: int) -> None: ...
+    def rename(self, src: Path, dst: Path) -> None: ...
+    def unlink(self, path: Path) -> None: ...
+    def fsync_dir(self, path: Path) -> None: ...
+
+
+class OsFileOps:
+    """The real file system: descriptor-level writes here, renames and deletes via ``files.file_ops()``.
+
+    Renames, deletes and directory fsyncs go through :func:`kompakt.log.files.file_ops` so the crash
+    points that matter for swaps and deletions can be injected with ``use_file_ops``. Stateless,
+    so thread-safe.
+    """
+
+    def open_fd(self, path: Path, flags: int) -> int:
+        return os.open(path, flags, 0o644)
+
+    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, position: int) -> int:
+        view = memoryview(data)
+        written = 0
+        while written < len(view):
+            written += os.pwrite(fd, view[written:], position + written)
+        return written
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def rename(self, src: Path, dst: Path) -> None:
+        files.file_ops().rename(src, dst)
+
+    def unlink(self, path: Path) -> None:
+        files.file_ops().delete(path)
+
+    def fsync_dir(self, path: Path) -> None:
+        files.file_ops().fsync_dir(path)
+
+
+DEFAULT_FILE_OPS: Final[FileOps] = OsFileOps()
+
+
+class FixedWidthIndex:
+    """A memory-resident, lazily loaded array of fixed-width entries backed by one file.
+
+    Subclasses define the entry layout (``dtype``) and the meaning of the two columns: ``_keys``
+    is the searched column (relative offsets or timestamps), ``_values`` the other one. Not
+    thread-safe: the owning :class:`~kompakt.log.segment.LogSegment` is used under its log's lock.
+    """
+
+    entry_size: ClassVar[int]
+    dtype: ClassVar[np.dtype[np.void]]
+
+    def __init__(
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_size: int,
+        *,
+        file_ops: FileOps = DEFAULT_FILE_OPS,
+    ) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self._ops = file_ops
+        self._max_entries = max(max_index_size // self.entry_size, 0)
+        self._preallocated = False
+        self._loaded = False
+        self._entries = 0
+        self._keys: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._values: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._fd: int | None = None
+
+    # ------------------------------------------------------------------ loading
+
+    @property
+    def is_loaded(self) -> bool:
+        return self._loaded
+
+    @property
+    def is_preallocated(self) -> bool:
+        return self._preallocated
+
+    def _ensure_loaded(self) -> None:
+        if self._loaded:
+            return
+        raw = self.path.read_bytes() if self.path.exists() else b""
+        if len(raw) % self.entry_size != 0:
+            raise CorruptIndexError(
+                f"Index file {self.path} is corrupt, found {len(raw)} bytes which is "
+                f"neither positive nor a multiple of {self.entry_size}."
+            )
+        table = np.frombuffer(raw, dtype=self.dtype)
+        keys, values = self._columns(table)
+        # A preallocated file that was never trimmed (unclean shutdown) ends in zero slots.
+        nonzero = np.flatnonzero((keys != 0) | (values != 0))
+        count = int(nonzero[-1]) + 1 if len(nonzero) else 0
+        keys, values = keys[:count], values[:count]
+        self._sanity_check(keys, values)
+        capacity = max(count, 16)
+        self._keys = np.zeros(capacity, dtype=np.int64)
+        self._values = np.zeros(capacity, dtype=np.int64)
+        self._keys[:count] = keys
+        self._values[:count] = values
+        self._entries = count
+        self._loaded = True
+
+    def _columns(self, table: npt.NDArray[np.void]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        raise NotImplementedError
+
+    def _sanity_check(self, keys: npt.NDArray[np.int64], values: npt.NDArray[np.int64]) -> None:
+        raise NotImplementedError
+
+    def _encode(self, key: int, value: int) -> bytes:
+        raise NotImplementedError
+
+    def sanity_check(self) -> None:
+        """Load the file now; raise CorruptIndexError if it is not a valid index."""
+        self._ensure_loaded()
+
+    # ------------------------------------------------------------------ sizes
+
+    @property
+    def entries(self) -> int:
+        self._ensure_loaded()
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        return self._max_entries
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of real entries (the trimmed file length)."""
+        return self.entries * self.entry_size
+
+    def is_full(self) -> bool:
+        return self.entries >= self._max_entries
+
+    # ------------------------------------------------------------------ writing
+
+    def _open_for_write(self) -> int:
+        if self._fd is None:
+            self._fd = self._ops.open_fd(self.path, os.O_RDWR | os.O_CREAT)
+        return self._fd
+
+    def _append(self, key: int, value: int) -> None:
+        self._ensure_loaded()
+        if self._entries >= self._max_entries:
+            raise InvalidOffsetError(
+                f"Attempt to append to a full index (size = {self._entries}) {self.path}"
+            )
+        n = self._entries
+        if n == len(self._keys):
+            grow = min(max(2 * n, 16), max(self._max_entries, n + 1))
+            self._keys = np.resize(self._keys, grow)
+            self._values = np.resize(self._values, grow)
+        self._keys[n] = key
+        self._values[n] = value
+        fd = self._open_for_write()
+        self._ops.pwrite(fd, self._encode(key, value), n * self.entry_size)
+        self._entries = n + 1
+
+    def resize(self, max_index_size: int) -> None:
+        """Preallocate the file to ``max_index_size`` rounded down to whole entries (active segment)."""
+        self._ensure_loaded()
+        self._max_entries = max(max_index_size // self.entry_size, self._entries)
+        fd = self._open_for_write()
+        self._ops.ftruncate(fd, self._max_entries * self.entry_size)
+        self._preallocated = True
+
+    def trim_to_valid_size(self) -> None:
+        """Cut the preallocated tail: the file then holds exactly the entries (inactive segment)."""
+        if not self._loaded and not self._preallocated:
+            return
+        self._ensure_loaded()
+        if self._fd is None and self.path.exists() and self.path.stat().st_size == self.size_bytes:
+            self._preallocated = False
+            return
+        fd = self._open_for_write()
+        self._ops.ftruncate(fd, self.size_bytes)
+        self._preallocated = False
+
+    def _truncate_entries(self, count: int) -> None:
+        """Keep the first ``count`` entries; the freed slots become zeros again on disk."""
+        self._ensure_loaded()
+        if count >= self._entries and self.path.exists():
+            return
+        self._entries = min(count, self._entries)
+        fd = self._open_for_write()
+        self._ops.ftruncate(fd, self._entries * self.entry_size)
+        if self._preallocated:
+            self._ops.ftruncate(fd, self._max_entries * self.entry_size)
+
+    def reset(self) -> None:
+        """Drop every entry (before a rebuild)."""
+        self._loaded = True
+        self._entries = 0
+        self._keys = np.zeros(16, dtype=np.int64)
+        self._values = np.zeros(16, dtype=np.int64)
+        fd = self._open_for_write()
+        self._ops.ftruncate(fd, 0)
+        if self._preallocated:
+            self._ops.ftruncate(fd, self._max_entries * self.entry_size)
+
+    def flush(self) -> None:
+        if self._fd is not None:
+            self._ops.fsync(self._fd)
+
+    def close(self) -> None:
+        """Trim and release the file descriptor; the index can be reloaded later."""
+        self.trim_to_valid_size()
+        self.close_handler()
+
+    def close_handler(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def rename_to(self, path: Path) -> None:
+        if self.path.exists():
+            self._ops.rename(self.path, path)
+        self.path = path
+
+    def delete_if_exists(self) -> bool:
+        self.close_handler()
+        if self.path.exists():
+            self._ops.unlink(self.path)
+            return True
+        return False
+
+    def _floor_slot(self, key: int) -> int:
+        """Index of the largest entry whose key is <= ``key``, or -1."""
+        n = self.entries
+        if n == 0:
+            return -1
+        return int(np.searchsorted(self._keys[:n], key, side="right")) - 1
+
+
+_OFFSET_DTYPE: Final = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
+
+
+class OffsetIndex(FixedWidthIndex):
+    """Maps offsets to ``.log`` byte positions. Not thread-safe (guarded by the log lock)."""
+
+    entry_size = 8
+    dtype = _OFFSET_DTYPE
+
+    def _columns(self, table: npt.NDArray[np.void]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        return table["relative_offset"].astype(np.int64), table["position"].astype(np.int64)
+
+    def _sanity_check(self, keys: npt.NDArray[np.int64], values: npt.NDArray[np.int64]) -> None:
+        if len(keys) == 0:
+            return
+        if keys[0] < 0 or values[0] < 0 or np.any(np.diff(keys) <= 0) or np.any(np.diff(values) <= 0):
+            raise CorruptIndexError(
+                f"Corrupt index found, index file ({self.path}) has entries that are not strictly "
+                f"increasing (base offset {self.base_offset})"
+            )
+
+    def _encode(self, key: int, value: int) -> bytes:
+        return int(key).to_bytes(4, "big") + int(value).to_bytes(4, "big")
+
+    @property
+    def last_offset(self) -> int:
+        n = self.entries
+        return self.base_offset + int(self._keys[n - 1]) if n else self.base_offset
+
+    def append(self, offset: int, position: int) -> None:
+        """Add ``(offset, position)``; offsets must be strictly increasing."""
+        relative = offset - self.base_offset
+        if relative < 0 or relative > INT32_MAX:
+            raise InvalidOffsetError(
+                f"Integer overflow for offset: {offset} ({self.path}); base offset {self.base_offset}"
+            )
+        if self.entries and offset <= self.last_offset:
+            raise InvalidOffsetError(
+                f"Attempt to append an offset ({offset}) to position {self._entries} no larger than "
+                f"the last offset appended ({self.last_offset}) to {self.path}."
+            )
+        self._append(relative, position)
+
+    def lookup(self, target_offset: int) -> tuple[int, int]:
+        """``(offset, position)`` of the largest entry with offset <= target, else ``(base, 0)``."""
+        if target_offset < self.base_offset:
+            return self.base_offset, 0
+        slot = self._floor_slot(min(target_offset - self.base_offset, INT32_MAX))
+        if slot < 0:
+            return self.base_offset, 0
+        return self.base_offset + int(self._keys[slot]), int(self._values[slot])
+
+    def floor_position(self, position: int) -> int:
+        """The largest indexed batch position <= ``position`` (0 when none): a known batch start."""
+        n = self.entries
+        if n == 0:
+            return 0
+        slot = int(np.searchsorted(self._values[:n], position, side="right")) - 1
+        return int(self._values[slot]) if slot >= 0 else 0
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries for offsets >= ``offset``."""
+        n = self.entries
+        relative = offset - self.base_offset
+        keep = 0 if relative <= 0 else int(np.searchsorted(self._keys[:n], relative, side="left"))
+        self._truncate_entries(keep)
+
+    def entry_table(self) -> list[tuple[int, int]]:
+        """All ``(offset, position)`` entries: for tests and tools."""
+        n = self.entries
+        return [
+            (self.base_offset + int(k), int(v)) for k, v in zip(self._keys[:n], self._values[:n], strict=True)
+        ]

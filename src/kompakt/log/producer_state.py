@@ -1,0 +1,226 @@
+"""Idempotent and transactional producer state of one partition (Kafka's ProducerStateManager).
+
+Per producer id the state holds: the current epoch, the metadata of its last five data batches
+(first/last sequence, first/last offset), the last data offset, the last timestamp, and the first
+offset of its ongoing transaction. It serves three masters:
+
+* the produce path: :meth:`ProducerStateManager.check` rejects a retried batch that duplicates
+  one of the last five (answered with the original offsets), an out-of-order sequence, and a
+  fenced (older) epoch; a new epoch must start at sequence 0;
+* the last stable offset: the smallest first offset of an ongoing transaction pins it;
+* the cleaner: :meth:`ProducerStateManager.active_producers` tells which producers' last batch
+  must survive compaction.
+
+There are no snapshot files: the state is rebuilt by scanning batch *headers* only, which works
+on compacted logs because the cleaner keeps each batch's ``last_offset_delta``, producer id,
+epoch and base sequence even when it empties the batch.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Final
+
+from kompakt.errors import DuplicateSequenceError, OutOfOrderSequenceError, ProducerFencedError
+from kompakt.records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, RecordBatchView
+from kompakt.records.control import ControlType, control_type_of
+
+NUM_BATCHES_TO_RETAIN: Final = 5
+INT32_MAX: Final = 0x7FFFFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    """What the partition remembers about one producer id."""
+
+    producer_id: int
+    epoch: int = NO_PRODUCER_EPOCH
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    last_timestamp: int = -1
+    last_data_offset: int = -1
+    current_txn_first_offset: int | None = None
+    coordinator_epoch: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.epoch:
+            return None
+        for meta in self.batches:
+            if meta.first_seq == first_seq and meta.last_seq == last_seq:
+                return meta
+        return None
+
+    def update_epoch(self, epoch: int) -> None:
+        if epoch != self.epoch:
+            self.batches.clear()
+            self.epoch = epoch
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction ended by a marker at ``last_offset``."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+class ProducerStateManager:
+    """Producer entries of one partition. Not thread-safe: used under the log's lock."""
+
+    def __init__(self, topic_partition: str) -> None:
+        self.topic_partition = topic_partition
+        self.producers: dict[int, ProducerEntry] = {}
+
+    # ------------------------------------------------------------------ produce-side checks
+
+    def check(self, batch: RecordBatchView) -> None:
+        """Raise if a client's batch must not be appended (duplicate, out of order, fenced)."""
+        pid = batch.producer_id
+        if pid < 0:
+            return
+        entry = self.producers.get(pid)
+        epoch = batch.producer_epoch
+        if entry is None:
+            return
+        if not batch.is_control:
+            dup = entry.find_duplicate(epoch, batch.base_sequence, batch.last_sequence)
+            if dup is not None:
+                raise DuplicateSequenceError(
+                    f"Duplicate sequence {batch.base_sequence}..{batch.last_sequence} of producer {pid} "
+                    f"in {self.topic_partition}; originally written at offsets "
+                    f"{dup.first_offset}..{dup.last_offset}",
+                    dup.first_offset,
+                    dup.last_offset,
+                )
+        if entry.epoch != NO_PRODUCER_EPOCH and epoch < entry.epoch:
+            raise ProducerFencedError(
+                f"Epoch of producer {pid} at offset {batch.base_offset} in {self.topic_partition} "
+                f"is {epoch}, "
+                f"which is smaller than the last seen epoch {entry.epoch}"
+            )
+        if batch.is_control:
+            return
+        seq = batch.base_sequence
+        if entry.epoch == NO_PRODUCER_EPOCH:
+            return
+        if epoch != entry.epoch:
+            if seq != 0:
+                raise OutOfOrderSequenceError(
+                    f"Invalid sequence number for new epoch of producer {pid} "
+                    f"at offset {batch.base_offset} in "
+                    f"partition {self.topic_partition}: {epoch} (request epoch), {seq} (seq. number), "
+                    f"{entry.epoch} (current producer epoch)"
+                )
+        elif not in_sequence(entry.last_seq, seq):
+            raise OutOfOrderSequenceError(
+                f"Out of order sequence number for producer {pid} at offset {batch.base_offset} in partition "
+                f"{self.topic_partition}: {seq} (incoming seq. number), "
+                f"{entry.last_seq} (current end sequence number)"
+            )
+
+    # ------------------------------------------------------------------ applying appended batches
+
+    def update(self, batch: RecordBatchView) -> CompletedTxn | None:
+        """Record a batch that is in the log (offsets assigned); return the txn a marker ends."""
+        pid = batch.producer_id
+        if pid < 0:
+            return None
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerEntry(pid)
+        if batch.is_control:
+            if batch.records_count == 0:
+                return None  # an emptied marker: the whole transaction was cleaned away
+            marker = control_type_of(batch)
+            if marker not in (ControlType.ABORT, ControlType.COMMIT):
+                return None
+            entry.update_epoch(batch.producer_epoch)
+            entry.last_timestamp = batch.max_timestamp
+            first = entry.current_txn_first_offset
+            entry.current_txn_first_offset = None
+            return CompletedTxn(
+                pid,
+                batch.base_offset if first is None else first,
+                batch.base_offset,
+                marker == ControlType.ABORT,
+            )
+        entry.update_epoch(batch.producer_epoch)
+        last_offset = batch.last_offset
+        if batch.base_sequence != NO_SEQUENCE:
+            entry.batches.append(
+                BatchMetadata(
+                    batch.base_sequence,
+                    batch.last_sequence,
+                    last_offset - batch.last_offset_delta,
+                    last_offset,
+                    batch.max_timestamp,
+                )
+            )
+        entry.last_data_offset = last_offset
+        entry.last_timestamp = batch.max_timestamp
+        if batch.is_transactional and entry.current_txn_first_offset is None:
+            entry.current_txn_first_offset = batch.base_offset
+        return None
+
+    def check_and_update(self, batch: RecordBatchView) -> CompletedTxn | None:
+        self.check(batch)
+        return self.update(batch)
+
+    def rebuild(self, batches: Iterable[RecordBatchView]) -> None:
+        """Forget everything and replay batch headers in log order."""
+        self.producers.clear()
+        for batch in batches:
+            self.update(batch)
+
+    # ------------------------------------------------------------------ queries
+
+    def first_unstable_offset(self) -> int | None:
+        """The smallest first offset of an ongoing transaction, if any."""
+        firsts = [
+            e.current_txn_first_offset
+            for e in self.producers.values()
+            if e.current_txn_first_offset is not None
+        ]
+        return min(firsts) if firsts else None
+
+    def last_stable_offset_after(self, completed: CompletedTxn, high_watermark: int) -> int:
+        """The LSO right after ``completed`` ends: other open transactions still pin it."""
+        firsts = [
+            e.current_txn_first_offset
+            for pid, e in self.producers.items()
+            if e.current_txn_first_offset is not None and pid != completed.producer_id
+        ]
+        return min([*firsts, high_watermark])
+
+    def active_producers(self, now_ms: int, expiration_ms: int) -> dict[int, tuple[int | None, int]]:
+        """Unexpired producers: ``pid -> (last data offset or None, epoch)``, for the cleaner."""
+        result: dict[int, tuple[int | None, int]] = {}
+        for pid, entry in self.producers.items():
+            if entry.current_txn_first_offset is None and now_ms - entry.last_timestamp >= expiration_ms:
+                continue
+            result[pid] = (entry.last_data_offset if entry.last_data_offset >= 0 else None, entry.epoch)
+        return result
+
+    def last_sequence(self, producer_id: int) -> int:
+        entry = self.producers.get(producer_id)
+        return NO_SEQUENCE if entry is None else entry.last_seq

@@ -1,0 +1,612 @@
+"""One log segment: a ``.log`` file of whole record batches plus its three indexes.
+
+Files of a segment based at offset B (20-digit zero-padded decimal name, see Kafka's layout)::
+
+    B.log        concatenated v2 batches, offsets in [B, B + 2^31 - 1]
+    B.index      sparse offset -> position index   (kompakt.log.offset_index)
+    B.timeindex  sparse timestamp -> offset index  (kompakt.log.time_index)
+    B.txnindex   aborted transactions, may be absent (kompakt.log.txn_index)
+
+Temporary suffixes go after the extension (``B.log.cleaned``, ``B.index.swap``,
+``B.timeindex.deleted``); :meth:`LogSegment.change_file_suffixes` renames all files together.
+
+The segment never decodes records on its hot paths: appends write whole batches, reads find the
+first batch whose last offset reaches the target through the offset index and then walk batch
+headers (fixed offsets) forward. Recovery walks every batch once, checking its CRC and offsets.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from kompakt.errors import CorruptIndexError, CorruptRecordError, InvalidOffsetError
+from kompakt.log.config import LogConfig
+from kompakt.log.offset_index import DEFAULT_FILE_OPS, INT32_MAX, FileOps, OffsetIndex
+from kompakt.log.time_index import NO_TIMESTAMP, TimeIndex
+from kompakt.log.txn_index import TransactionIndex
+from kompakt.records.batch import BATCH_OVERHEAD, LOG_OVERHEAD, RecordBatchView, TimestampType
+from kompakt.records.record import decode_records
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX: Final = ".log"
+INDEX_SUFFIX: Final = ".index"
+TIME_INDEX_SUFFIX: Final = ".timeindex"
+TXN_INDEX_SUFFIX: Final = ".txnindex"
+CLEANED_SUFFIX: Final = ".cleaned"
+SWAP_SUFFIX: Final = ".swap"
+DELETED_SUFFIX: Final = ".deleted"
+SEGMENT_EXTENSIONS: Final = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+LONG_MAX: Final = 2**63 - 1
+_CHUNK: Final = 1 << 16
+
+
+def segment_file_name(base_offset: int, extension: str, suffix: str = "") -> str:
+    """``00000000000000001024.log`` (+ an optional temporary suffix)."""
+    return f"{base_offset:020d}{extension}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLocation:
+    """Where one batch lies in a segment: what a read or a truncation needs from a header."""
+
+    position: int
+    size: int
+    base_offset: int
+    last_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationResult:
+    """Outcome of walking a ``.log``: ``valid_bytes`` of whole valid batches, then maybe an error."""
+
+    valid_bytes: int
+    file_size: int
+    error: str | None
+    next_offset: int | None
+
+
+class LogSegment:
+    """One segment's files. Not thread-safe: every call happens under the owning log's lock.
+
+    ``roll_jitter_ms`` and the index capacity are fixed when the segment object is created, as in
+    Kafka. ``created_ms`` is the (injected) time the object was created or last emptied; it drives
+    time-based rolls of segments that hold no timestamps.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        roll_jitter_ms: int = 0,
+        created_ms: int = 0,
+        suffix: str = "",
+        file_ops: FileOps = DEFAULT_FILE_OPS,
+        size: int | None = None,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.roll_jitter_ms = roll_jitter_ms
+        self.created_ms = created_ms
+        self._suffix = suffix
+        self._ops = file_ops
+        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX, suffix)
+        self.offset_index_raw = OffsetIndex(
+            directory / segment_file_name(base_offset, INDEX_SUFFIX, suffix),
+            base_offset,
+            max_index_size,
+            file_ops=file_ops,
+        )
+        self.time_index_raw = TimeIndex(
+            directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX, suffix),
+            base_offset,
+            max_index_size,
+            file_ops=file_ops,
+        )
+        self.txn_index = TransactionIndex(
+            directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX, suffix),
+            base_offset,
+            file_ops=file_ops,
+        )
+        self._size = self.log_path.stat().st_size if size is None else size
+        self._fd: int | None = None
+        self._bytes_since_last_index_entry = 0
+        self._max_timestamp_so_far: int | None = None
+        self._offset_of_max_timestamp_so_far: int | None = None
+        self._rolling_based_timestamp: int | None = None
+        self._preallocated_bytes = 0
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def create(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        roll_jitter_ms: int = 0,
+        created_ms: int = 0,
+        suffix: str = "",
+        preallocate_bytes: int = 0,
+        file_ops: FileOps = DEFAULT_FILE_OPS,
+    ) -> LogSegment:
+        """Create empty files for a new segment (an existing file of the same name is emptied)."""
+        log_path = directory / segment_file_name(base_offset, LOG_SUFFIX, suffix)
+        fd = file_ops.open_fd(log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+        if preallocate_bytes > 0:
+            file_ops.ftruncate(fd, preallocate_bytes)
+        segment = cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            max_index_size=max_index_size,
+            roll_jitter_ms=roll_jitter_ms,
+            created_ms=created_ms,
+            suffix=suffix,
+            file_ops=file_ops,
+            size=0,
+        )
+        segment._fd = fd
+        segment._preallocated_bytes = preallocate_bytes
+        segment.offset_index_raw.reset()
+        segment.time_index_raw.reset()
+        segment.txn_index.reset()
+        segment.resize_indexes(max_index_size)
+        return segment
+
+    @classmethod
+    def create_for(
+        cls,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        now_ms: int,
+        roll_jitter_ms: int = 0,
+        suffix: str = "",
+        file_ops: FileOps = DEFAULT_FILE_OPS,
+    ) -> LogSegment:
+        """:meth:`create` with sizes taken from a topic's :class:`LogConfig`."""
+        return cls.create(
+            directory,
+            base_offset,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_size=config.segment_index_bytes,
+            roll_jitter_ms=roll_jitter_ms,
+            created_ms=now_ms,
+            suffix=suffix,
+            preallocate_bytes=config.segment_bytes if config.preallocate else 0,
+            file_ops=file_ops,
+        )
+
+    # ------------------------------------------------------------------ indexes (lazy, self-healing)
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        self._check_indexes()
+        return self.offset_index_raw
+
+    @property
+    def time_index(self) -> TimeIndex:
+        self._check_indexes()
+        return self.time_index_raw
+
+    def _check_indexes(self) -> None:
+        if self.offset_index_raw.is_loaded and self.time_index_raw.is_loaded:
+            return
+        try:
+            self.offset_index_raw.sanity_check()
+            self.time_index_raw.sanity_check()
+            last = self.offset_index_raw.last_offset
+            if self.offset_index_raw.entries and last - self.base_offset > INT32_MAX:
+                raise CorruptIndexError(f"index {self.offset_index_raw.path} points past its segment")
+            if self.offset_index_raw.entries and self.offset_index_raw.lookup(last)[1] >= self._size:
+                raise CorruptIndexError(f"index {self.offset_index_raw.path} points past the end of the log")
+        except CorruptIndexError as exc:
+            log.warning("Found a corrupt index for %s (%s); rebuilding it from the log", self.log_path, exc)
+            self.rebuild_indexes()
+
+    def resize_indexes(self, max_index_size: int) -> None:
+        """Preallocate both indexes: the segment is (again) the active one."""
+        self.offset_index.resize(max_index_size)
+        self.time_index.resize(max_index_size)
+
+    # ------------------------------------------------------------------ basic facts
+
+    @property
+    def size(self) -> int:
+        """Bytes of batches in the ``.log`` file."""
+        return self._size
+
+    @property
+    def suffix(self) -> str:
+        return self._suffix
+
+    def _file(self) -> int:
+        if self._fd is None:
+            self._fd = self._ops.open_fd(self.log_path, os.O_RDWR)
+        return self._fd
+
+    def read_bytes(self, position: int, size: int) -> bytes:
+        """Raw bytes of the ``.log`` (clamped to the valid size)."""
+        size = max(0, min(size, self._size - position))
+        if size == 0:
+            return b""
+        return os.pread(self._file(), size, position)
+
+    @property
+    def last_modified_ms(self) -> int:
+        return self.log_path.stat().st_mtime_ns // 1_000_000
+
+    def set_mtime(self, mtime_ms: int) -> None:
+        ns = mtime_ms * 1_000_000
+        os.utime(self.log_path, ns=(ns, ns))
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        if self._max_timestamp_so_far is None:
+            ts, offset = self.time_index.last_entry()
+            self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = ts, offset
+        return self._max_timestamp_so_far
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        _ = self.max_timestamp_so_far
+        assert self._offset_of_max_timestamp_so_far is not None
+        return self._offset_of_max_timestamp_so_far
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Largest batch timestamp, falling back to the file mtime when the segment has none."""
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else self.last_modified_ms
+
+    def first_batch_timestamp(self) -> int:
+        """Max timestamp of the first batch; Long.MAX for an empty segment."""
+        if self._rolling_based_timestamp is None and self._size > 0:
+            header = self.read_bytes(0, BATCH_OVERHEAD)
+            if len(header) == BATCH_OVERHEAD:
+                self._rolling_based_timestamp = RecordBatchView(header).max_timestamp
+        return LONG_MAX if self._rolling_based_timestamp is None else self._rolling_based_timestamp
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """Batch-time elapsed since the first batch, or wall-clock age when there is no timestamp."""
+        first = self.first_batch_timestamp()
+        if first >= 0:
+            return message_timestamp - first
+        return now_ms - self.created_ms
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    # ------------------------------------------------------------------ header scanning
+
+    def iter_batches(
+        self, start_position: int = 0, end_position: int | None = None, *, headers_only: bool = False
+    ) -> Iterator[tuple[int, RecordBatchView]]:
+        """``(file position, view)`` for each whole batch from ``start_position``, stopping at a torn tail.
+
+        Views point into a reused read buffer and are valid only until the next iteration. With
+        ``headers_only`` a batch larger than the read chunk is not read beyond its 61-byte header.
+        """
+        end = self._size if end_position is None else min(end_position, self._size)
+        pos = start_position
+        while pos + LOG_OVERHEAD <= end:
+            chunk = self.read_bytes(pos, min(_CHUNK, end - pos))
+            cpos = 0
+            while cpos + LOG_OVERHEAD <= len(chunk):
+                size = int.from_bytes(chunk[cpos + 8 : cpos + 12], "big", signed=True) + LOG_OVERHEAD
+                if size < BATCH_OVERHEAD or pos + cpos + size > end:
+                    return
+                if cpos + size <= len(chunk):
+                    yield pos + cpos, RecordBatchView(chunk, cpos)
+                elif cpos == 0:
+                    whole = self.read_bytes(pos, BATCH_OVERHEAD if headers_only else size)
+                    yield pos, RecordBatchView(whole, 0)
+                else:
+                    break
+                cpos += size
+            pos += cpos
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchLocation | None:
+        """The first batch at or after ``starting_position`` whose last offset is >= ``offset``."""
+        position = max(self.offset_index.lookup(offset)[1], starting_position)
+        for pos, view in self.iter_batches(position, headers_only=True):
+            last = view.last_offset
+            if last >= offset:
+                return BatchLocation(pos, view.size, view.base_offset, last)
+        return None
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch, or the base offset for an empty segment."""
+        position = self.offset_index.lookup(self.offset_index.last_offset)[1]
+        next_offset = self.base_offset
+        for _pos, view in self.iter_batches(position, headers_only=True):
+            next_offset = view.next_offset
+        return next_offset
+
+    # ------------------------------------------------------------------ append
+
+    def append(
+        self,
+        largest_offset: int,
+        largest_timestamp: int,
+        offset_of_max_timestamp: int,
+        records: bytes | bytearray | memoryview,
+    ) -> None:
+        """Append whole batches whose offsets are assigned; index them as one append (Kafka's rule)."""
+        n = len(records)
+        if n == 0:
+            return
+        position = self._size
+        if position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        if not self.can_convert_to_relative_offset(largest_offset):
+            raise InvalidOffsetError(
+                f"Detected offset overflow at offset {largest_offset} in segment {self.log_path}"
+            )
+        self._ops.pwrite(self._file(), records, position)
+        self._size = position + n
+        if largest_timestamp > self.max_timestamp_so_far:
+            self._max_timestamp_so_far = largest_timestamp
+            self._offset_of_max_timestamp_so_far = offset_of_max_timestamp
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, position)
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += n
+
+    def append_batches(self, records: bytes | bytearray | memoryview) -> int:
+        """Append already-offset batches (cleaner output, restores), indexing per batch; returns bytes."""
+        views = [RecordBatchView(records, p) for p in batch_positions(records)]
+        for view in views:
+            self.append(view.last_offset, view.max_timestamp, view.last_offset, view.raw)
+        return sum(v.size for v in views)
+
+    # ------------------------------------------------------------------ read
+
+    def read(
+        self, start_offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = False
+    ) -> tuple[int, bytes] | None:
+        """Whole batches from the first one whose last offset >= ``start_offset``: ``(position, bytes)``.
+
+        None when the segment holds no such batch (the caller moves on to the next segment). The
+        first batch is returned whole even if larger than ``max_size`` when ``min_one_message``.
+        """
+        if max_size < 0:
+            raise ValueError(f"Invalid max size {max_size} for log read from segment {self.log_path}")
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        limit_position = self._size if max_position is None else min(max_position, self._size)
+        adjusted = max(max_size, found.size) if min_one_message else max_size
+        end = min(limit_position, found.position + adjusted)
+        if end <= found.position:
+            return found.position, b""
+        data = self.read_bytes(found.position, end - found.position)
+        return found.position, data[: self._whole_batches_end(found.position, data)]
+
+    def _whole_batches_end(self, start: int, data: bytes) -> int:
+        """Length of the longest prefix of ``data`` made of whole batches (index-assisted)."""
+        anchor = self.offset_index.floor_position(start + len(data))
+        cursor = anchor - start if anchor > start else 0
+        end = cursor
+        pos = cursor
+        while pos + LOG_OVERHEAD <= len(data):
+            size = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True) + LOG_OVERHEAD
+            if size < BATCH_OVERHEAD or pos + size > len(data):
+                break
+            pos += size
+            end = pos
+        return end
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp`` at or after start."""
+        ts_offset = self.time_index.lookup(timestamp)[1]
+        position = self.offset_index.lookup(max(ts_offset, starting_offset))[1]
+        for _pos, view in self.iter_batches(position):
+            if view.max_timestamp >= timestamp and view.last_offset >= starting_offset:
+                return _first_record_at_or_after(view, timestamp, starting_offset)
+        return None
+
+    # ------------------------------------------------------------------ recovery and truncation
+
+    def validate(self, start_position: int = 0, expected_min_offset: int | None = None) -> ValidationResult:
+        """Walk every batch: framing, magic, CRC, offsets increasing and inside this segment."""
+        file_size = self.log_path.stat().st_size if self._preallocated_bytes == 0 else self._size
+        self._size = file_size
+        prev_next = self.base_offset if expected_min_offset is None else expected_min_offset
+        pos = start_position
+        next_offset: int | None = None
+        while pos < file_size:
+            header = self.read_bytes(pos, BATCH_OVERHEAD)
+            if len(header) < BATCH_OVERHEAD:
+                return ValidationResult(pos, file_size, f"partial batch header at byte {pos}", next_offset)
+            view = RecordBatchView(header, 0)
+            size = view.size
+            if size < BATCH_OVERHEAD or pos + size > file_size:
+                return ValidationResult(
+                    pos, file_size, f"batch of {size} bytes at byte {pos} does not fit", next_offset
+                )
+            batch = RecordBatchView(self.read_bytes(pos, size), 0)
+            try:
+                batch.validate()
+            except CorruptRecordError as exc:
+                return ValidationResult(pos, file_size, f"{exc} (file byte {pos})", next_offset)
+            if batch.base_offset < prev_next or not self.can_convert_to_relative_offset(batch.last_offset):
+                return ValidationResult(
+                    pos,
+                    file_size,
+                    f"batch offsets {batch.base_offset}..{batch.last_offset} out of order at byte {pos}",
+                    next_offset,
+                )
+            prev_next = batch.next_offset
+            next_offset = prev_next
+            pos += size
+        return ValidationResult(pos, file_size, None, next_offset)
+
+    def rebuild_indexes(self) -> ValidationResult:
+        """Recreate ``.index`` and ``.timeindex`` from the valid batches (Kafka's per-batch rule)."""
+        was_preallocated = self.offset_index_raw.is_preallocated
+        self.offset_index_raw.reset()
+        self.time_index_raw.reset()
+        self._max_timestamp_so_far = NO_TIMESTAMP
+        self._offset_of_max_timestamp_so_far = self.base_offset
+        result = self.validate()
+        last_entry = 0
+        for pos, view in self.iter_batches(0, result.valid_bytes, headers_only=True):
+            if view.max_timestamp > self._max_timestamp_so_far:
+                self._max_timestamp_so_far = view.max_timestamp
+                self._offset_of_max_timestamp_so_far = view.last_offset
+            if pos - last_entry > self.index_interval_bytes:
+                self.offset_index_raw.append(view.last_offset, pos)
+                self.time_index_raw.maybe_append(
+                    self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far, skip_full_check=True
+                )
+                last_entry = pos
+        if not was_preallocated:
+            self.offset_index_raw.trim_to_valid_size()
+            self.time_index_raw.trim_to_valid_size()
+        return result
+
+    def recover(self) -> int:
+        """Rebuild the indexes and truncate after the last valid batch; return bytes truncated."""
+        result = self.rebuild_indexes()
+        truncated = result.file_size - result.valid_bytes
+        if truncated > 0:
+            self._truncate_file(result.valid_bytes)
+            self.txn_index.truncate_to(
+                result.next_offset if result.next_offset is not None else self.base_offset
+            )
+        return truncated
+
+    def _truncate_file(self, size: int) -> None:
+        self._ops.ftruncate(self._file(), size)
+        self._size = size
+        self._preallocated_bytes = 0
+
+    def truncate_to(self, offset: int, now_ms: int) -> int:
+        """Remove every batch whose last offset is >= ``offset``; return bytes removed."""
+        found = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
+        if found is None:
+            return 0
+        removed = self._size - found.position
+        self._truncate_file(found.position)
+        if self._size == 0:
+            self.created_ms = now_ms
+            self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        self._reload_max_timestamp()
+        return removed
+
+    def _reload_max_timestamp(self) -> None:
+        ts, offset = self.time_index.last_entry()
+        position = self.offset_index.lookup(offset)[1]
+        for _pos, view in self.iter_batches(position, headers_only=True):
+            if view.max_timestamp > ts:
+                ts, offset = view.max_timestamp, view.last_offset
+        self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far = ts, offset
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def on_become_inactive(self) -> None:
+        """Write the final time-index entry and trim every preallocated file (on roll)."""
+        ts = self.max_timestamp_so_far
+        if ts >= 0:
+            self.time_index.maybe_append(ts, self.offset_of_max_timestamp_so_far, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        if self._preallocated_bytes:
+            self._truncate_file(self._size)
+
+    def flush(self) -> None:
+        if self._fd is not None:
+            self._ops.fsync(self._fd)
+        self.offset_index_raw.flush()
+        self.time_index_raw.flush()
+        self.txn_index.flush()
+
+    def close(self) -> None:
+        """Final time-index entry, trim, release descriptors. The segment can be read again later."""
+        if self.offset_index_raw.is_loaded or self._max_timestamp_so_far is not None:
+            self.on_become_inactive()
+        elif self._preallocated_bytes:
+            self._truncate_file(self._size)
+        self.close_handlers()
+
+    def close_handlers(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.offset_index_raw.close_handler()
+        self.time_index_raw.close_handler()
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename every existing file of the segment from ``old_suffix`` to ``new_suffix``."""
+        if self._suffix != old_suffix:
+            raise ValueError(f"segment {self.log_path} has suffix {self._suffix!r}, not {old_suffix!r}")
+
+        def renamed(path: Path) -> Path:
+            name = path.name[: len(path.name) - len(old_suffix)] if old_suffix else path.name
+            return path.with_name(name + new_suffix)
+
+        new_log = renamed(self.log_path)
+        if self.log_path.exists():
+            self._ops.rename(self.log_path, new_log)
+        self.log_path = new_log
+        self.offset_index_raw.rename_to(renamed(self.offset_index_raw.path))
+        self.time_index_raw.rename_to(renamed(self.time_index_raw.path))
+        self.txn_index.rename_to(renamed(self.txn_index.path))
+        self._suffix = new_suffix
+
+    def delete_files(self) -> None:
+        """Physically remove the files (after the ``.deleted`` delay)."""
+        self.close_handlers()
+        for path in (self.log_path,):
+            if path.exists():
+                self._ops.unlink(path)
+        self.offset_index_raw.delete_if_exists()
+        self.time_index_raw.delete_if_exists()
+        self.txn_index.delete_if_exists()
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self._size}, path={self.log_path.name})"
+
+
+def batch_positions(buf: bytes | bytearray | memoryview) -> list[int]:
+    positions = []
+    pos = 0
+    while pos + LOG_OVERHEAD <= len(buf):
+        size = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True) + LOG_OVERHEAD
+        if size < BATCH_OVERHEAD or pos + size > len(buf):
+            raise CorruptRecordError(f"partial or malformed batch at byte {pos} of an append")
+        positions.append(pos)
+        pos += size
+    if pos != len(buf):
+        raise CorruptRecordError(f"{len(buf) - pos} trailing bytes after the last batch of an append")
+    return positions
+
+
+def _first_record_at_or_after(view: RecordBatchView, timestamp: int, starting_offset: int) -> tuple[int, int]:
+    """Kafka's ListOffsets answer inside one batch: the first record with ts >= target."""
+    if view.timestamp_type == TimestampType.LOG_APPEND_TIME or view.records_count == 0:
+        return max(view.base_offset, starting_offset), view.max_timestamp
+    for record in decode_records(view):
+        if record.timestamp >= timestamp and record.offset >= starting_offset:
+            return record.offset, record.timestamp
+    return max(view.base_offset, starting_offset), view.max_timestamp

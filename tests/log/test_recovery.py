@@ -1,0 +1,266 @@
+"""Crash recovery: swap states of §2.13 (S40, S42), S41-style leftovers, torn tails, corruption."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from log_helpers import LogHarness, all_records, config, kv
+
+from kompakt.errors import PartitionOfflineError
+from kompakt.log.files import FaultInjectingFileOps, SimulatedCrashError, use_file_ops
+from kompakt.log.partition_log import PartitionLog
+from kompakt.log.segment import LogSegment
+
+SIZE = len(kv(0))
+
+
+def make_log(tmp_path: Path, n: int = 25) -> LogHarness:
+    h = LogHarness(
+        tmp_path / "t-0", config(segment_bytes=5 * SIZE, index_interval_bytes=1, file_delete_delay_ms=10)
+    )
+    for i in range(n):
+        h.log.append(kv(i))
+    return h
+
+
+def build_cleaned(log: PartitionLog, olds: list[LogSegment]) -> list[LogSegment]:
+    """One ``.cleaned`` segment per old segment keeping only even offsets (a fake compaction)."""
+    news = []
+    for old in olds:
+        seg = log.create_segment(old.base_offset)
+        for _pos, view in old.iter_batches():
+            if view.base_offset % 2 == 0:
+                seg.append_batches(bytes(view.raw))
+        seg.on_become_inactive()
+        news.append(seg)
+    return news
+
+
+def keys(log: PartitionLog) -> list[int]:
+    return [o for o, _k in all_records(log)]
+
+
+ALL = list(range(25))
+CLEANED = [o for o in ALL if o >= 10 or o % 2 == 0]
+
+
+def test_replace_segments_then_reopen(tmp_path: Path) -> None:
+    h = make_log(tmp_path)
+    olds = h.log.segments.values()[:2]
+    h.log.replace_segments(build_cleaned(h.log, olds), olds)
+    assert keys(h.log) == CLEANED
+    assert (h.directory / "00000000000000000000.log.deleted").exists()
+    h.reopen(clean=False)
+    assert keys(h.log) == CLEANED
+    assert not any(p.name.endswith((".deleted", ".swap", ".cleaned")) for p in h.directory.iterdir())
+
+
+def test_crash_at_every_file_operation_of_a_swap(tmp_path: Path) -> None:
+    """Every crash point leaves either the originals or the cleaned data; both occur."""
+    template = tmp_path / "template"
+    make_log(template).log.close()
+    counter = FaultInjectingFileOps()
+    outcomes = []
+    k = 0
+    while True:
+        work = tmp_path / f"run{k}"
+        shutil.copytree(template, work)
+        h = LogHarness.__new__(LogHarness)
+        LogHarness.__init__(h, work / "t-0", config(segment_bytes=5 * SIZE, index_interval_bytes=1))
+        olds = h.log.segments.values()[:2]
+        news = build_cleaned(h.log, olds)
+        ops = FaultInjectingFileOps(fail_at=k)
+        crashed = False
+        with use_file_ops(ops):
+            try:
+                h.log.replace_segments(news, olds)
+            except SimulatedCrashError:
+                crashed = True
+        h.log.close_without_flush()
+        h.scheduler.clear()
+        h.open(had_clean_shutdown=False)
+        outcome = keys(h.log)
+        assert outcome in (ALL, CLEANED), f"crash at op {k}: {outcome}"
+        outcomes.append(outcome)
+        counter = ops
+        if not crashed:
+            break
+        k += 1
+    assert outcomes[0] == ALL and outcomes[-1] == CLEANED
+    assert counter.count > 5
+
+
+def stage(h: LogHarness, *, new_suffix: dict[str, str], old_suffix: str) -> None:
+    """Write a cleaned head segment and leave files as a crash would (suffixes per extension)."""
+    olds = h.log.segments.values()[:1]
+    (new,) = build_cleaned(h.log, olds)
+    new.close_handlers()
+    h.log.close()
+    if old_suffix:
+        for p in list(h.directory.iterdir()):
+            if p.name.startswith("00000000000000000000.") and p.name.count(".") == 1:
+                p.rename(p.with_name(p.name + old_suffix))
+    for ext, suffix in new_suffix.items():
+        src = h.directory / f"00000000000000000000.{ext}.cleaned"
+        src.rename(h.directory / f"00000000000000000000.{ext}{suffix}")
+
+
+HEAD_CLEANED = [o for o in ALL if o >= 5 or o % 2 == 0]
+
+
+@pytest.mark.parametrize(
+    ("new_suffix", "old_suffix", "expected"),
+    [
+        ({"log": ".cleaned", "index": ".cleaned", "timeindex": ".cleaned"}, "", ALL),
+        ({"log": ".swap", "index": ".cleaned", "timeindex": ".cleaned"}, "", ALL),
+        ({"log": ".swap", "index": ".swap", "timeindex": ".swap"}, "", HEAD_CLEANED),
+        ({"log": ".swap", "index": ".swap", "timeindex": ".swap"}, ".deleted", HEAD_CLEANED),
+        ({"log": "", "index": "", "timeindex": ".swap"}, ".deleted", HEAD_CLEANED),
+    ],
+)
+def test_recovery_after_crash_rows(
+    tmp_path: Path, new_suffix: dict[str, str], old_suffix: str, expected: list[int]
+) -> None:
+    """S40 rows 1-5 (row 6 is test_replace_segments_then_reopen with pending deletes)."""
+    h = make_log(tmp_path)
+    stage(h, new_suffix=new_suffix, old_suffix=old_suffix)
+    h.open(had_clean_shutdown=False)
+    assert keys(h.log) == expected
+    leftovers = [p.name for p in h.directory.iterdir() if p.name.endswith((".cleaned", ".swap", ".deleted"))]
+    assert leftovers == []
+
+
+def test_stray_swap_without_originals_is_adopted(tmp_path: Path) -> None:
+    h = make_log(tmp_path, n=5)
+    h.log.roll()
+    h.log.close()
+    other = LogHarness(tmp_path / "u-0", config())
+    for i in range(3):
+        other.log.append(kv(i))
+    other.log.truncate_fully_and_start_at(100)
+    other.log.append(kv(1))
+    other.log.close()
+    for p in other.directory.iterdir():
+        if p.name.startswith("00000000000000000100."):
+            shutil.copy(p, h.directory / (p.name + ".swap"))
+    h.open(had_clean_shutdown=True)
+    assert [s.base_offset for s in h.log.segments] == [0, 5, 100]
+    assert h.log.log_end_offset == 101
+
+
+def test_unknown_files_are_left_alone_and_orphan_indexes_deleted(tmp_path: Path) -> None:
+    h = make_log(tmp_path, n=3)
+    h.log.close()
+    (h.directory / "notes.txt").write_text("hi")
+    (h.directory / "00000000000000000000.bogus").write_text("x")
+    (h.directory / "00000000000000000099.index").write_bytes(b"")
+    h.open(had_clean_shutdown=True)
+    names = {p.name for p in h.directory.iterdir()}
+    assert {"notes.txt", "00000000000000000000.bogus"} <= names
+    assert "00000000000000000099.index" not in names
+
+
+def test_missing_and_corrupt_indexes_are_rebuilt(tmp_path: Path) -> None:
+    h = make_log(tmp_path)
+    expected = h.log.segments.values()[0].offset_index.entry_table()
+    h.log.close()
+    (h.directory / "00000000000000000000.index").unlink()
+    (h.directory / "00000000000000000005.index").write_bytes(b"\x00\x00\x00\x09\x00\x00\x00\x01" * 3)
+    h.open(had_clean_shutdown=True)
+    assert h.log.segments.values()[0].offset_index.entry_table() == expected
+    assert keys(h.log) == ALL
+    assert h.log.read(7, 1).records  # lazily rebuilt corrupt index still answers
+    assert h.log.segments.get(5) is not None
+    assert h.log.segments.get(5).offset_index.lookup(7)[0] <= 7  # type: ignore[union-attr]
+
+
+def test_torn_tail_at_every_byte_of_last_batch(tmp_path: Path) -> None:
+    template = tmp_path / "template"
+    h = LogHarness(template, config(index_interval_bytes=1))
+    for i in range(6):
+        h.log.append(kv(i))
+    h.log.close()
+    log_file = "00000000000000000000.log"
+    full = (template / log_file).stat().st_size
+    for cut in range(full - SIZE, full):
+        work = tmp_path / f"cut{cut}"
+        shutil.copytree(template, work)
+        with open(work / log_file, "r+b") as f:
+            f.truncate(cut)
+        h2 = LogHarness(work, config(index_interval_bytes=1))
+        h2.log.close_without_flush()
+        reopened = h2.open(had_clean_shutdown=False)
+        assert keys(reopened) == list(range(5)), cut
+        assert reopened.log_end_offset == 5
+        assert reopened.append(kv(5)).first_offset == 5
+
+
+def test_zero_filled_tail_is_torn(tmp_path: Path) -> None:
+    h = make_log(tmp_path, n=3)
+    h.log.close()
+    with open(h.directory / "00000000000000000000.log", "ab") as f:
+        f.write(b"\x00" * 500)
+    h.open(had_clean_shutdown=False)
+    assert keys(h.log) == [0, 1, 2]
+
+
+def test_flipped_byte_in_the_middle_takes_partition_offline(tmp_path: Path) -> None:
+    h = LogHarness(tmp_path / "t-0", config(index_interval_bytes=1))
+    for i in range(6):
+        h.log.append(kv(i))
+    h.log.close()
+    path = h.directory / "00000000000000000000.log"
+    data = bytearray(path.read_bytes())
+    position = 2 * SIZE + 40
+    data[position] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(PartitionOfflineError) as err:
+        h.open(had_clean_shutdown=False)
+    assert f"{path} at byte {2 * SIZE}" in str(err.value)
+    assert path.stat().st_size == len(data), "nothing is truncated"
+    # A clean shutdown does not re-validate, so the log opens (Kafka's behaviour).
+    h.open(had_clean_shutdown=True)
+    assert h.log.log_end_offset == 6
+
+
+def test_corruption_followed_by_valid_later_segment_is_offline(tmp_path: Path) -> None:
+    h = make_log(tmp_path, n=12)
+    h.log.close()
+    path = h.directory / "00000000000000000000.log"
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0xFF  # the last batch of the first segment, but segments 5 and 10 follow
+    path.write_bytes(bytes(data))
+    with pytest.raises(PartitionOfflineError):
+        h.open(had_clean_shutdown=False)
+
+
+def test_recovery_point_skips_validation_of_flushed_segments(tmp_path: Path) -> None:
+    h = make_log(tmp_path, n=12)
+    h.log.close()
+    path = h.directory / "00000000000000000000.log"
+    data = bytearray(path.read_bytes())
+    data[40] ^= 0xFF
+    path.write_bytes(bytes(data))
+    reopened = h.open(had_clean_shutdown=False, recovery_point=10)
+    assert reopened.log_end_offset == 12
+
+
+def test_clean_segments_with_concurrent_segment_deletion(tmp_path: Path) -> None:
+    """S16: old segments already deleted by retention are skipped by the swap (renamed once)."""
+    h = LogHarness(tmp_path / "t-0", config(cleanup_policy=frozenset({"compact", "delete"})))
+    h.log.append(kv(0))
+    h.log.roll()
+    h.log.append(kv(1))
+    h.log.roll()
+    olds = h.log.segments.values()[:2]
+    original = olds[0].log_path
+    news = build_cleaned(h.log, olds[:1])
+    h.log.increment_log_start_offset(2)
+    assert h.log.delete_old_segments(h.clock.now_ms()) == 2
+    h.log.replace_segments(news, olds)
+    assert olds[0].log_path == original.with_name(original.name + ".deleted")
+    assert [s.base_offset for s in h.log.segments] == [0, 2]
+    assert h.log.delete_old_segments(h.clock.now_ms()) == 1
+    assert [s.base_offset for s in h.log.segments] == [2]
