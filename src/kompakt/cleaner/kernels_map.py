@@ -232,22 +232,23 @@ def _retain_spans(
     latest: Scalar,
     kept: I64Array,
     kept_first: I64Array,
-) -> tuple[Scalar, Scalar, Scalar, Scalar]:
+) -> tuple[Scalar, Scalar, Scalar, Scalar, Scalar]:
     """§2.9 over spans, writing only the kept records' columns into ``kept`` (a RecordTable layout)
     and their per-span prefix counts into ``kept_first``. Returns ``(error, span, position,
-    invalid_dropped)``; the ``batch`` column holds the span index."""
+    invalid_dropped, tombstones_dropped)``; the ``batch`` column holds the span index."""
     most = 0
     for b in range(starts.shape[0]):
         if counts[b] < 0:
-            return 1, b, starts[b], 0
+            return 1, b, starts[b], 0, 0
         if starts[b] < 0 or ends[b] < starts[b] or ends[b] > buf.shape[0]:
-            return 9, b, starts[b], 0
+            return 9, b, starts[b], 0, 0
         most = max(most, counts[b])
     rows = np.empty((_R_NCOLS, most), dtype=np.int64)
     hi = np.empty(most, dtype=np.uint64)
     lo = np.empty(most, dtype=np.uint64)
     n_kept = 0
     invalid = 0
+    tombstones = 0
     kept_first[0] = 0
     for b in range(starts.shape[0]):
         pos = starts[b]
@@ -255,13 +256,13 @@ def _retain_spans(
         for j in range(counts[b]):
             pos, err = _parse_record(buf, pos, limit, rows, j)
             if err != 0:
-                return err, b, pos, invalid
+                return err, b, pos, invalid, tombstones
             rows[_R_OFFSET, j] += base_offsets[b]
             rows[_R_TIMESTAMP, j] += base_timestamps[b]
             if rows[_R_KEY_LEN, j] >= 0:
                 hi[j], lo[j] = _hash_one(buf, rows[_R_KEY_START, j], rows[_R_KEY_LEN, j])
         if pos != limit:
-            return 8, b, pos, invalid
+            return 8, b, pos, invalid, tombstones
         for j in range(counts[b]):
             offset = rows[_R_OFFSET, j]
             if offset > latest:
@@ -272,10 +273,12 @@ def _retain_spans(
             else:
                 found = _lookup(table, hi[j], lo[j])
                 keep = offset >= found and (rows[_R_VALUE_LEN, j] >= 0 or tombstone_ok[b])
+                if not keep and rows[_R_VALUE_LEN, j] < 0:
+                    tombstones += 1
             if keep:
                 for c in range(_R_NCOLS - 1):
                     kept[c, n_kept] = rows[c, j]
                 kept[_R_NCOLS - 1, n_kept] = b
                 n_kept += 1
         kept_first[b + 1] = n_kept
-    return 0, 0, 0, invalid
+    return 0, 0, 0, invalid, tombstones

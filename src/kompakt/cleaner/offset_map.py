@@ -107,6 +107,7 @@ class SpanRetainResult:
 
     kept: RecordTable
     invalid_dropped: int
+    tombstones_dropped: int = 0
 
 
 class OffsetMap(Protocol):
@@ -290,12 +291,12 @@ class HashedOffsetMap:
         kept_first = np.zeros(len(spans) + 1, dtype=np.int64)
         tomb = np.ascontiguousarray(tombstone_may_be_kept, dtype=np.bool_)
         _check_lengths(len(spans), tomb)
-        err, span, pos, invalid = km._retain_spans(
+        err, span, pos, invalid, tombstones = km._retain_spans(
             buf, *arrays, tomb, self._table, self._latest, kept, kept_first
         )
         if err:
             raise record_error(int(err), int(span), int(pos))
-        return SpanRetainResult(RecordTable(kept, kept_first, int(kept_first[-1])), int(invalid))
+        return SpanRetainResult(RecordTable(kept, kept_first, int(kept_first[-1])), int(invalid), int(tombstones))
 
 
 class ExactOffsetMap:
@@ -396,4 +397,7 @@ class ExactOffsetMap:
         cols = np.ascontiguousarray(recs.columns[:, : len(recs)][:, res.keep])
         first = np.zeros(len(spans) + 1, dtype=np.int64)
         np.cumsum(np.bincount(recs.batch[res.keep], minlength=len(spans)), out=first[1:])
-        return SpanRetainResult(RecordTable(cols, first, int(first[-1])), res.invalid_dropped)
+        dropped_tombstones = int(((~res.keep) & (recs.value_len < 0) & (recs.key_len >= 0)).sum())
+        return SpanRetainResult(
+            RecordTable(cols, first, int(first[-1])), res.invalid_dropped, dropped_tombstones
+        )

@@ -21,19 +21,11 @@ One tracker is shared by all groups of one pass, because a transaction may span 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from kompakt.log.txn_index import AbortedTxn
 from kompakt.records.control import ControlType
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class AbortedTxn:
-    """One ``.txnindex`` entry (the reference §3.5 layout)."""
-
-    first_offset: int
-    producer_id: int
-    last_offset: int
-    last_stable_offset: int
 
 
 @dataclass(slots=True)
@@ -46,18 +38,18 @@ class _OngoingAborted:
 class TransactionTracker:
     """Decides which transactional batches and markers a pass may discard."""
 
-    _pending: list[AbortedTxn] = field(default_factory=list)
+    _pending: list[tuple[int, int, AbortedTxn]] = field(default_factory=list)
     _ongoing_committed: set[int] = field(default_factory=set)
     _ongoing_aborted: dict[int, _OngoingAborted] = field(default_factory=dict)
 
-    def add_aborted(self, txns: list[AbortedTxn]) -> None:
+    def add_aborted(self, txns: Iterable[AbortedTxn]) -> None:
         """Queue aborted transactions found in the transaction indexes of the next segment."""
         for txn in txns:
-            heapq.heappush(self._pending, txn)
+            heapq.heappush(self._pending, (txn.first_offset, len(self._pending), txn))
 
     def _advance(self, last_offset: int) -> None:
-        while self._pending and self._pending[0].first_offset <= last_offset:
-            txn = heapq.heappop(self._pending)
+        while self._pending and self._pending[0][0] <= last_offset:
+            txn = heapq.heappop(self._pending)[2]
             self._ongoing_aborted.setdefault(txn.producer_id, _OngoingAborted(txn))
 
     def on_batch_read(self, producer_id: int, is_transactional: bool, last_offset: int) -> bool:

@@ -1,0 +1,162 @@
+"""Cleaning one log: build the offset map, rewrite the segment groups, swap them in (Kafka's
+``Cleaner.doClean``; reference §2.5-§2.12).
+
+A :class:`Cleaner` belongs to one cleaner thread and owns that thread's offset map, read buffer
+and kernel workspace, so memory is allocated once, as Kafka allocates its dedupe buffer once. It
+reads the clock once per clean and passes ``now_ms`` down, so a clean is a function of the log,
+the two offsets and that instant.
+
+Crash safety comes from the order of file operations: the new segment is written completely as
+``.cleaned`` files and fsynced before :meth:`PartitionLog.replace_segments` renames it to
+``.swap``, retires the old segments as ``.deleted`` and renames the swap into place; the loader
+finishes or rolls back any interrupted state (§2.13). An abort deletes the ``.cleaned`` files and
+leaves the checkpoint where it was.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kompakt.cleaner.dedupe import CleanerIo, build_offset_map
+from kompakt.cleaner.grouping import GroupingInput, group_segments_by_size
+from kompakt.cleaner.kernels import Workspace
+from kompakt.cleaner.metrics import CleanerStats
+from kompakt.cleaner.offset_map import OffsetMap
+from kompakt.cleaner.rewrite import FilterContext, clean_into
+from kompakt.cleaner.segment_reader import DEFAULT_CHUNK_BYTES, ReadBuffer
+from kompakt.cleaner.throttler import Throttler
+from kompakt.cleaner.transactions import TransactionTracker
+from kompakt.clock import Clock
+from kompakt.log.partition_log import PartitionLog
+from kompakt.log.segment import CLEANED_SUFFIX, LogSegment
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+
+
+@dataclass(frozen=True, slots=True)
+class CleanResult:
+    """What one clean did: the next dirty offset (the checkpoint value) and its statistics."""
+
+    end_offset: int
+    stats: CleanerStats
+
+
+class Cleaner:
+    """The algorithm of one cleaning pass over one log. Not thread-safe: one per cleaner thread."""
+
+    def __init__(
+        self,
+        thread_id: int,
+        offset_map: OffsetMap,
+        clock: Clock,
+        *,
+        throttler: Throttler | None = None,
+        check_abort: Callable[[str, int], None] | None = None,
+        read_buffer_bytes: int = DEFAULT_CHUNK_BYTES,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> None:
+        self.thread_id = thread_id
+        self.offset_map = offset_map
+        self.clock = clock
+        self.throttler = throttler
+        self._check_abort = check_abort
+        self.read_buffer = ReadBuffer(read_buffer_bytes)
+        self.workspace = Workspace()
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+
+    def _io(self, log: PartitionLog) -> CleanerIo:
+        check = self._check_abort
+        if check is None:
+            return CleanerIo(self.read_buffer, self.throttler)
+        return CleanerIo(self.read_buffer, self.throttler, lambda: check(log.topic, log.partition))
+
+    def clean(
+        self,
+        log: PartitionLog,
+        first_dirty_offset: int,
+        first_uncleanable_offset: int,
+        now_ms: int | None = None,
+    ) -> CleanResult:
+        """Clean ``log`` with the dirty section ``[first_dirty_offset, first_uncleanable_offset)``.
+
+        ``first_uncleanable_offset`` must be a segment base offset (selection rounds it down).
+        Returns the next dirty offset, ``latest_offset + 1`` of the map (§8 quirk 1).
+        """
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        stats = CleanerStats(self.clock)
+        io = self._io(log)
+        build_offset_map(log, first_dirty_offset, first_uncleanable_offset, self.offset_map, stats, io)
+        end_offset = self.offset_map.latest_offset + 1
+        stats.index_done()
+        config = log.config
+        tracker = TransactionTracker()
+        ctx = FilterContext(
+            offset_map=self.offset_map,
+            now_ms=now,
+            delete_retention_ms=config.delete_retention_ms,
+            upper_bound_offset=first_uncleanable_offset,
+            active_producers=log.active_producers(now, self.producer_id_expiration_ms),
+            tracker=tracker,
+            stats=stats,
+            workspace=self.workspace,
+        )
+        for group in self.group_segments(log, end_offset, first_uncleanable_offset):
+            self.clean_segments(log, group, ctx, io)
+        stats.all_done()
+        return CleanResult(end_offset, stats)
+
+    @staticmethod
+    def group_segments(
+        log: PartitionLog, end_offset: int, first_uncleanable_offset: int
+    ) -> list[list[LogSegment]]:
+        """§2.6 over every segment below ``end_offset``, from the start of the log."""
+        segments = [s for s in log.segments.values(None, end_offset) if s.base_offset < end_offset]
+        inputs = [
+            GroupingInput(
+                s,
+                s.base_offset,
+                s.size,
+                s.offset_index.entries * 8,
+                s.time_index.entries * 12,
+            )
+            for s in segments
+        ]
+        config = log.config
+        return group_segments_by_size(
+            inputs, config.segment_bytes, config.segment_index_bytes, first_uncleanable_offset
+        )
+
+    def clean_segments(
+        self, log: PartitionLog, group: list[LogSegment], ctx: FilterContext, io: CleanerIo
+    ) -> None:
+        """Rewrite ``group`` into one ``.cleaned`` segment and swap it in (§2.7, §2.12)."""
+        dest = log.create_segment(group[0].base_offset)
+        try:
+            for idx, source in enumerate(group):
+                upper = group[idx + 1].base_offset if idx + 1 < len(group) else self._next_base(log, source)
+                ctx.tracker.add_aborted(log.collect_aborted_transactions(source.base_offset, upper))
+                ctx.reindex.clear()
+                clean_into(source, dest, ctx, io)
+                for txn in ctx.reindex:
+                    dest.txn_index.append(txn)
+            dest.on_become_inactive()
+            dest.flush()
+            dest.set_mtime(group[-1].last_modified_ms)
+            io.check_abort()
+            log.replace_segments([dest], group)
+        except BaseException:
+            # Only a segment that never left its .cleaned name is ours to delete; once renamed to
+            # .swap it is part of the log and the loader completes the swap (§2.13).
+            if dest.suffix == CLEANED_SUFFIX:
+                dest.close_handlers()
+                dest.delete_files()
+            raise
+
+    @staticmethod
+    def _next_base(log: PartitionLog, segment: LogSegment) -> int:
+        following = log.segments.higher(segment.base_offset)
+        return following.base_offset if following is not None else log.log_end_offset

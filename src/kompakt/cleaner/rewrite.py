@@ -1,0 +1,402 @@
+"""Rewriting one group of segments into a ``.cleaned`` segment (reference §2.7-§2.11).
+
+For each source batch the pass decides, in Kafka's order (§2.8): keep an empty header for an
+active producer's last batch or for the batch ending at the round's upper bound; drop a batch whose
+records are all discardable (aborted data, expired markers); otherwise filter its records against
+the offset map (§2.9). A batch that keeps every record and needs no delete horizon is copied
+byte for byte; one that loses records or needs a horizon is rebuilt with the same base offset,
+last offset delta, producer fields, codec and timestamp type, and a new CRC (§2.11).
+
+Hot path: header decisions are numpy operations over the chunk's batch table; record filtering and
+re-encoding are native kernels over whole runs of batches; only rebuilt batches cost a few Python
+operations each (header, optional compression, CRC), and transactional/control batches are
+handled one by one because they drive the transaction tracker.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+import crc32c
+import numpy as np
+
+from kompakt.cleaner.dedupe import CleanerIo, decompressed_spans
+from kompakt.cleaner.kernels import BatchTable, BoolArray, I64Array, RecordTable, Spans, U8Array, Workspace
+from kompakt.cleaner.kernels_rewrite import rewrite_batches
+from kompakt.cleaner.metrics import CleanerStats
+from kompakt.cleaner.offset_map import OffsetMap
+from kompakt.cleaner.segment_reader import Chunk, iter_chunks
+from kompakt.cleaner.transactions import TransactionTracker
+from kompakt.log.segment import LogSegment
+from kompakt.log.txn_index import AbortedTxn
+from kompakt.records.batch import (
+    ATTR_COMPRESSION_MASK,
+    ATTR_CONTROL,
+    ATTR_DELETE_HORIZON,
+    ATTR_TIMESTAMP_TYPE,
+    ATTR_TRANSACTIONAL,
+    BATCH_OVERHEAD,
+    CRC_START,
+    HEADER,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    RecordBatchView,
+)
+from kompakt.records.compression import Compression, compress
+from kompakt.records.control import control_type_of
+
+APPEND_PIECE_BYTES = 256 * 1024
+"""Output is appended in batch-aligned pieces of about this size, so the new segment's sparse
+index gets an entry per piece, as Kafka's cleaner gets one per write-buffer flush."""
+
+_U32 = struct.Struct(">I")
+
+
+@dataclass(slots=True)
+class FilterContext:
+    """Everything one cleaning round's rewrite decisions depend on."""
+
+    offset_map: OffsetMap
+    now_ms: int
+    delete_retention_ms: int
+    upper_bound_offset: int
+    active_producers: dict[int, tuple[int | None, int]]
+    tracker: TransactionTracker
+    stats: CleanerStats
+    workspace: Workspace
+    reindex: list[AbortedTxn] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Output:
+    """Output batches of one chunk, in order: bytes plus their header facts for indexing."""
+
+    pieces: list[bytes | memoryview] = field(default_factory=list)
+    last_offsets: list[int] = field(default_factory=list)
+    max_timestamps: list[int] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+
+
+def _empty_header(table: BatchTable, i: int) -> bytes:
+    """§2.11: a 61-byte header keeping the batch's offsets and producer fields, with no records."""
+    attrs = int(table.attributes[i]) & (ATTR_TIMESTAMP_TYPE | ATTR_TRANSACTIONAL | ATTR_CONTROL)
+    return _header(table, i, attrs, -1, int(table.max_timestamp[i]), 0, b"")
+
+
+def _header(
+    table: BatchTable, i: int, attrs: int, base_ts: int, max_ts: int, count: int, body: bytes | memoryview
+) -> bytes:
+    out = bytearray(BATCH_OVERHEAD + len(body))
+    HEADER.pack_into(
+        out,
+        0,
+        int(table.base_offset[i]),
+        BATCH_OVERHEAD - LOG_OVERHEAD + len(body),
+        int(table.partition_leader_epoch[i]),
+        MAGIC_V2,
+        0,
+        attrs,
+        int(table.last_offset_delta[i]),
+        base_ts,
+        max_ts,
+        int(table.producer_id[i]),
+        int(table.producer_epoch[i]),
+        int(table.base_sequence[i]),
+        count,
+    )
+    out[BATCH_OVERHEAD:] = body
+    _U32.pack_into(out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)
+
+
+def _last_batch_of_active_producer(table: BatchTable, ctx: FilterContext) -> BoolArray:
+    """Rule (a) of §2.8, vectorised over the chunk: a producer's last data batch, or, for a
+    producer with no data, its control batch of the current epoch."""
+    result = np.zeros(len(table), dtype=np.bool_)
+    if not ctx.active_producers:
+        return result
+    pids = table.producer_id
+    candidates = np.flatnonzero(pids >= 0)
+    for i in candidates.tolist():
+        entry = ctx.active_producers.get(int(pids[i]))
+        if entry is None:
+            continue
+        last_data_offset, epoch = entry
+        if last_data_offset is not None:
+            result[i] = int(table.last_offset[i]) == last_data_offset
+        else:
+            result[i] = (
+                bool(int(table.attributes[i]) & ATTR_CONTROL) and int(table.producer_epoch[i]) == epoch
+            )
+    return result
+
+
+def _transaction_decisions(chunk: Chunk, ctx: FilterContext) -> tuple[BoolArray, BoolArray]:
+    """``(can_discard, contains_marker_for_empty_txn)`` per batch (§2.8 steps 1 and 4)."""
+    table = chunk.table
+    can_discard = np.zeros(len(table), dtype=np.bool_)
+    empty_txn_marker = np.zeros(len(table), dtype=np.bool_)
+    special = np.flatnonzero((table.attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL)) != 0)
+    for i in special.tolist():
+        pid = int(table.producer_id[i])
+        last_offset = int(table.last_offset[i])
+        if int(table.attributes[i]) & ATTR_CONTROL:
+            pos = int(table.position[i])
+            view = RecordBatchView(chunk.buf[pos : pos + int(table.size[i])].data)
+            discard, reindex = ctx.tracker.on_control_batch_read(pid, control_type_of(view), last_offset)
+            can_discard[i] = discard
+            empty_txn_marker[i] = discard
+            if reindex is not None:
+                ctx.reindex.append(reindex)
+        else:
+            can_discard[i] = ctx.tracker.on_batch_read(pid, True, last_offset)
+    return can_discard, empty_txn_marker
+
+
+def _retained_records(
+    chunk: Chunk, which: I64Array, tombstone_ok: BoolArray, ctx: FilterContext, compressed: bool
+) -> tuple[U8Array, RecordTable]:
+    """Run §2.9 over the records of batches ``which`` (all raw, or all compressed)."""
+    table = chunk.table
+    if compressed:
+        parts = [decompressed_spans(chunk.buf, table, int(i), int(i) + 1) for i in which]
+        offsets = np.cumsum([0] + [len(p[0]) for p in parts])
+        src = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, dtype=np.uint8)
+        spans = Spans(
+            np.concatenate([p[1].records_start + o for p, o in zip(parts, offsets[:-1], strict=True)]),
+            np.concatenate([p[1].records_end + o for p, o in zip(parts, offsets[:-1], strict=True)]),
+            table.base_offset[which],
+            table.base_timestamp[which],
+            table.records_count[which],
+        )
+    else:
+        src = chunk.buf
+        spans = Spans.of_batches(table, which)
+    result = ctx.offset_map.retain_spans(src, spans, tombstone_ok, ctx.workspace)
+    ctx.stats.invalid_messages_read += result.invalid_dropped
+    ctx.stats.tombstone_removed(result.tombstones_dropped)
+    return src, result.kept
+
+
+def _rebuild(
+    chunk: Chunk,
+    which: I64Array,
+    src: U8Array,
+    kept: RecordTable,
+    new_horizon: BoolArray,
+    ctx: FilterContext,
+) -> dict[int, tuple[bytes, int, int]]:
+    """Rebuild the batches ``which`` (positions in the kept table) that lost records or need a
+    horizon; return ``batch index -> (bytes, max timestamp, records)``."""
+    table = chunk.table
+    first = kept.batch_first
+    n = len(which)
+    horizon = np.where(
+        (table.attributes[which] & ATTR_DELETE_HORIZON) != 0,
+        table.base_timestamp[which],
+        ctx.now_ms + ctx.delete_retention_ms,
+    )
+    stamped = new_horizon | ((table.attributes[which] & ATTR_DELETE_HORIZON) != 0)
+    ts = kept.timestamp
+    base_ts = np.where(stamped, horizon, ts[first[:-1]])  # every batch here keeps >= 1 record
+    # Re-encoding only changes two varints per record (<= 15 bytes), plus a header gap per batch.
+    bound = int(kept.length.sum()) + 15 * len(kept) + BATCH_OVERHEAD * (n + 1)
+    out = ctx.workspace.take("rewrite_out", 0, bound, np.uint8)
+    starts, ends = rewrite_batches(src, kept, None, np.arange(n, dtype=np.int64), base_ts, out)
+    result: dict[int, tuple[bytes, int, int]] = {}
+    for j in range(n):
+        i = int(which[j])
+        attrs = int(table.attributes[i])
+        lo, hi = int(first[j]), int(first[j + 1])
+        if attrs & ATTR_TIMESTAMP_TYPE:
+            max_ts = int(table.max_timestamp[i])
+        else:
+            max_ts = int(ts[lo:hi].max()) if hi > lo else int(table.max_timestamp[i])
+        body: bytes | memoryview = out[int(starts[j]) : int(ends[j])].data
+        codec = attrs & ATTR_COMPRESSION_MASK
+        if codec != Compression.NONE:
+            body = compress(Compression(codec), body)
+        new_attrs = attrs | ATTR_DELETE_HORIZON if bool(stamped[j]) else attrs & ~ATTR_DELETE_HORIZON
+        result[i] = (_header(table, i, new_attrs, int(base_ts[j]), max_ts, hi - lo, body), max_ts, hi - lo)
+    return result
+
+
+def filter_chunk(chunk: Chunk, ctx: FilterContext) -> _Output:
+    """Apply §2.8-§2.11 to one chunk of whole batches."""
+    table = chunk.table
+    n = len(table)
+    attrs = table.attributes
+    is_control = (attrs & ATTR_CONTROL) != 0
+    has_horizon = (attrs & ATTR_DELETE_HORIZON) != 0
+    horizon = table.base_timestamp
+    counts = table.records_count
+    can_discard, empty_txn_marker = _transaction_decisions(chunk, ctx)
+    discard_records = np.where(is_control, can_discard & has_horizon & (horizon <= ctx.now_ms), can_discard)
+    retain_empty = _last_batch_of_active_producer(table, ctx) | (
+        table.last_offset + 1 == ctx.upper_bound_offset
+    )
+    ctx.stats.read_messages(int(counts.sum()), chunk.length)
+
+    kept_count = np.where(discard_records, 0, counts)  # control batches keep their one record
+    rebuilt: dict[int, tuple[bytes, int, int]] = {}
+    data = np.flatnonzero(~is_control & ~discard_records & (counts > 0))
+    tombstone_ok = ~has_horizon | (ctx.now_ms < horizon)
+    compressed = (attrs & ATTR_COMPRESSION_MASK) != 0
+    for is_compressed in (False, True):
+        which = data[compressed[data] == is_compressed]
+        if len(which) == 0:
+            continue
+        src, kept = _retained_records(chunk, which, tombstone_ok[which], ctx, is_compressed)
+        first = kept.batch_first
+        per_batch = first[1:] - first[:-1]
+        kept_count[which] = per_batch
+        if len(kept):
+            tomb = (kept.value_len < 0).astype(np.int64)
+            tomb_per_batch = np.add.reduceat(tomb, np.minimum(first[:-1], len(kept) - 1)) * (per_batch > 0)
+        else:
+            tomb_per_batch = np.zeros(len(which), dtype=np.int64)
+        need_horizon = (tomb_per_batch > 0) & ~has_horizon[which]
+        changed = (per_batch < counts[which]) | need_horizon
+        sel = np.flatnonzero(changed & (per_batch > 0))
+        if len(sel):
+            sub = _subset(kept, sel)
+            rebuilt.update(_rebuild(chunk, which[sel], src, sub, need_horizon[sel], ctx))
+    # Control markers kept but discardable: stamp their horizon once (§2.10).
+    stamp_markers = np.flatnonzero(
+        is_control & empty_txn_marker & ~discard_records & ~has_horizon & (counts > 0)
+    )
+    for i in stamp_markers.tolist():
+        rebuilt[i] = _stamp_marker(chunk, i, ctx)
+    return _assemble(chunk, ctx, kept_count, retain_empty, rebuilt)
+
+
+def _subset(kept: RecordTable, sel: I64Array) -> RecordTable:
+    """The rows of the kept table that belong to batches ``sel`` (positions in its span list)."""
+    first = kept.batch_first
+    rows = np.concatenate([np.arange(first[s], first[s + 1]) for s in sel.tolist()])
+    cols = kept.columns[:, rows]
+    sizes = first[sel + 1] - first[sel]
+    new_first = np.zeros(len(sel) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=new_first[1:])
+    return RecordTable(np.ascontiguousarray(cols), new_first, len(rows))
+
+
+def _stamp_marker(chunk: Chunk, i: int, ctx: FilterContext) -> tuple[bytes, int, int]:
+    table = chunk.table
+    pos = int(table.position[i])
+    raw = chunk.buf[pos : pos + int(table.size[i])].tobytes()
+    view = RecordBatchView(raw)
+    # A control batch is never compressed by Kafka's coordinator; keep whatever codec it has.
+    body = raw[BATCH_OVERHEAD:]
+    horizon = ctx.now_ms + ctx.delete_retention_ms
+    if view.compression == Compression.NONE:
+        body = _retimestamp_single(body, view.base_timestamp, horizon)
+        attrs = view.attributes | ATTR_DELETE_HORIZON
+        return (
+            _header(table, i, attrs, horizon, view.max_timestamp, view.records_count, body),
+            view.max_timestamp,
+            1,
+        )
+    return raw, view.max_timestamp, 1
+
+
+def _retimestamp_single(body: bytes, old_base: int, new_base: int) -> bytes:
+    """Re-encode uncompressed records against a new base timestamp (slow path, markers only)."""
+    from kompakt.records.varint import decode_varint, encode_varint
+
+    out = []
+    pos = 0
+    while pos < len(body):
+        length, p = decode_varint(body, pos)
+        end = p + length
+        attr = body[p : p + 1]
+        delta, q = decode_varint(body, p + 1)
+        rest = body[q:end]
+        rec = attr + encode_varint(old_base + delta - new_base) + rest
+        out.append(encode_varint(len(rec)) + rec)
+        pos = end
+    return b"".join(out)
+
+
+def _assemble(
+    chunk: Chunk,
+    ctx: FilterContext,
+    kept_count: I64Array,
+    retain_empty: BoolArray,
+    rebuilt: dict[int, tuple[bytes, int, int]],
+) -> _Output:
+    table = chunk.table
+    out = _Output()
+    verbatim = (kept_count == table.records_count) & (kept_count > 0)
+    run_start = -1
+    written_records = 0
+
+    def flush_run(upto: int) -> None:
+        nonlocal run_start
+        if run_start < 0:
+            return
+        lo = int(table.position[run_start])
+        hi = int(table.position[upto - 1] + table.size[upto - 1])
+        out.pieces.append(chunk.buf[lo:hi].tobytes())
+        out.last_offsets.append(int(table.last_offset[upto - 1]))
+        out.max_timestamps.append(int(table.max_timestamp[run_start:upto].max()))
+        out.sizes.append(hi - lo)
+        run_start = -1
+
+    for i in range(len(table)):
+        if i in rebuilt:
+            flush_run(i)
+            data, max_ts, records = rebuilt[i]
+            out.pieces.append(data)
+            out.last_offsets.append(int(table.last_offset[i]))
+            out.max_timestamps.append(max_ts)
+            out.sizes.append(len(data))
+            written_records += records
+        elif verbatim[i]:
+            if run_start < 0:
+                run_start = i
+            written_records += int(table.records_count[i])
+        else:
+            flush_run(i)
+            if bool(retain_empty[i]):
+                data = _empty_header(table, i)
+                out.pieces.append(data)
+                out.last_offsets.append(int(table.last_offset[i]))
+                out.max_timestamps.append(int(table.max_timestamp[i]))
+                out.sizes.append(len(data))
+    flush_run(len(table))
+    ctx.stats.recopy_messages(written_records, sum(out.sizes))
+    return out
+
+
+def clean_into(source: LogSegment, dest: LogSegment, ctx: FilterContext, io: CleanerIo) -> None:
+    """Filter every batch of ``source`` into ``dest`` (§2.7 step 3)."""
+    for chunk in iter_chunks(source.log_path, 0, source.size, io.read_buffer):
+        io.check_abort()
+        io.throttle(chunk.length)
+        output = filter_chunk(chunk, ctx)
+        _append_output(dest, output)
+        io.throttle(sum(output.sizes))
+
+
+def _append_output(dest: LogSegment, output: _Output) -> None:
+    """Append in pieces of about APPEND_PIECE_BYTES so the offset index stays usefully dense."""
+    group: list[bytes | memoryview] = []
+    size = 0
+    last = -1
+    max_ts = -1
+    offset_of_max_ts = -1
+    for piece, last_offset, ts, n in zip(
+        output.pieces, output.last_offsets, output.max_timestamps, output.sizes, strict=True
+    ):
+        group.append(piece)
+        size += n
+        last = last_offset
+        if ts > max_ts:
+            max_ts, offset_of_max_ts = ts, last_offset
+        if size >= APPEND_PIECE_BYTES:
+            dest.append(last, max_ts, offset_of_max_ts, b"".join(group))
+            group, size, max_ts, offset_of_max_ts = [], 0, -1, -1
+    if group:
+        dest.append(last, max_ts, offset_of_max_ts, b"".join(group))
