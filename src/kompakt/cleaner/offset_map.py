@@ -296,7 +296,9 @@ class HashedOffsetMap:
         )
         if err:
             raise record_error(int(err), int(span), int(pos))
-        return SpanRetainResult(RecordTable(kept, kept_first, int(kept_first[-1])), int(invalid), int(tombstones))
+        return SpanRetainResult(
+            RecordTable(kept, kept_first, int(kept_first[-1])), int(invalid), int(tombstones)
+        )
 
 
 class ExactOffsetMap:

@@ -225,7 +225,6 @@ def _rebuild(
 def filter_chunk(chunk: Chunk, ctx: FilterContext) -> _Output:
     """Apply §2.8-§2.11 to one chunk of whole batches."""
     table = chunk.table
-    n = len(table)
     attrs = table.attributes
     is_control = (attrs & ATTR_CONTROL) != 0
     has_horizon = (attrs & ATTR_DELETE_HORIZON) != 0
