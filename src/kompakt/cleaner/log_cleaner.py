@@ -1,0 +1,314 @@
+"""The log cleaner service: cleaner threads, their shared throttler, metrics and maintenance.
+
+Theory of operation. ``log.cleaner.threads`` threads each own a :class:`Cleaner` (offset map,
+buffers). Each iteration of a thread (:meth:`LogCleaner.run_once`):
+
+1. asks the :class:`CleanerManager` for the filthiest eligible compacted log (KIP-354 must-clean
+   logs first, then dirty ratio), which marks it IN_PROGRESS and writes any forced checkpoint
+   resets;
+2. cleans it, and reports the result with ``done_cleaning`` (the checkpoint moves to the clean's
+   end offset; after a failure it stays at the first dirty offset and the partition is marked
+   uncleanable with the reason — KIP-346 — while the thread goes on with the others);
+3. runs compacted-log retention (log-start-offset breach, and time/size retention for
+   ``compact,delete``), which in Kafka only the cleaner thread does for compacted logs;
+4. rolls the active segment of idle compacted logs whose first record has outlived
+   ``max.compaction.lag.ms`` (beyond Kafka, which only rolls on append);
+5. sleeps ``log.cleaner.backoff.ms`` if nothing was cleaned (woken early by :meth:`wake`).
+
+A dynamic reconfiguration stops every thread and starts new ones with the new config, which also
+revives dead threads (Kafka's behaviour). Time for rules comes from the injected clock, once per
+iteration; the backoff wait uses real time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from kompakt.cleaner.adapter import LogView
+from kompakt.cleaner.cleaner import Cleaner, CleanResult
+from kompakt.cleaner.metrics import CleanerMetrics, format_clean_log_line
+from kompakt.cleaner.offset_map import HashedOffsetMap
+from kompakt.cleaner.planning import SelectionError, TopicPartition, segments_to_force_roll
+from kompakt.cleaner.state import CleanerManager
+from kompakt.cleaner.throttler import Throttler
+from kompakt.clock import Clock
+from kompakt.errors import CleaningAbortedError
+from kompakt.log.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
+from kompakt.log.config import BrokerConfig
+from kompakt.log.partition_log import PartitionLog
+
+logger = logging.getLogger(__name__)
+
+MAX_MAP_BYTES_PER_THREAD = 2**31 - 1
+MIN_READ_BUFFER_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerSettings:
+    """The broker configs the cleaner service runs with."""
+
+    enabled: bool
+    threads: int
+    dedupe_buffer_size: int
+    load_factor: float
+    io_buffer_size: int
+    max_io_bytes_per_second: float
+    backoff_ms: int
+    producer_id_expiration_ms: int
+
+    @classmethod
+    def from_broker(cls, config: BrokerConfig) -> CleanerSettings:
+        return cls(
+            enabled=config.log_cleaner_enable,
+            threads=config.log_cleaner_threads,
+            dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+            load_factor=config.log_cleaner_io_buffer_load_factor,
+            io_buffer_size=config.log_cleaner_io_buffer_size,
+            max_io_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+            backoff_ms=config.log_cleaner_backoff_ms,
+            producer_id_expiration_ms=config.producer_id_expiration_ms,
+        )
+
+    @property
+    def map_bytes_per_thread(self) -> int:
+        return min(self.dedupe_buffer_size // max(self.threads, 1), MAX_MAP_BYTES_PER_THREAD)
+
+
+class CleanerThread(threading.Thread):
+    """One ``kafka-log-cleaner-thread-<i>``."""
+
+    def __init__(self, service: LogCleaner, thread_id: int, cleaner: Cleaner) -> None:
+        super().__init__(name=f"kafka-log-cleaner-thread-{thread_id}", daemon=True)
+        self.service = service
+        self.thread_id = thread_id
+        self.cleaner = cleaner
+        self.stop_event = threading.Event()
+        self.wake_event = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.stop_event.is_set():
+                cleaned = self.service.run_once(self.cleaner)
+                if not cleaned and not self.stop_event.is_set():
+                    self.wake_event.wait(self.service.settings.backoff_ms / 1000.0)
+                    self.wake_event.clear()
+        except BaseException:
+            logger.exception("%s died", self.name)
+            self.service.metrics.mark_thread_dead(self.thread_id)
+            raise
+
+
+class LogCleaner:
+    """The cleaner threads of one data directory, and the operations the broker calls on them."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        logs: Callable[[], Mapping[TopicPartition, PartitionLog]],
+        data_dir: Path,
+        clock: Clock,
+    ) -> None:
+        self.settings = CleanerSettings.from_broker(config)
+        self.clock = clock
+        self._logs = logs
+        self.manager = CleanerManager(
+            OffsetCheckpointFile(Path(data_dir) / CLEANER_OFFSET_CHECKPOINT_FILE),
+            start_ms=clock.now_ms(),
+            live_partitions=lambda: list(self._logs().keys()),
+        )
+        self.throttler = Throttler(
+            self.settings.max_io_bytes_per_second, clock, sleep_fn=self._throttle_sleep
+        )
+        self.metrics = CleanerMetrics(self.manager, logs=self._views, throttler=self.throttler)
+        self._threads: list[CleanerThread] = []
+        self._lock = threading.RLock()
+        self._stopping = threading.Event()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _throttle_sleep(self, seconds: float) -> None:
+        self._stopping.wait(seconds)
+
+    def _views(self) -> list[LogView]:
+        return [LogView(log) for log in self._logs().values()]
+
+    def new_cleaner(self, thread_id: int) -> Cleaner:
+        s = self.settings
+        return Cleaner(
+            thread_id,
+            HashedOffsetMap(s.map_bytes_per_thread, s.load_factor),
+            self.clock,
+            throttler=self.throttler,
+            check_abort=lambda topic, partition: self.manager.check_cleaning_aborted((topic, partition)),
+            read_buffer_bytes=max(s.io_buffer_size // max(s.threads, 1) // 2, MIN_READ_BUFFER_BYTES),
+            producer_id_expiration_ms=s.producer_id_expiration_ms,
+        )
+
+    def startup(self) -> None:
+        """Start ``log.cleaner.threads`` threads (none when ``log.cleaner.enable=false``)."""
+        with self._lock:
+            self._stopping.clear()
+            if not self.settings.enabled:
+                self.metrics.set_threads([])
+                return
+            self._threads = [
+                CleanerThread(self, i, self.new_cleaner(i)) for i in range(self.settings.threads)
+            ]
+            self.metrics.set_threads(t.thread_id for t in self._threads)
+            for thread in self._threads:
+                thread.start()
+
+    def shutdown(self, timeout_s: float = 30.0) -> None:
+        """Stop the threads; a clean in progress is abandoned at its next abort check."""
+        with self._lock:
+            self._stopping.set()
+            for thread in self._threads:
+                thread.stop_event.set()
+                thread.wake_event.set()
+            for thread in self._threads:
+                thread.join(timeout_s)
+            self._threads = []
+
+    def reconfigure(self, config: BrokerConfig) -> None:
+        """Apply dynamic cleaner configs: update the throttle rate, restart every thread."""
+        new = CleanerSettings.from_broker(config)
+        with self._lock:
+            if new.max_io_bytes_per_second != self.settings.max_io_bytes_per_second:
+                self.throttler.update_rate(new.max_io_bytes_per_second)
+            self.shutdown()
+            self.settings = new
+            self.startup()
+
+    def wake(self) -> None:
+        """End the backoff sleep of every thread now (e.g. after compact-now or a config change)."""
+        for thread in self._threads:
+            thread.wake_event.set()
+
+    @property
+    def thread_count(self) -> int:
+        return len(self._threads)
+
+    @property
+    def dead_thread_count(self) -> int:
+        return sum(1 for t in self._threads if not t.is_alive())
+
+    # ------------------------------------------------------------------ one iteration
+
+    def run_once(self, cleaner: Cleaner) -> bool:
+        """One iteration of a cleaner thread; True if a log was cleaned (so no backoff)."""
+        now_ms = self.clock.now_ms()
+        views = self._views()
+        cleaned = False
+        try:
+            selection = self.manager.grab_filthiest_compacted_log(views, now_ms)
+        except SelectionError as exc:
+            self.manager.mark_uncleanable(exc.topic_partition, str(exc.__cause__ or exc))
+            logger.warning("Marking %s-%s as uncleanable: %s", *exc.topic_partition, exc)
+            return False
+        self.metrics.record_selection(cleaner.thread_id, selection.max_compaction_delay_ms)
+        chosen = selection.chosen
+        if chosen is not None:
+            cleaned = True
+            self._clean_chosen(
+                cleaner, chosen.log.log, chosen.first_dirty_offset, chosen.first_uncleanable_offset
+            )
+        self._maintain(views, now_ms)
+        return cleaned
+
+    def _clean_chosen(self, cleaner: Cleaner, log: PartitionLog, first_dirty: int, uncleanable: int) -> None:
+        tp = (log.topic, log.partition)
+        end_offset = first_dirty
+        try:
+            result = cleaner.clean(log, first_dirty, uncleanable)
+            end_offset = result.end_offset
+            self._record(cleaner, log, first_dirty, result)
+        except CleaningAbortedError:
+            logger.info("Cleaning of %s-%s was aborted", *tp)
+        except Exception as exc:  # noqa: BLE001 - KIP-346: one bad partition must not stop the thread
+            reason = f"{type(exc).__name__}: {exc}"
+            logger.warning(
+                "Unexpected exception thrown when cleaning log %s-%s. Marking its partition (%s-%s) "
+                "as uncleanable: %s",
+                *tp,
+                *tp,
+                reason,
+            )
+            self.manager.mark_uncleanable(tp, reason)
+        finally:
+            self.manager.done_cleaning(tp, end_offset)
+
+    def _record(self, cleaner: Cleaner, log: PartitionLog, first_dirty: int, result: CleanResult) -> None:
+        now_ms = self.clock.now_ms()
+        self.metrics.record_clean(
+            cleaner.thread_id,
+            (log.topic, log.partition),
+            first_dirty,
+            result.end_offset,
+            result.stats,
+            now_ms,
+        )
+        logger.info(
+            "%s",
+            format_clean_log_line(
+                cleaner.thread_id,
+                f"{log.topic}-{log.partition}",
+                first_dirty,
+                result.end_offset,
+                result.stats,
+            ),
+        )
+
+    def _maintain(self, views: list[LogView], now_ms: int) -> None:
+        """Compacted-log retention and forced rolls (steps 3-4 of the loop)."""
+        deletable = self.manager.deletable_logs(views)
+        try:
+            for view in deletable:
+                try:
+                    view.log.delete_old_segments(now_ms, include_retention=view.config.delete)
+                except Exception as exc:  # noqa: BLE001 - marked uncleanable, thread goes on
+                    self.manager.mark_uncleanable(
+                        (view.topic, view.partition), f"{type(exc).__name__}: {exc}"
+                    )
+        finally:
+            self.manager.done_deleting((v.topic, v.partition) for v in deletable)
+        for view in segments_to_force_roll(
+            now_ms, [v for v in views if not self.manager.is_uncleanable((v.topic, v.partition))]
+        ):
+            logger.info(
+                "Rolling the active segment of %s-%s: its first record is older than max.compaction.lag.ms",
+                view.topic,
+                view.partition,
+            )
+            view.log.roll(now_ms)
+        self.manager.prune_uncleanable(list(self._logs().keys()))
+
+    # ------------------------------------------------------------------ operations for the broker
+
+    def abort_cleaning(self, tp: TopicPartition, timeout_s: float | None = 30.0) -> None:
+        """Abort any clean of ``tp`` and wait until it has stopped (partition deleted)."""
+        self.manager.abort_cleaning(tp, timeout_s)
+
+    def abort_and_pause_cleaning(self, tp: TopicPartition, timeout_s: float | None = 30.0) -> None:
+        self.manager.abort_and_pause_cleaning(tp, timeout_s)
+
+    def resume_cleaning(self, tps: list[TopicPartition]) -> None:
+        self.manager.resume_cleaning(tps)
+
+    def partition_deleted(self, tp: TopicPartition) -> None:
+        """Forget a deleted partition: abort its clean, drop its checkpoint and metrics."""
+        try:
+            self.manager.abort_cleaning(tp, 30.0)
+        finally:
+            self.manager.remove_checkpoint(tp)
+            self.manager.clear_uncleanable(tp)
+            self.metrics.remove_partition(tp)
+
+    def retry_uncleanable(self, tp: TopicPartition) -> bool:
+        """Clear the uncleanable mark of ``tp`` so the next pass tries it again (beyond Kafka)."""
+        cleared = self.manager.clear_uncleanable(tp)
+        self.wake()
+        return cleared
