@@ -1,0 +1,40 @@
+"""Run every benchmark in bench/ and print one JSON document.
+
+Each benchmark is a script that prints a JSON object on its last stdout line; it runs in its own
+process so page cache, JIT and allocator state do not leak between them. Figures are only
+meaningful next to the baseline each script measures in the same run (these machines are noisy).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCHES = ["bench_log.py", "bench_kernels.py", "bench_cleaner.py"]
+
+
+def main() -> int:
+    here = Path(__file__).parent
+    results: dict[str, object] = {}
+    failed = False
+    for name in BENCHES:
+        script = here / name
+        if not script.exists():
+            continue
+        proc = subprocess.run(
+            [sys.executable, str(script), *sys.argv[1:]], capture_output=True, text=True, check=False
+        )
+        lines = [line for line in proc.stdout.splitlines() if line.strip()]
+        if proc.returncode != 0 or not lines:
+            results[name] = {"error": proc.stderr.strip().splitlines()[-5:]}
+            failed = True
+            continue
+        results[name.removesuffix(".py")] = json.loads(lines[-1])
+    print(json.dumps(results, indent=2))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
