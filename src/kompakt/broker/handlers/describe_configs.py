@@ -1,0 +1,85 @@
+"""DescribeConfigs (32), v1–4: topic and broker configs with sources, synonyms and documentation.
+
+Resource types: TOPIC (2), BROKER (4; name ``""`` lists only the dynamic cluster defaults, as
+Kafka does, and otherwise must be this broker's id) and BROKER_LOGGER (8; kompakt has no dynamic
+loggers, so this broker answers with an empty list). Anything else is INVALID_REQUEST for that
+resource. ``configuration_keys`` null or empty means every key (Kafka's reading). Synonyms are sent
+only when asked for (v1+), documentation only when asked for (v3+); ``config_type`` is v3+ and the
+response builder drops it for older versions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kompakt.broker import topic_admin
+from kompakt.broker.context import HandlerSpec, RequestContext
+from kompakt.broker.topic_admin import ResourceType
+from kompakt.log.config_describe import ConfigEntry
+from kompakt.protocol import codec
+from kompakt.protocol.apis import ApiKey
+
+
+def _entry(entry: ConfigEntry, include_synonyms: bool, include_documentation: bool) -> dict[str, object]:
+    synonyms = (
+        [{"name": s.name, "value": s.value, "source": int(s.source)} for s in entry.synonyms]
+        if include_synonyms
+        else []
+    )
+    return {
+        "name": entry.name,
+        "value": entry.value,
+        "read_only": entry.read_only,
+        "config_source": int(entry.source),
+        "is_sensitive": entry.sensitive,
+        "synonyms": synonyms,
+        "config_type": int(entry.type),
+        "documentation": entry.documentation if include_documentation else None,
+    }
+
+
+def _describe(
+    ctx: RequestContext, resource_type: int, name: str, keys: Sequence[str] | None
+) -> list[ConfigEntry]:
+    broker = ctx.broker
+    if resource_type == ResourceType.TOPIC:
+        return topic_admin.describe_topic(broker.logs, broker.broker_config, name, keys)
+    if resource_type == ResourceType.BROKER:
+        return topic_admin.describe_broker(broker.broker_config, broker.node_id, name, keys)
+    if resource_type == ResourceType.BROKER_LOGGER:
+        if topic_admin.broker_target(name, broker.node_id):
+            raise topic_admin.AdminError(
+                codec.ErrorCode.invalid_request,
+                f"Unexpected broker id, expected {broker.node_id}, but received ",
+            )
+        return []
+    raise topic_admin.AdminError(
+        codec.ErrorCode.invalid_request, f"Unsupported resource type {resource_type}."
+    )
+
+
+def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
+    include_synonyms: bool = getattr(request, "include_synonyms", False)
+    include_documentation: bool = getattr(request, "include_documentation", False)
+    results: list[dict[str, object]] = []
+    for resource in getattr(request, "resources", ()):
+        resource_type = int(resource.resource_type)
+        name: str = resource.resource_name
+        keys = resource.configuration_keys or None
+        result: dict[str, object] = {"resource_type": resource_type, "resource_name": name}
+        try:
+            entries = _describe(ctx, resource_type, name, keys)
+        except Exception as exc:  # noqa: BLE001 - every failure answers this resource only
+            error = topic_admin.as_admin_error(exc)
+            result.update(error_code=error.code, error_message=error.message, configs=[])
+        else:
+            result.update(
+                error_code=codec.ErrorCode.none,
+                error_message=None,
+                configs=[_entry(e, include_synonyms, include_documentation) for e in entries],
+            )
+        results.append(result)
+    return codec.build_response(request, {"results": results})
+
+
+SPEC = HandlerSpec(ApiKey.DESCRIBE_CONFIGS, 1, 4, handle, blocking=True)

@@ -1,0 +1,703 @@
+"""Topic and config administration shared by the admin handlers (sans-IO, on top of LogManager).
+
+The handlers for CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs and
+IncrementalAlterConfigs only translate wire shapes; every rule lives here so the rules are tested
+once and read in one place. A failing operation raises :class:`AdminError` carrying Kafka's error
+code and message, which the handler puts on that one topic or resource: Kafka answers admin
+requests per item, never by failing the whole request.
+
+kompakt is a single broker, so the rules that involve other brokers collapse: a replication factor
+other than 1 cannot be satisfied, and a manual replica assignment may only name this broker.
+
+Dynamic broker configs (AlterConfigs on a BROKER resource) are persisted in
+``<data-dir>/kompakt-broker-dynamic.json``, written atomically, because kompakt has no controller
+quorum to hold them as Kafka does. :func:`load_dynamic_broker_config` reads them back at startup.
+
+Concurrency: admin handlers run in worker threads and several may run at once. Every mutation goes
+through :data:`ADMIN_LOCK` so read-modify-write sequences (incremental alters, the broker config
+swap and its listeners) never interleave. Admin requests are rare; one lock costs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kompakt import errors
+from kompakt.broker.context import Broker
+from kompakt.broker.error_codes import error_code_for
+from kompakt.log.config import BrokerConfig, LogConfig
+from kompakt.log.config_defs import ConfigSource, ConfigType
+from kompakt.log.config_describe import (
+    ConfigEntry,
+    ConfigSynonym,
+    describe_broker_config,
+    describe_topic_config,
+)
+from kompakt.log.config_tables import BROKER_CONFIGS, TOPIC_CONFIGS
+from kompakt.log.files import atomic_write_bytes
+from kompakt.log.manager import InvalidPartitionsError, LogManager
+from kompakt.log.topic_store import validate_topic_name
+from kompakt.protocol.codec import ErrorCode
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "ADMIN_LOCK",
+    "DYNAMIC_BROKER_CONFIG_FILE",
+    "OFFSETS_TOPIC",
+    "AdminError",
+    "ConfigOp",
+    "CreatedTopic",
+    "OpType",
+    "ResourceType",
+    "TopicDeletedHook",
+    "alter_broker",
+    "alter_resource",
+    "alter_topic",
+    "apply_incremental",
+    "as_admin_error",
+    "broker_target",
+    "create_partitions",
+    "create_topic",
+    "delete_topic",
+    "describe_broker",
+    "describe_topic",
+    "load_dynamic_broker_config",
+    "save_dynamic_broker_config",
+    "topic_name_for_id",
+]
+
+#: The internal topic the offset store writes; it cannot be deleted through DeleteTopics.
+OFFSETS_TOPIC = "__consumer_offsets"
+DYNAMIC_BROKER_CONFIG_FILE = "kompakt-broker-dynamic.json"
+_DYNAMIC_FILE_VERSION = 1
+#: Available brokers, for Kafka's replication-factor message.
+_BROKERS = 1
+ZERO_UUID = uuid.UUID(int=0)
+
+#: Serializes admin mutations (see the module docstring).
+ADMIN_LOCK = threading.RLock()
+
+#: ``hook(topic, partitions)``: called before a deleted topic's partitions are removed.
+TopicDeletedHook = Callable[[str, Sequence[int]], None]
+
+
+class ResourceType:
+    """Kafka's ``ConfigResource.Type`` ids."""
+
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class OpType:
+    """IncrementalAlterConfigs operation ids (KIP-339)."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+class AdminError(Exception):
+    """One topic's or resource's failure: the Kafka error code and message it is answered with."""
+
+    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or code.name)
+        self.code = code
+        self.message = message
+
+
+_EXTRA_CODES: dict[type[BaseException], ErrorCode] = {
+    errors.InvalidTopicError: ErrorCode.invalid_topic_exception,
+    InvalidPartitionsError: ErrorCode.invalid_partitions,
+}
+
+
+def as_admin_error(exc: BaseException) -> AdminError:
+    """``exc`` as the per-item error Kafka would answer (AdminError passes through)."""
+    if isinstance(exc, AdminError):
+        return exc
+    for cls in type(exc).__mro__:
+        if cls in _EXTRA_CODES:
+            return AdminError(_EXTRA_CODES[cls], str(exc))
+    code = error_code_for(exc)
+    if code is ErrorCode.unknown_server_error:
+        log.exception("Unexpected admin failure", exc_info=exc)
+    return AdminError(code, str(exc))
+
+
+def _unknown_topic() -> AdminError:
+    return AdminError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
+
+
+def _null_values(configs: Iterable[tuple[str, str | None]], what: str) -> None:
+    nulls = [name for name, value in configs if value is None]
+    if nulls:
+        raise AdminError(ErrorCode.invalid_config, f"Null value not supported for {what}: {','.join(nulls)}")
+
+
+def _validate_broker_ids(broker_ids: Sequence[int], node_id: int) -> None:
+    """A manual assignment on a one-broker cluster: exactly this broker, once."""
+    if not broker_ids:
+        raise AdminError(
+            ErrorCode.invalid_replica_assignment,
+            "The manual partition assignment includes an empty replica list.",
+        )
+    seen: set[int] = set()
+    for broker_id in broker_ids:
+        if broker_id != node_id:
+            raise AdminError(
+                ErrorCode.invalid_replica_assignment,
+                f"The manual partition assignment includes broker {broker_id}, "
+                "but no such broker is registered.",
+            )
+        if broker_id in seen:
+            raise AdminError(
+                ErrorCode.invalid_replica_assignment,
+                f"The manual partition assignment includes the broker {broker_id} more than once.",
+            )
+        seen.add(broker_id)
+
+
+# ----------------------------------------------------------------------------------------------
+# CreateTopics
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedTopic:
+    """A created (or, with validate_only, creatable) topic as CreateTopics v5+ reports it."""
+
+    name: str
+    topic_id: uuid.UUID
+    num_partitions: int
+    replication_factor: int
+    configs: list[ConfigEntry]
+
+
+def _collision(name: str, existing: Iterable[str]) -> str | None:
+    """Kafka refuses names that differ only by '.' versus '_' (they collide in metric names)."""
+    folded = name.replace(".", "_")
+    for other in existing:
+        if other != name and other.replace(".", "_") == folded:
+            return other
+    return None
+
+
+def create_topic(
+    log_manager: LogManager,
+    broker_config: BrokerConfig,
+    node_id: int,
+    name: str,
+    num_partitions: int,
+    replication_factor: int,
+    assignments: Sequence[tuple[int, Sequence[int]]],
+    configs: Sequence[tuple[str, str | None]],
+    *,
+    validate_only: bool,
+) -> CreatedTopic:
+    """Validate one CreateTopics entry and, unless ``validate_only``, create the topic.
+
+    Checks in Kafka's order: name, existence and collisions, partitions and replication factor
+    (or the manual assignment), then configs. ``-1`` means the broker default for both counts.
+    """
+    try:
+        validate_topic_name(name)
+    except errors.InvalidTopicError as exc:
+        raise AdminError(ErrorCode.invalid_topic_exception, str(exc)) from None
+    with ADMIN_LOCK:
+        topics = log_manager.topics()
+        if name in topics:
+            raise AdminError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        other = _collision(name, topics)
+        if other is not None:
+            raise AdminError(
+                ErrorCode.invalid_topic_exception, f"Topic '{name}' collides with existing topic: {other}"
+            )
+        if assignments:
+            if replication_factor != -1:
+                raise AdminError(
+                    ErrorCode.invalid_request,
+                    "Replication factor was not set to -1 but a manual partition assignment was specified.",
+                )
+            if num_partitions != -1:
+                raise AdminError(
+                    ErrorCode.invalid_request,
+                    "Number of partitions was not set to -1 but a manual partition assignment was specified.",
+                )
+            for expected, (index, broker_ids) in enumerate(sorted(assignments, key=lambda a: a[0])):
+                if index != expected:
+                    raise AdminError(
+                        ErrorCode.invalid_replica_assignment,
+                        "Partitions should be created in increasing order.",
+                    )
+                _validate_broker_ids(broker_ids, node_id)
+            partitions = len(assignments)
+            replicas = len(assignments[0][1])
+        else:
+            partitions = broker_config.num_partitions if num_partitions == -1 else num_partitions
+            if partitions < 1:
+                raise AdminError(
+                    ErrorCode.invalid_partitions,
+                    "Number of partitions was set to an invalid non-positive value.",
+                )
+            replicas = (
+                broker_config.default_replication_factor if replication_factor == -1 else replication_factor
+            )
+            if replicas < 1:
+                raise AdminError(
+                    ErrorCode.invalid_replication_factor,
+                    "Replication factor must be larger than 0, or -1 to use the default value.",
+                )
+            if replicas > _BROKERS:
+                raise AdminError(
+                    ErrorCode.invalid_replication_factor,
+                    f"Replication factor: {replicas} larger than available brokers: {_BROKERS}.",
+                )
+        _null_values(configs, "topic configs")
+        overrides = {key: value for key, value in configs if value is not None}
+        try:
+            LogConfig.from_overrides(overrides, broker_config)
+        except errors.ConfigError as exc:
+            raise AdminError(ErrorCode.invalid_config, str(exc)) from None
+        described = describe_topic_config(overrides, broker_config)
+        if validate_only:
+            return CreatedTopic(name, ZERO_UUID, partitions, replicas, described)
+        try:
+            meta = log_manager.create_topic(name, partitions, overrides)
+        except Exception as exc:  # noqa: BLE001 - any failure answers this topic only
+            raise as_admin_error(exc) from exc
+        return CreatedTopic(name, meta.topic_id, partitions, replicas, described)
+
+
+# ----------------------------------------------------------------------------------------------
+# DeleteTopics and CreatePartitions
+
+
+def topic_name_for_id(log_manager: LogManager, topic_id: uuid.UUID) -> str:
+    """The name of the topic with ``topic_id``; UNKNOWN_TOPIC_ID when there is none."""
+    for name, meta in log_manager.topics().items():
+        if meta.topic_id == topic_id:
+            return name
+    raise AdminError(ErrorCode.unknown_topic_id, "This server does not host this topic ID.")
+
+
+def delete_topic(
+    log_manager: LogManager,
+    broker_config: BrokerConfig,
+    name: str,
+    hooks: Iterable[TopicDeletedHook] = (),
+) -> uuid.UUID:
+    """Delete one topic; return its id.
+
+    Every hook is called with the topic and its partitions *before* the log manager renames the
+    partition directories, so the cleaner can abort an in-progress clean first (Kafka aborts
+    cleaning inside ``LogManager.asyncDelete`` for the same reason). A hook failure is logged and
+    does not stop the deletion: the topic is gone from the client's point of view either way.
+    """
+    if not broker_config.delete_topic_enable:
+        raise AdminError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
+    if name == OFFSETS_TOPIC:
+        # Deliberate difference: Kafka's broker would delete it; kompakt's offset store lives in it.
+        raise AdminError(
+            ErrorCode.invalid_topic_exception,
+            f"Topic {name} is a kafka internal topic and is not allowed to be marked for deletion.",
+        )
+    with ADMIN_LOCK:
+        meta = log_manager.topics().get(name)
+        if meta is None:
+            raise _unknown_topic()
+        partitions = list(range(meta.partitions))
+        for hook in hooks:
+            try:
+                hook(name, partitions)
+            except Exception:  # noqa: BLE001 - a listener must not block the deletion
+                log.exception("on_topic_deleted hook failed for %s", name)
+        try:
+            log_manager.delete_topic(name)
+        except Exception as exc:  # noqa: BLE001
+            raise as_admin_error(exc) from exc
+        return meta.topic_id
+
+
+def create_partitions(
+    log_manager: LogManager,
+    node_id: int,
+    name: str,
+    count: int,
+    assignments: Sequence[Sequence[int]] | None,
+    *,
+    validate_only: bool,
+) -> None:
+    """Grow ``name`` to ``count`` partitions (never shrink), optionally only validating."""
+    with ADMIN_LOCK:
+        meta = log_manager.topics().get(name)
+        if meta is None:
+            raise _unknown_topic()
+        if count < meta.partitions:
+            raise AdminError(
+                ErrorCode.invalid_partitions,
+                f"Topic currently has {meta.partitions} partitions, "
+                f"which is higher than the requested {count}.",
+            )
+        if count == meta.partitions:
+            raise AdminError(ErrorCode.invalid_partitions, f"Topic already has {meta.partitions} partitions.")
+        if assignments is not None:
+            added = count - meta.partitions
+            if len(assignments) != added:
+                raise AdminError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Attempted to add {added} additional partition(s), but only {len(assignments)} "
+                    "assignment(s) were specified.",
+                )
+            for broker_ids in assignments:
+                _validate_broker_ids(broker_ids, node_id)
+        if validate_only:
+            return
+        try:
+            log_manager.create_partitions(name, count)
+        except Exception as exc:  # noqa: BLE001
+            raise as_admin_error(exc) from exc
+
+
+# ----------------------------------------------------------------------------------------------
+# DescribeConfigs
+
+
+def _filter(entries: list[ConfigEntry], keys: Sequence[str] | None) -> list[ConfigEntry]:
+    if keys is None:
+        return entries
+    wanted = set(keys)
+    return [entry for entry in entries if entry.name in wanted]
+
+
+def describe_topic(
+    log_manager: LogManager, broker_config: BrokerConfig, name: str, keys: Sequence[str] | None
+) -> list[ConfigEntry]:
+    """Every config of topic ``name`` (or only ``keys``), with sources and synonyms."""
+    try:
+        validate_topic_name(name)
+    except errors.InvalidTopicError as exc:
+        raise AdminError(ErrorCode.invalid_topic_exception, str(exc)) from None
+    meta = log_manager.topics().get(name)
+    if meta is None:
+        raise AdminError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+    return _filter(describe_topic_config(meta.configs, broker_config), keys)
+
+
+def broker_target(name: str, node_id: int) -> bool:
+    """Whether a BROKER resource name means the cluster default (``""``) or this broker.
+
+    Returns True for the cluster default; raises INVALID_REQUEST for another or a malformed id.
+    """
+    if name == "":
+        return True
+    try:
+        broker_id = int(name)
+    except ValueError:
+        raise AdminError(
+            ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {name}"
+        ) from None
+    if broker_id != node_id:
+        raise AdminError(
+            ErrorCode.invalid_request, f"Unexpected broker id, expected {node_id}, but received {name}"
+        )
+    return False
+
+
+def describe_broker(
+    broker_config: BrokerConfig, node_id: int, name: str, keys: Sequence[str] | None
+) -> list[ConfigEntry]:
+    """This broker's configs, or with name ``""`` only the dynamic cluster defaults (as Kafka)."""
+    if not broker_target(name, node_id):
+        return _filter(describe_broker_config(broker_config), keys)
+    entries = []
+    for key in sorted(broker_config.dynamic_default):
+        definition = BROKER_CONFIGS[key]
+        value = definition.format(definition.parse(broker_config.dynamic_default[key]))
+        source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        entries.append(
+            ConfigEntry(
+                name=key,
+                value=value,
+                source=source,
+                is_default=False,
+                read_only=False,
+                sensitive=definition.type is ConfigType.PASSWORD,
+                synonyms=(ConfigSynonym(key, value, source),),
+                type=definition.type,
+                documentation=definition.doc,
+            )
+        )
+    return _filter(entries, keys)
+
+
+# ----------------------------------------------------------------------------------------------
+# AlterConfigs and IncrementalAlterConfigs
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigOp:
+    """One IncrementalAlterConfigs operation (legacy AlterConfigs entries are all SET)."""
+
+    name: str
+    op: int
+    value: str | None
+
+
+def _reject_duplicates(names: Sequence[str]) -> None:
+    if len(set(names)) != len(names):
+        raise AdminError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+
+
+def _list_default(name: str, *, topic: bool) -> str:
+    """The built-in default of a list config, as the base for APPEND/SUBTRACT (Kafka's rule)."""
+    definition = TOPIC_CONFIGS[name].definition if topic else BROKER_CONFIGS[name]
+    formatted = definition.format(definition.default)
+    return formatted or ""
+
+
+def _config_type(name: str, *, topic: bool) -> ConfigType | None:
+    if topic:
+        tdef = TOPIC_CONFIGS.get(name)
+        return None if tdef is None else tdef.definition.type
+    definition = BROKER_CONFIGS.get(name)
+    return None if definition is None else definition.type
+
+
+def apply_incremental(
+    current: Mapping[str, str], ops: Sequence[ConfigOp], *, topic: bool
+) -> dict[str, str | None]:
+    """The changes ``ops`` make to the override layer ``current``: name -> new value, None = removed.
+
+    APPEND adds the values not already present and SUBTRACT removes every occurrence, starting from
+    the current override or, without one, the config's built-in default (Kafka's KIP-339 rule).
+    Both are only allowed on LIST configs.
+    """
+    _reject_duplicates([op.name for op in ops])
+    changes: dict[str, str | None] = {}
+    for op in ops:
+        if op.op == OpType.SET:
+            if op.value is None:
+                raise AdminError(ErrorCode.invalid_config, f"Null value not supported for : {op.name}")
+            changes[op.name] = op.value
+        elif op.op == OpType.DELETE:
+            changes[op.name] = None
+        elif op.op in (OpType.APPEND, OpType.SUBTRACT):
+            verb = "append" if op.op == OpType.APPEND else "subtract"
+            config_type = _config_type(op.name, topic=topic)
+            if config_type is None:
+                kind = "topic" if topic else "broker"
+                raise AdminError(ErrorCode.invalid_config, f"Unknown {kind} config name: {op.name}")
+            if config_type is not ConfigType.LIST:
+                raise AdminError(
+                    ErrorCode.invalid_config, f"Config value {verb} is not allowed for config key: {op.name}"
+                )
+            base = current.get(op.name)
+            if base is None:
+                base = _list_default(op.name, topic=topic)
+            values = [part.strip() for part in base.split(",") if part.strip()]
+            operand = [part.strip() for part in (op.value or "").split(",") if part.strip()]
+            if op.op == OpType.APPEND:
+                values.extend(v for v in operand if v not in values)
+            else:
+                values = [v for v in values if v not in operand]
+            changes[op.name] = ",".join(values)
+        else:
+            raise AdminError(ErrorCode.invalid_request, f"Unknown alter config operation type {op.op}")
+    return changes
+
+
+def _merge(current: Mapping[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:
+    merged = dict(current)
+    for name, value in changes.items():
+        if value is None:
+            merged.pop(name, None)
+        else:
+            merged[name] = value
+    return merged
+
+
+def alter_topic(
+    log_manager: LogManager,
+    broker_config: BrokerConfig,
+    name: str,
+    changes: Mapping[str, str | None] | None,
+    *,
+    replace: Mapping[str, str] | None = None,
+    validate_only: bool,
+) -> dict[str, str]:
+    """Apply ``changes`` to (or ``replace`` the whole of) a topic's overrides; return the new set.
+
+    The new overrides are validated as a whole first; the logs pick them up at their next roll or
+    cleaning pass (:meth:`LogManager.alter_topic_config`).
+    """
+    with ADMIN_LOCK:
+        meta = log_manager.topics().get(name)
+        if meta is None:
+            raise AdminError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+        overrides = dict(replace) if replace is not None else _merge(meta.configs, changes or {})
+        try:
+            LogConfig.from_overrides(overrides, broker_config)
+        except errors.ConfigError as exc:
+            raise AdminError(ErrorCode.invalid_config, str(exc)) from None
+        if not validate_only:
+            try:
+                log_manager.alter_topic_config(name, overrides)
+            except Exception as exc:  # noqa: BLE001
+                raise as_admin_error(exc) from exc
+        return overrides
+
+
+def alter_broker(
+    broker_config: BrokerConfig,
+    node_id: int,
+    name: str,
+    changes: Mapping[str, str | None] | None,
+    *,
+    replace: Mapping[str, str] | None = None,
+) -> BrokerConfig:
+    """The broker config after a dynamic update of this broker (or, name ``""``, the cluster default).
+
+    Only dynamic keys are accepted (the dynamic cleaner keys, ``message.max.bytes`` and the
+    ``log.*`` topic-default synonyms); ``log.cleaner.threads`` follows Kafka's update rule. The
+    caller persists and installs the result (see :func:`save_dynamic_broker_config`).
+    """
+    cluster_default = broker_target(name, node_id)
+    layer = broker_config.dynamic_default if cluster_default else broker_config.dynamic
+    if replace is not None:
+        updates: dict[str, str | None] = {key: None for key in layer if key not in replace}
+        updates.update(replace)
+    else:
+        updates = dict(changes or {})
+    try:
+        return broker_config.with_dynamic(updates, cluster_default=cluster_default)
+    except errors.ConfigError as exc:
+        raise AdminError(ErrorCode.invalid_config, str(exc)) from None
+
+
+# ----------------------------------------------------------------------------------------------
+# Dynamic broker config persistence
+
+
+def save_dynamic_broker_config(data_dir: str | Path, config: BrokerConfig) -> None:
+    """Write both dynamic layers to ``<data-dir>/kompakt-broker-dynamic.json`` (crash-safe)."""
+    document = {
+        "version": _DYNAMIC_FILE_VERSION,
+        "cluster_default": dict(sorted(config.dynamic_default.items())),
+        "broker": dict(sorted(config.dynamic.items())),
+    }
+    data = (json.dumps(document, indent=2) + "\n").encode()
+    atomic_write_bytes(Path(data_dir) / DYNAMIC_BROKER_CONFIG_FILE, data)
+
+
+def _valid_layer(
+    layer: Mapping[str, object], static: BrokerConfig, *, cluster_default: bool
+) -> dict[str, str]:
+    kept: dict[str, str] = {}
+    for key, value in layer.items():
+        if not isinstance(value, str):
+            log.warning("Ignoring dynamic broker config %s: value %r is not a string", key, value)
+            continue
+        try:
+            if cluster_default:
+                type(static)(static=static.static, dynamic_default={key: value})
+            else:
+                type(static)(static=static.static, dynamic={key: value})
+        except errors.ConfigError as exc:
+            log.warning("Ignoring dynamic broker config %s=%s: %s", key, value, exc)
+            continue
+        kept[key] = value
+    return kept
+
+
+def load_dynamic_broker_config(data_dir: str | Path, static: BrokerConfig) -> BrokerConfig:
+    """``static`` with the persisted dynamic layers applied (called once at startup).
+
+    Like Kafka, an entry that is no longer valid is logged and skipped instead of stopping the
+    broker; a missing file means no dynamic configs. The threads update rule does not apply here:
+    there is no running value to compare against.
+    """
+    path = Path(data_dir) / DYNAMIC_BROKER_CONFIG_FILE
+    if not path.exists():
+        return static
+    try:
+        document = json.loads(path.read_text())
+        if not isinstance(document, dict) or document.get("version") != _DYNAMIC_FILE_VERSION:
+            raise ValueError(f"unsupported document {str(document)[:80]!r}")
+        raw_default = document.get("cluster_default", {})
+        raw_broker = document.get("broker", {})
+        if not isinstance(raw_default, dict) or not isinstance(raw_broker, dict):
+            raise ValueError("layers must be objects")
+    except (OSError, ValueError) as exc:
+        log.error("Ignoring unreadable %s: %s", path, exc)
+        return static
+    dynamic_default = _valid_layer(raw_default, static, cluster_default=True)
+    dynamic = _valid_layer(raw_broker, static, cluster_default=False)
+    try:
+        return type(static)(static=static.static, dynamic_default=dynamic_default, dynamic=dynamic)
+    except errors.ConfigError as exc:
+        log.error("Ignoring the dynamic broker configs in %s, invalid together: %s", path, exc)
+        return static
+
+
+# ----------------------------------------------------------------------------------------------
+# One AlterConfigs / IncrementalAlterConfigs resource, end to end
+
+
+def alter_resource(
+    broker: Broker,
+    resource_type: int,
+    name: str,
+    *,
+    ops: Sequence[ConfigOp] | None = None,
+    replace: Sequence[tuple[str, str | None]] | None = None,
+    validate_only: bool,
+) -> None:
+    """Apply one resource of an alter request: ``ops`` (incremental) or ``replace`` (legacy).
+
+    A broker change is persisted before it is installed (:meth:`Broker.update_broker_config`
+    then tells the config listeners, e.g. the cleaner), so a crash never loses an acknowledged
+    change. A topic change goes through the log manager.
+    """
+    if resource_type not in (ResourceType.TOPIC, ResourceType.BROKER):
+        if resource_type == ResourceType.BROKER_LOGGER:
+            raise AdminError(ErrorCode.invalid_request, "kompakt has no dynamically configurable loggers.")
+        raise AdminError(ErrorCode.invalid_request, f"Unexpected resource type {resource_type}.")
+    topic = resource_type == ResourceType.TOPIC
+    replaced: dict[str, str] | None = None
+    if replace is not None:
+        _reject_duplicates([key for key, _ in replace])
+        _null_values(replace, "topic configs" if topic else "broker configs")
+        replaced = {key: value for key, value in replace if value is not None}
+    with ADMIN_LOCK:
+        if topic:
+            meta = broker.logs.topics().get(name)
+            if meta is None:
+                raise AdminError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+            changes = apply_incremental(meta.configs, ops, topic=True) if ops is not None else None
+            alter_topic(
+                broker.logs,
+                broker.broker_config,
+                name,
+                changes,
+                replace=replaced,
+                validate_only=validate_only,
+            )
+            return
+        current = broker.broker_config
+        cluster_default = broker_target(name, broker.node_id)
+        layer = current.dynamic_default if cluster_default else current.dynamic
+        changes = apply_incremental(layer, ops, topic=False) if ops is not None else None
+        new = alter_broker(current, broker.node_id, name, changes, replace=replaced)
+        if validate_only:
+            return
+        if broker.log_manager is not None:
+            save_dynamic_broker_config(broker.log_manager.data_dir, new)
+        broker.update_broker_config(new)
