@@ -384,6 +384,19 @@ class LogManager:
         with self._lock:
             return dict(self._topics)
 
+    def set_broker_config(self, broker_config: BrokerConfig) -> None:
+        """Apply new broker defaults (a dynamic config change) to every open log.
+
+        Each log's config is re-resolved from its topic overrides on top of the new defaults, as
+        Kafka pushes a changed default into every log; it takes effect at the next roll or clean.
+        """
+        with self._lock:
+            self.broker_config = broker_config
+            self._config_cache.clear()
+            for (topic, _partition), partition_log in self._logs.items():
+                meta = self._topics.get(topic)
+                partition_log.update_config(self._config_for(meta.configs if meta else {}))
+
     def topic_config(self, name: str) -> LogConfig:
         with self._lock:
             return self._config_for(self._topic(name).configs)

@@ -1,0 +1,134 @@
+"""Offline compaction of a stopped data directory (kompakt's or a real Kafka broker's).
+
+The directory is opened through the :class:`LogManager`, which takes its ``.lock`` file, so a
+directory held by a running broker is refused rather than rewritten underneath it. Every
+compacted partition is compacted from its log start offset up to its uncleanable boundary with
+the same :class:`Cleaner` as the broker's threads, the cleaner checkpoint is advanced, and the
+directory is closed cleanly so Kafka or kompakt opens it without recovery.
+
+Kafka keeps topic configs in its cluster metadata, not in the log directory, so for a Kafka
+directory the caller supplies them (``config_overrides``), applied on top of any stored configs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from kompakt.cleaner.cleaner import Cleaner, CleanResult
+from kompakt.cleaner.compact_now import compact_log
+from kompakt.cleaner.log_cleaner import CleanerSettings
+from kompakt.cleaner.offset_map import HashedOffsetMap
+from kompakt.clock import Clock
+from kompakt.errors import LogDirectoryError
+from kompakt.log.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
+from kompakt.log.config import BrokerConfig, LogConfig
+from kompakt.log.files import parse_partition_dir_name
+from kompakt.log.manager import LogManager
+from kompakt.log.partition_log import PartitionLog
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionCompaction:
+    """What offline compaction did to one partition."""
+
+    topic: str
+    partition: int
+    bytes_before: int
+    bytes_after: int
+    records_read: int
+    records_written: int
+    tombstones_removed: int
+    passes: int
+    seconds: float
+    end_offset: int
+
+
+def resolve_data_dir(path: Path) -> tuple[Path, tuple[str, int] | None]:
+    """A data directory, or a partition directory inside one (then also its topic-partition)."""
+    path = path.resolve()
+    if not path.is_dir():
+        raise LogDirectoryError(f"{path} is not a directory")
+    if any(p.suffix == ".log" for p in path.iterdir()):
+        try:
+            return path.parent, parse_partition_dir_name(path.name)
+        except LogDirectoryError:
+            raise LogDirectoryError(f"{path} holds .log files but is not named <topic>-<partition>") from None
+    return path, None
+
+
+def compact_directory(
+    path: Path,
+    *,
+    clock: Clock,
+    broker_config: BrokerConfig | None = None,
+    config_overrides: Mapping[str, str] | None = None,
+    on_partition: Callable[[PartitionLog], None] | None = None,
+    on_pass: Callable[[PartitionLog, CleanResult], None] | None = None,
+) -> list[PartitionCompaction]:
+    """Compact every compacted partition under ``path`` (or just the partition ``path`` names)."""
+    data_dir, only = resolve_data_dir(path)
+    broker = broker_config or BrokerConfig.from_properties({})
+    manager = LogManager(data_dir, broker, clock)
+    manager.open()
+    results: list[PartitionCompaction] = []
+    try:
+        settings = CleanerSettings.from_broker(broker)
+        cleaner = Cleaner(
+            0,
+            HashedOffsetMap(settings.dedupe_buffer_size // max(settings.threads, 1), settings.load_factor),
+            clock,
+            producer_id_expiration_ms=settings.producer_id_expiration_ms,
+        )
+        checkpoints = OffsetCheckpointFile(data_dir / CLEANER_OFFSET_CHECKPOINT_FILE)
+        offsets = checkpoints.read()
+        for tp, log in sorted(manager.logs().items()):
+            if only is not None and tp != only:
+                continue
+            if config_overrides:
+                stored = manager.topics().get(tp[0])
+                merged = {**(stored.configs if stored else {}), **config_overrides}
+                log.update_config(LogConfig.from_overrides(merged, broker))
+            if not log.config.compact:
+                continue
+            if on_partition is not None:
+                on_partition(log)
+            results.append(_compact_one(cleaner, log, offsets, on_pass))
+            checkpoints.write(offsets)
+        if only is not None and only not in manager.logs():
+            raise LogDirectoryError(f"partition {only[0]}-{only[1]} is not in {data_dir}")
+    finally:
+        manager.close()
+    return results
+
+
+def _compact_one(
+    cleaner: Cleaner,
+    log: PartitionLog,
+    offsets: dict[tuple[str, int], int],
+    on_pass: Callable[[PartitionLog, CleanResult], None] | None,
+) -> PartitionCompaction:
+    started = time.monotonic()
+    before = log.size_bytes
+    passes = compact_log(
+        cleaner,
+        log,
+        log.log_start_offset,
+        on_pass=None if on_pass is None else (lambda result: on_pass(log, result)),
+    )
+    end = passes[-1].end_offset if passes else offsets.get((log.topic, log.partition), log.log_start_offset)
+    offsets[(log.topic, log.partition)] = end
+    return PartitionCompaction(
+        topic=log.topic,
+        partition=log.partition,
+        bytes_before=before,
+        bytes_after=log.size_bytes,
+        records_read=sum(p.stats.messages_read for p in passes),
+        records_written=sum(p.stats.messages_written for p in passes),
+        tombstones_removed=sum(p.stats.tombstones_removed for p in passes),
+        passes=len(passes),
+        seconds=time.monotonic() - started,
+        end_offset=end,
+    )
