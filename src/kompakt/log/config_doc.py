@@ -60,3 +60,24 @@ def broker_config_table() -> str:
         dynamic = "yes" if definition.dynamic else "no"
         rows.append(f"| `{name}` | {_default(definition)} | {dynamic} | {_cell(definition.doc)} |")
     return "\n".join(rows)
+
+
+def update_readme(text: str) -> str:
+    """Replace the generated sections of README text with fresh tables."""
+    for name, table in (
+        ("topic-config-table", topic_config_table()),
+        ("broker-config-table", broker_config_table()),
+    ):
+        start_marker, end_marker = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+        head, rest = text.split(start_marker, 1)
+        _old, tail = rest.split(end_marker, 1)
+        text = f"{head}{start_marker}\n{table}\n{end_marker}{tail}"
+    return text
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    path = Path(sys.argv[1] if len(sys.argv) > 1 else "README.md")
+    path.write_text(update_readme(path.read_text()))
