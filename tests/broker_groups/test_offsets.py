@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kompakt.broker.context import Broker
@@ -15,6 +17,8 @@ from kompakt.broker.groups import (
     OffsetCommitEntry,
 )
 from kompakt.clock import FakeClock
+from kompakt.log.config import BrokerConfig
+from kompakt.log.manager import LogManager
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.codec import ErrorCode as E
 
@@ -188,14 +192,15 @@ def test_fetch_v8_batches_groups(dispatcher: Dispatcher) -> None:
     assert response.groups[1].topics == ()
 
 
-class OnlyPartitionZero:
-    def partition_exists(self, topic: str, partition: int) -> bool:
-        return topic == "t" and partition == 0
-
-
-def test_commit_to_unknown_partition(clock: FakeClock) -> None:
-    broker = Broker.create(clock=clock, log_manager=OnlyPartitionZero())
-    response = call(Dispatcher(broker), ApiKey.OFFSET_COMMIT, 8, commit_values(1))
+def test_commit_to_unknown_partition(clock: FakeClock, tmp_path: Path) -> None:
+    log_manager = LogManager(tmp_path, BrokerConfig(), clock)
+    log_manager.open()
+    log_manager.create_topic("t", 1)  # only partition 0 exists
+    try:
+        broker = Broker.create(clock=clock, log_manager=log_manager)
+        response = call(Dispatcher(broker), ApiKey.OFFSET_COMMIT, 8, commit_values(1))
+    finally:
+        log_manager.close()
     assert [p.error_code for p in response.topics[0].partitions] == [E.none, E.unknown_topic_or_partition]
 
 

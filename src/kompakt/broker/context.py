@@ -1,38 +1,140 @@
 """The broker state handlers see, the per-request context, and the handler registration record.
 
 The broker state is deliberately small and explicit: identity and advertised listener, the clock,
-the group coordinator and a narrow view of the log manager. Handlers get everything through
-:class:`RequestContext`; nothing is global.
+the broker config, the log manager, the group coordinator, the producer-id allocator, the fetch
+long-poll registry and a timer hook. Handlers get everything through :class:`RequestContext`;
+nothing is global.
+
+Timers are a hook rather than an event loop because the broker layer is sans-IO: the server
+installs an asyncio-backed :class:`Timers` (``server/app.py``), tests install
+:class:`ManualTimers` and fire deadlines by hand.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
 
 from kompakt.broker.deferred import Deferred
+from kompakt.broker.fetch_waiters import FetchWaiters
 from kompakt.broker.groups import GroupConfig, GroupCoordinator, InMemoryOffsetStore, OffsetStore
+from kompakt.broker.producer_ids import ProducerIdManager
 from kompakt.clock import Clock, SystemClock
+from kompakt.log.config import BrokerConfig
+from kompakt.log.manager import LogManager
 from kompakt.protocol.apis import VersionRange
 from kompakt.protocol.codec import RequestPayload, ResponsePayload
 
+log = logging.getLogger(__name__)
 
-class PartitionCatalog(Protocol):
-    """The slice of the log manager the group handlers need; storage handlers will widen it.
+#: Kafka's internal topic for committed offsets; Metadata marks it ``is_internal``.
+OFFSETS_TOPIC = "__consumer_offsets"
 
-    OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist, as Kafka does.
+
+class TimerHandle(Protocol):
+    """What :meth:`Timers.call_later` returns: cancelling is idempotent and thread-safe."""
+
+    def cancel(self) -> None: ...
+
+
+class Timers(Protocol):
+    """Runs a callback once after a delay, on some thread; callable from any thread.
+
+    Fetch long polls use it for their ``max_wait_ms`` deadline, so no thread or task waits per
+    fetch and nothing busy-loops.
     """
 
-    def partition_exists(self, topic: str, partition: int) -> bool: ...
+    def call_later(self, delay_ms: float, callback: Callable[[], None]) -> TimerHandle: ...
+
+
+class _ManualHandle:
+    __slots__ = ("cancelled",)
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class ManualTimers:
+    """Timers driven by :meth:`advance` (tests, and brokers not attached to a server).
+
+    Deadlines are measured against the broker clock's ``monotonic_ms``; ``advance(now_ms)`` fires
+    every due callback on the calling thread.
+    """
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._heap: list[tuple[float, int, _ManualHandle, Callable[[], None]]] = []
+        self._seq = itertools.count()
+
+    def call_later(self, delay_ms: float, callback: Callable[[], None]) -> TimerHandle:
+        handle = _ManualHandle()
+        with self._lock:
+            due = self._clock.monotonic_ms() + max(delay_ms, 0.0)
+            heapq.heappush(self._heap, (due, next(self._seq), handle, callback))
+        return handle
+
+    def pending(self) -> int:
+        with self._lock:
+            return sum(1 for _, _, h, _ in self._heap if not h.cancelled)
+
+    def advance(self, now_ms: float | None = None) -> int:
+        """Run every callback due at ``now_ms`` (default: the clock's now); return how many ran."""
+        now = self._clock.monotonic_ms() if now_ms is None else now_ms
+        ran = 0
+        while True:
+            with self._lock:
+                if not self._heap or self._heap[0][0] > now:
+                    return ran
+                _, _, handle, callback = heapq.heappop(self._heap)
+            if handle.cancelled:
+                continue
+            callback()
+            ran += 1
+
+
+@dataclass(slots=True)
+class BrokerMetrics:
+    """Counters Kafka exposes as broker meters (by Kafka's names); read by tests and the admin API."""
+
+    no_key_compacted_topic_records: int = 0
+    invalid_message_crc_records: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def mark_no_key_compacted(self, count: int) -> None:
+        with self._lock:
+            self.no_key_compacted_topic_records += count
+
+    def mark_invalid_crc(self) -> None:
+        with self._lock:
+            self.invalid_message_crc_records += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return {
+                "NoKeyCompactedTopicRecordsPerSec": self.no_key_compacted_topic_records,
+                "InvalidMessageCrcRecordsPerSec": self.invalid_message_crc_records,
+            }
+
+
+ConfigListener: TypeAlias = Callable[[BrokerConfig], None]
 
 
 @dataclass(slots=True, kw_only=True)
 class Broker:
     """Everything the handlers share. One per process.
 
-    ``advertised_host``/``advertised_port`` are what FindCoordinator (and later Metadata) hand out; the
-    server fills the port in after binding when it was 0.
+    ``advertised_host``/``advertised_port`` are what FindCoordinator, Metadata and DescribeCluster
+    hand out; the server fills the port in after binding when it was 0. ``log_manager`` is None
+    only in group-protocol unit tests that need no storage; every data-path handler requires it.
     """
 
     clock: Clock
@@ -41,7 +143,26 @@ class Broker:
     cluster_id: str = "kompakt"
     advertised_host: str = "localhost"
     advertised_port: int = 9092
-    log_manager: PartitionCatalog | None = None
+    broker_config: BrokerConfig = field(default_factory=BrokerConfig)
+    log_manager: LogManager | None = None
+    producer_ids: ProducerIdManager | None = None
+    fetch_waiters: FetchWaiters = field(default_factory=FetchWaiters)
+    #: Installed by the server; None means :class:`ManualTimers` (see ``__post_init__``).
+    timers: Timers | None = None
+    metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
+    #: Called with the new config after a dynamic broker config change (AlterConfigs); the log
+    #: cleaner and the log manager subscribe here. A listener that raises is logged and skipped.
+    config_listeners: list[ConfigListener] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.timers is None:
+            self.timers = ManualTimers(self.clock)
+
+    @property
+    def timer_service(self) -> Timers:
+        """The installed timers (never None after construction)."""
+        assert self.timers is not None
+        return self.timers
 
     @classmethod
     def create(
@@ -50,22 +171,58 @@ class Broker:
         clock: Clock | None = None,
         group_config: GroupConfig | None = None,
         offsets: OffsetStore | None = None,
-        log_manager: PartitionCatalog | None = None,
-        node_id: int = 0,
+        log_manager: LogManager | None = None,
+        broker_config: BrokerConfig | None = None,
+        producer_ids: ProducerIdManager | None = None,
+        timers: Timers | None = None,
+        node_id: int | None = None,
+        cluster_id: str = "kompakt",
         advertised_host: str = "localhost",
         advertised_port: int = 9092,
     ) -> Broker:
         """A broker with defaults for whatever is not given (in-memory offsets, system clock)."""
         clock = clock or SystemClock()
+        config = broker_config or (log_manager.broker_config if log_manager is not None else BrokerConfig())
         coordinator = GroupCoordinator(group_config or GroupConfig(), clock, offsets or InMemoryOffsetStore())
-        return cls(
+        broker = cls(
             clock=clock,
             groups=coordinator,
-            node_id=node_id,
+            node_id=config.node_id if node_id is None else node_id,
+            cluster_id=cluster_id,
             advertised_host=advertised_host,
             advertised_port=advertised_port,
+            broker_config=config,
             log_manager=log_manager,
+            producer_ids=producer_ids,
         )
+        if timers is not None:
+            broker.timers = timers
+        return broker
+
+    @property
+    def logs(self) -> LogManager:
+        """The log manager; a data-path request on a storage-less broker is a wiring bug."""
+        if self.log_manager is None:
+            raise RuntimeError("this broker has no log manager")
+        return self.log_manager
+
+    def partition_exists(self, topic: str, partition: int) -> bool:
+        """Whether ``topic``-``partition`` exists (always True on a storage-less test broker)."""
+        if self.log_manager is None:
+            return True
+        meta = self.log_manager.topics().get(topic)
+        return meta is not None and 0 <= partition < meta.partitions
+
+    def update_broker_config(self, config: BrokerConfig) -> None:
+        """Install a new broker config (a dynamic change) and tell every listener."""
+        self.broker_config = config
+        if self.log_manager is not None:
+            self.log_manager.broker_config = config
+        for listener in list(self.config_listeners):
+            try:
+                listener(config)
+            except Exception:
+                log.exception("broker config listener %r failed", listener)
 
 
 @dataclass(frozen=True, slots=True)

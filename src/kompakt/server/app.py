@@ -1,7 +1,10 @@
-"""The asyncio server shell: listener, connection tasks, the coordinator tick, graceful close.
+"""The asyncio server shell: listener, connection tasks, timers, background work, graceful close.
 
 Everything protocol- or state-related lives below (``protocol``, ``broker``); this module only owns
-sockets and tasks. Blocking storage handlers run in worker threads (see ``connection.py``).
+sockets, tasks and the process lifecycle. Blocking storage handlers run in worker threads (see
+``connection.py``). :class:`KafkaServer` is the listener for one broker; :class:`BrokerApp` is the
+whole process (data directory, broker state, listener, periodic storage tasks, services such as
+the log cleaner) with an ordered start and a clean stop.
 """
 
 from __future__ import annotations
@@ -9,14 +12,73 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
-from kompakt.broker.context import Broker
+from kompakt.broker.context import Broker, TimerHandle
 from kompakt.broker.dispatch import Dispatcher
+from kompakt.broker.groups import GroupConfig
+from kompakt.broker.groups.offsets_topic import TopicOffsetStore
+from kompakt.broker.producer_ids import ProducerIdManager
+from kompakt.broker.topic_admin import load_dynamic_broker_config
+from kompakt.clock import Clock, SystemClock
+from kompakt.log.config import BrokerConfig
+from kompakt.log.manager import LogManager
+from kompakt.log.metadata_files import read_meta_properties
+from kompakt.log.segments import ManualScheduler
 from kompakt.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from kompakt.server.connection import Connection
 
 log = logging.getLogger(__name__)
+
+
+class _LoopTimerHandle:
+    __slots__ = ("cancelled",)
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class AsyncioTimers:
+    """The broker's timer hook on an asyncio loop (fetch long-poll deadlines).
+
+    ``call_later`` may be called from any thread (Fetch runs in worker threads). When the deadline
+    passes, the callback runs in the loop's default executor, not on the loop thread, because
+    completing a fetch reads segment files. Cancelling only marks the handle; a cancelled timer
+    costs one no-op wake-up, which is cheaper than a cross-thread cancel.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+
+    def call_later(self, delay_ms: float, callback: Callable[[], None]) -> TimerHandle:
+        handle = _LoopTimerHandle()
+        loop = self._loop
+
+        def fire() -> None:
+            if not handle.cancelled and not loop.is_closed():
+                loop.run_in_executor(None, run)
+
+        def run() -> None:
+            if not handle.cancelled:
+                callback()
+
+        def arm() -> None:
+            loop.call_later(max(delay_ms, 0.0) / 1000, fire)
+
+        if threading.get_ident() == self._loop_thread:
+            arm()
+        else:
+            with contextlib.suppress(RuntimeError):  # loop closed: the server is gone
+                loop.call_soon_threadsafe(arm)
+        return handle
 
 
 class KafkaServer:
@@ -48,6 +110,7 @@ class KafkaServer:
 
     async def start(self) -> None:
         """Bind and start accepting; returns once the socket listens."""
+        self.broker.timers = AsyncioTimers(asyncio.get_running_loop())
         self._server = await asyncio.start_server(self._accept, self.host, self.port)
         bound = self._server.sockets[0].getsockname()
         self.port = int(bound[1])
@@ -68,6 +131,8 @@ class KafkaServer:
         """Stop accepting, let in-flight requests finish (up to ``grace_s``), then close everything."""
         if self._server is not None:
             self._server.close()
+        # Parked fetches would hold their connections for up to max_wait_ms: answer them now.
+        self.broker.fetch_waiters.wake_all()
         for task, connection in list(self._connections.items()):
             if connection.stop():
                 task.cancel()
@@ -127,3 +192,201 @@ async def serve(
         await server.serve_forever()
     finally:
         await server.close()
+
+
+# ----------------------------------------------------------------------------------------------
+# The whole broker process: storage, broker state, listener, background work
+
+
+class Service(Protocol):
+    """A long-running part of the broker (the log cleaner, later an admin endpoint).
+
+    ``start`` runs after the logs are open and before the listener accepts; ``stop`` runs after
+    the listener has stopped and before the logs are closed, in reverse order of start. Both may
+    block (they run in a worker thread).
+    """
+
+    name: str
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AppSettings:
+    """Everything ``kompakt serve`` decides before the broker starts."""
+
+    data_dir: Path
+    broker_config: BrokerConfig
+    host: str = "127.0.0.1"
+    port: int = 9092
+    #: What Metadata/FindCoordinator hand out; empty host or port 0 mean "the bound address".
+    advertised_host: str = ""
+    advertised_port: int = 0
+    #: Period of the log manager's scheduled tasks (delayed file deletes, post-roll flushes).
+    scheduler_interval_ms: int = 500
+    #: Period of the ``flush.ms`` check (Kafka's ``log.flush.scheduler.interval.ms`` loop).
+    flush_check_interval_ms: int = 1000
+
+
+class BrokerApp:
+    """Opens the data directory, builds the :class:`Broker`, serves it, and shuts it all down.
+
+    Lifecycle seam for later subsystems: :meth:`add_service` before :meth:`start` (the log
+    cleaner threads plug in here). Background tasks: the log manager's scheduler, ``flush.ms``
+    checks, the three offset checkpoints, and time/size retention of non-compacted logs every
+    ``log.retention.check.interval.ms`` (compacted logs with ``delete`` are retained by the
+    cleaner after it cleans them, as in Kafka).
+    """
+
+    def __init__(self, settings: AppSettings, clock: Clock | None = None) -> None:
+        self.settings = settings
+        self.clock: Clock = clock or SystemClock()
+        self.services: list[Service] = []
+        self._started: list[Service] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self.log_manager: LogManager | None = None
+        self.broker: Broker | None = None
+        self.server: KafkaServer | None = None
+
+    def add_service(self, service: Service) -> None:
+        if self.server is not None:
+            raise RuntimeError("services must be added before the app starts")
+        self.services.append(service)
+
+    def _open(self) -> Broker:
+        """Blocking part of start: config layers, data directory, offsets, broker state."""
+        settings = self.settings
+        config = load_dynamic_broker_config(settings.data_dir, settings.broker_config)
+        log_manager = LogManager(settings.data_dir, config, self.clock)
+        log_manager.open()
+        self.log_manager = log_manager
+        meta = read_meta_properties(settings.data_dir)
+        offsets = TopicOffsetStore(log_manager, self.clock)
+        offsets.load()
+        group_config = GroupConfig(
+            group_min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
+            group_max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
+            group_initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
+            offsets_retention_minutes=config.get_int("offsets.retention.minutes"),
+            offsets_retention_check_interval_ms=config.get_int("offsets.retention.check.interval.ms"),
+        )
+        return Broker.create(
+            clock=self.clock,
+            group_config=group_config,
+            offsets=offsets,
+            log_manager=log_manager,
+            broker_config=config,
+            producer_ids=ProducerIdManager(settings.data_dir),
+            cluster_id=meta.cluster_id if meta is not None else "kompakt",
+            advertised_host=settings.advertised_host,
+            advertised_port=settings.advertised_port,
+        )
+
+    async def start(self) -> KafkaServer:
+        """Open storage, start services, then listen; returns the listening server."""
+        broker = await asyncio.to_thread(self._open)
+        self.broker = broker
+        try:
+            for service in self.services:
+                await asyncio.to_thread(service.start)
+                self._started.append(service)
+            server = KafkaServer(broker, self.settings.host, self.settings.port)
+            await server.start()
+        except BaseException:
+            await self._stop_storage()
+            raise
+        self.server = server
+        self._start_background(broker)
+        return server
+
+    def _start_background(self, broker: Broker) -> None:
+        config = broker.broker_config
+        logs = broker.logs
+        initial = config.get_int("log.initial.task.delay.ms")
+        settings = self.settings
+        scheduler = logs.scheduler
+
+        def run_scheduler() -> None:
+            if isinstance(scheduler, ManualScheduler):
+                scheduler.run_due()
+
+        def flush_due() -> None:
+            now = self.clock.now_ms()
+            for partition_log in logs.logs().values():
+                partition_log.flush_if_due(now)
+
+        def retention() -> None:
+            now = self.clock.now_ms()
+            for partition_log in logs.logs().values():
+                if not partition_log.config.compact:
+                    partition_log.delete_old_segments(now)
+
+        periodic: list[tuple[str, int, int, Callable[[], None]]] = [
+            ("log-scheduler", 0, settings.scheduler_interval_ms, run_scheduler),
+            ("flush-check", initial, settings.flush_check_interval_ms, flush_due),
+            (
+                "recovery-point-checkpoint",
+                initial,
+                config.get_int("log.flush.offset.checkpoint.interval.ms"),
+                logs.checkpoint_recovery_points,
+            ),
+            (
+                "log-start-offset-checkpoint",
+                initial,
+                config.get_int("log.flush.start.offset.checkpoint.interval.ms"),
+                logs.checkpoint_log_start_offsets,
+            ),
+            (
+                "high-watermark-checkpoint",
+                initial,
+                config.get_int("replica.high.watermark.checkpoint.interval.ms"),
+                logs.checkpoint_high_watermarks,
+            ),
+            ("log-retention", initial, config.log_retention_check_interval_ms, retention),
+        ]
+        for name, delay_ms, interval_ms, fn in periodic:
+            if interval_ms > 0:
+                self._tasks.append(
+                    asyncio.create_task(self._every(name, delay_ms, interval_ms, fn), name=f"kompakt-{name}")
+                )
+
+    async def _every(self, name: str, delay_ms: int, interval_ms: int, fn: Callable[[], None]) -> None:
+        """Run ``fn`` in a worker thread after ``delay_ms`` and then every ``interval_ms``."""
+        await asyncio.sleep(delay_ms / 1000)
+        while True:
+            try:
+                await asyncio.to_thread(fn)
+            except Exception:
+                log.exception("background task %s failed", name)
+            await asyncio.sleep(interval_ms / 1000)
+
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Stop accepting, finish in-flight requests, stop background work and services, close logs."""
+        if self.server is not None:
+            await self.server.close(grace_s)
+            self.server = None
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        await self._stop_storage()
+
+    async def _stop_storage(self) -> None:
+        while self._started:
+            service = self._started.pop()
+            try:
+                await asyncio.to_thread(service.stop)
+            except Exception:
+                log.exception("stopping service %s failed", service.name)
+        if self.log_manager is not None:
+            await asyncio.to_thread(self.log_manager.close)
+            self.log_manager = None
+
+    def summary(self) -> tuple[int, int]:
+        """``(topics, partitions)`` currently hosted, for the ready line."""
+        if self.log_manager is None:
+            return 0, 0
+        topics = self.log_manager.topics()
+        return len(topics), sum(meta.partitions for meta in topics.values())

@@ -37,12 +37,11 @@ class _Request(Protocol):
 
 def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
     req = cast(_Request, request)
-    catalog = ctx.broker.log_manager
     errors: dict[tuple[str, int], codec.ErrorCode] = {}
     entries: list[OffsetCommitEntry] = []
     for topic in req.topics:
         for p in topic.partitions:
-            if catalog is not None and not catalog.partition_exists(topic.name, p.partition_index):
+            if not ctx.broker.partition_exists(topic.name, p.partition_index):
                 errors[(topic.name, p.partition_index)] = codec.ErrorCode.unknown_topic_or_partition
                 continue
             leader_epoch: int = getattr(p, "committed_leader_epoch", -1)

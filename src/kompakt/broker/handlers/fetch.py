@@ -1,0 +1,244 @@
+"""Fetch (1), v4–12: whole batches, Kafka's byte limits, and long polls.
+
+Reading (kafka-log-cleaner.md §4 and kafka-protocol-and-clients.md §4.2–4.4):
+
+* whole batches only, starting at the batch that contains ``fetch_offset``; the first batch of
+  the response is returned whole even beyond the limits (KIP-74), after that a batch is included
+  only when it fits both the partition's ``partition_max_bytes`` and what is left of the
+  response's ``max_bytes``. Batches are never split: librdkafka stalls on a partial batch;
+* every partition carries ``log_start_offset``, ``high_watermark`` and ``last_stable_offset``
+  (also on OFFSET_OUT_OF_RANGE, because librdkafka resets to the cached log start offset);
+* ``records`` is empty bytes, never null, on error partitions (librdkafka loops on null);
+* read_committed stops at the LSO and lists aborted transactions; read_uncommitted at the HW.
+
+Long poll: when the response would hold fewer than ``min_bytes`` and ``max_wait_ms`` > 0 (and no
+partition has an error), the handler parks a waiter in ``broker.fetch_waiters`` and returns a
+:class:`Deferred`. An append to any requested partition, or the broker timer at ``max_wait_ms``,
+re-reads and answers. A fetch that raced with an append (high watermark moved between the read
+and the registration) is completed at once, so no append is missed.
+
+Fetch sessions are declined: the answer always has session_id 0 and error NONE, which the
+protocol allows and every client handles by sending full fetches.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, cast
+
+from kompakt.broker.context import Broker, HandlerResult, HandlerSpec, RequestContext, TimerHandle
+from kompakt.broker.deferred import Deferred
+from kompakt.broker.error_codes import error_code_for
+from kompakt.broker.fetch_waiters import FetchWaiter
+from kompakt.errors import KompaktError, OffsetOutOfRangeError
+from kompakt.protocol import codec
+from kompakt.protocol.apis import ApiKey
+
+READ_COMMITTED = 1
+
+
+class _Partition(Protocol):
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+
+
+class _Topic(Protocol):
+    topic: str
+    partitions: Sequence[_Partition]
+
+
+class _Request(Protocol):
+    max_wait: datetime.timedelta
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+    topics: Sequence[_Topic]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionFetch:
+    """One requested partition."""
+
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+
+
+@dataclass(slots=True)
+class ReadResult:
+    """One pass over the requested partitions."""
+
+    entries: list[dict[str, object]] = field(default_factory=list)
+    total_bytes: int = 0
+    has_error: bool = False
+    #: High watermark seen per readable partition, to detect appends racing a parked fetch.
+    high_watermarks: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+def _entry(
+    index: int,
+    code: codec.ErrorCode,
+    records: bytes | memoryview = b"",
+    high_watermark: int = -1,
+    last_stable_offset: int = -1,
+    log_start_offset: int = -1,
+    aborted: list[dict[str, int]] | None = None,
+) -> dict[str, object]:
+    return {
+        "partition_index": index,
+        "error_code": code,
+        "high_watermark": high_watermark,
+        "last_stable_offset": last_stable_offset,
+        "log_start_offset": log_start_offset,
+        "aborted_transactions": aborted,
+        "preferred_read_replica": -1,
+        "records": records,
+    }
+
+
+def read_partitions(
+    broker: Broker, wanted: Sequence[PartitionFetch], max_bytes: int, read_committed: bool
+) -> ReadResult:
+    """Read every requested partition once, honouring the partition and response byte limits."""
+    result = ReadResult()
+    logs = broker.logs
+    remaining = max(max_bytes, 0)
+    for want in wanted:
+        try:
+            partition_log = logs.get_log(want.topic, want.partition)
+        except KompaktError as exc:
+            result.entries.append(_entry(want.partition, error_code_for(exc)))
+            result.has_error = True
+            continue
+        try:
+            fetched = partition_log.read(
+                want.fetch_offset,
+                min(max(want.max_bytes, 0), remaining),
+                min_one_message=result.total_bytes == 0,
+                read_committed=read_committed,
+            )
+        except OffsetOutOfRangeError:
+            result.entries.append(
+                _entry(
+                    want.partition,
+                    codec.ErrorCode.offset_out_of_range,
+                    high_watermark=partition_log.high_watermark,
+                    last_stable_offset=partition_log.last_stable_offset,
+                    log_start_offset=partition_log.log_start_offset,
+                )
+            )
+            result.has_error = True
+            continue
+        except KompaktError as exc:
+            result.entries.append(_entry(want.partition, error_code_for(exc)))
+            result.has_error = True
+            continue
+        size = len(fetched.records)
+        result.total_bytes += size
+        remaining = max(remaining - size, 0)
+        result.high_watermarks[(want.topic, want.partition)] = fetched.high_watermark
+        aborted = (
+            [
+                {"producer_id": t.producer_id, "first_offset": t.first_offset}
+                for t in fetched.aborted_transactions or ()
+            ]
+            if read_committed
+            else None
+        )
+        result.entries.append(
+            _entry(
+                want.partition,
+                codec.ErrorCode.none,
+                fetched.records,
+                fetched.high_watermark,
+                fetched.last_stable_offset,
+                fetched.log_start_offset,
+                aborted,
+            )
+        )
+    return result
+
+
+def _requested(request: _Request) -> list[PartitionFetch]:
+    return [
+        PartitionFetch(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+        for t in request.topics
+        for p in t.partitions
+    ]
+
+
+def _response(
+    request: codec.RequestPayload, wanted: Sequence[PartitionFetch], read: ReadResult
+) -> codec.ResponsePayload:
+    responses: list[dict[str, object]] = []
+    by_topic: dict[str, list[dict[str, object]]] = {}
+    for want, entry in zip(wanted, read.entries, strict=True):
+        partitions = by_topic.get(want.topic)
+        if partitions is None or responses[-1]["topic"] != want.topic:
+            partitions = by_topic[want.topic] = []
+            responses.append({"topic": want.topic, "partitions": partitions})
+        partitions.append(entry)
+    return codec.build_response(
+        request,
+        {"error_code": codec.ErrorCode.none, "session_id": 0, "responses": responses},
+    )
+
+
+def handle(ctx: RequestContext, request: codec.RequestPayload) -> HandlerResult:
+    broker = ctx.broker
+    req = cast(_Request, request)
+    wanted = _requested(req)
+    max_bytes = req.max_bytes
+    read_committed = req.isolation_level == READ_COMMITTED
+    min_bytes = req.min_bytes
+    max_wait_ms = codec.duration_ms(req.max_wait)
+
+    first = read_partitions(broker, wanted, max_bytes, read_committed)
+    if first.total_bytes >= min_bytes or max_wait_ms <= 0 or first.has_error or not wanted:
+        return _response(request, wanted, first)
+
+    deferred: Deferred[codec.ResponsePayload] = Deferred()
+    timer: list[TimerHandle] = []
+
+    def complete() -> None:
+        broker.fetch_waiters.unregister(waiter)
+        for handle_ in timer:
+            handle_.cancel()
+        try:
+            deferred.resolve(
+                _response(request, wanted, read_partitions(broker, wanted, max_bytes, read_committed))
+            )
+        except Exception as exc:  # noqa: BLE001 - handed to the waiting connection
+            deferred.fail(exc)
+
+    waiter = FetchWaiter({(w.topic, w.partition) for w in wanted}, complete)
+    broker.fetch_waiters.register(waiter)
+
+    def on_deadline() -> None:
+        waiter.fire()
+
+    timer.append(broker.timer_service.call_later(max_wait_ms, on_deadline))
+    if waiter.fired:
+        timer[0].cancel()
+    elif _moved(broker, first):
+        waiter.fire()
+    return deferred
+
+
+def _moved(broker: Broker, read: ReadResult) -> bool:
+    """Whether any partition's high watermark moved since ``read`` (an append we might have missed)."""
+    logs = broker.logs
+    for (topic, partition), hw in read.high_watermarks.items():
+        try:
+            if logs.get_log(topic, partition).high_watermark != hw:
+                return True
+        except KompaktError:
+            return True
+    return False
+
+
+SPEC = HandlerSpec(ApiKey.FETCH, 4, 12, handle, blocking=True)

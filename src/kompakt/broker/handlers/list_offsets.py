@@ -1,0 +1,67 @@
+"""ListOffsets (2), v1–7: earliest, latest, max timestamp, and offset by time.
+
+Timestamps: -2 → the log start offset; -1 → the high watermark (the LSO for read_committed,
+v2+); -3 → the offset and time of the largest timestamp (v7, KIP-734); ≥ 0 → the first offset
+whose timestamp is ≥ it (``PartitionLog.offset_for_timestamp``). Nothing found → offset -1 and
+timestamp -1, error NONE, as Kafka answers. Earliest and latest answer timestamp -1. v1 has a
+single offset per partition (the v0 offset list is gone); the builder drops the fields a version
+lacks, so one body serves every version. The leader epoch (v4+) is 0, as Metadata reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, cast
+
+from kompakt.broker.context import HandlerSpec, RequestContext
+from kompakt.broker.error_codes import error_code_for
+from kompakt.errors import KompaktError
+from kompakt.log.partition_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from kompakt.protocol import codec
+from kompakt.protocol.apis import ApiKey
+
+READ_COMMITTED = 1
+_SPECIAL = (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP)
+
+
+class _Partition(Protocol):
+    partition_index: int
+    timestamp: int
+
+
+class _Topic(Protocol):
+    name: str
+    partitions: Sequence[_Partition]
+
+
+def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
+    logs = ctx.broker.logs
+    topics = cast(Sequence[_Topic], getattr(request, "topics", ()))
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    answer = []
+    for topic in topics:
+        partitions = []
+        for p in topic.partitions:
+            entry: dict[str, object] = {
+                "partition_index": p.partition_index,
+                "error_code": codec.ErrorCode.none,
+                "timestamp": -1,
+                "offset": -1,
+                "leader_epoch": 0,
+            }
+            try:
+                partition_log = logs.get_log(topic.name, p.partition_index)
+                if p.timestamp >= 0 or p.timestamp in _SPECIAL:
+                    found = partition_log.offset_for_timestamp(p.timestamp, read_committed=read_committed)
+                else:
+                    found = None  # a negative timestamp this version does not define
+                if found is not None:
+                    entry["offset"], entry["timestamp"] = found
+            except KompaktError as exc:
+                entry.update(error_code=error_code_for(exc), leader_epoch=-1)
+            partitions.append(entry)
+        answer.append({"name": topic.name, "partitions": partitions})
+    return codec.build_response(request, {"topics": answer})
+
+
+SPEC = HandlerSpec(ApiKey.LIST_OFFSETS, 1, 7, handle, blocking=True)

@@ -1,0 +1,143 @@
+"""Metadata (3), v0–12: this node is the whole cluster and leads every partition.
+
+Topics: a null list (v1+), or an empty list at v0, means every topic; an empty list at v1+ means
+none, which librdkafka sends constantly as a broker-list refresh, so that path touches no topic.
+Unknown topics are auto-created when the request allows it and ``auto.create.topics.enable`` is
+on (``topics.auto_create_topic``); otherwise UNKNOWN_TOPIC_OR_PARTITION. Illegal names get
+INVALID_TOPIC_EXCEPTION. Partitions report leader = replicas = isr = this node at leader epoch 0;
+a partition whose files are offline reports KAFKA_STORAGE_ERROR with no leader. v10+ carry topic
+ids; v10+ requests may name a topic by id only.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Protocol, cast
+
+from kompakt.broker.context import OFFSETS_TOPIC, Broker, HandlerSpec, RequestContext
+from kompakt.broker.topics import auto_create_topic
+from kompakt.errors import InvalidTopicError
+from kompakt.log.topic_store import TopicMetadata, validate_topic_name
+from kompakt.protocol import codec
+from kompakt.protocol.apis import ApiKey
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+class _Topic(Protocol):
+    name: str | None
+
+
+def _partitions(broker: Broker, meta: TopicMetadata) -> list[dict[str, object]]:
+    node = broker.node_id
+    offline = broker.logs.offline_partitions
+    result: list[dict[str, object]] = []
+    for index in range(meta.partitions):
+        if (meta.name, index) in offline:
+            result.append(
+                {
+                    "error_code": codec.ErrorCode.kafka_storage_error,
+                    "partition_index": index,
+                    "leader_id": -1,
+                    "leader_epoch": 0,
+                    "replica_nodes": [node],
+                    "isr_nodes": [],
+                    "offline_replicas": [node],
+                }
+            )
+            continue
+        result.append(
+            {
+                "error_code": codec.ErrorCode.none,
+                "partition_index": index,
+                "leader_id": node,
+                "leader_epoch": 0,
+                "replica_nodes": [node],
+                "isr_nodes": [node],
+                "offline_replicas": [],
+            }
+        )
+    return result
+
+
+def _topic_entry(broker: Broker, meta: TopicMetadata) -> dict[str, object]:
+    return {
+        "error_code": codec.ErrorCode.none,
+        "name": meta.name,
+        "topic_id": meta.topic_id,
+        "is_internal": meta.name == OFFSETS_TOPIC,
+        "partitions": _partitions(broker, meta),
+    }
+
+
+def _error_entry(
+    name: str | None, code: codec.ErrorCode, topic_id: uuid.UUID = ZERO_UUID
+) -> dict[str, object]:
+    return {
+        "error_code": code,
+        "name": name,
+        "topic_id": topic_id,
+        "is_internal": False,
+        "partitions": [],
+    }
+
+
+def _lookup(broker: Broker, name: str, allow_create: bool) -> dict[str, object]:
+    meta = broker.logs.topics().get(name)
+    if meta is not None:
+        return _topic_entry(broker, meta)
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError:
+        return _error_entry(name, codec.ErrorCode.invalid_topic_exception)
+    if allow_create:
+        meta = auto_create_topic(broker, name)
+        if meta is not None:
+            return _topic_entry(broker, meta)
+    return _error_entry(name, codec.ErrorCode.unknown_topic_or_partition)
+
+
+def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
+    broker = ctx.broker
+    requested = cast(Sequence[_Topic] | None, getattr(request, "topics", None))
+    allow_create: bool = getattr(request, "allow_auto_topic_creation", True)
+    topics: list[dict[str, object]] = []
+    if requested is None or (ctx.api_version == 0 and not requested):
+        all_topics = broker.logs.topics()
+        topics = [_topic_entry(broker, all_topics[name]) for name in sorted(all_topics)]
+    elif requested:
+        by_id: dict[uuid.UUID, TopicMetadata] | None = None
+        for topic in requested:
+            name = topic.name
+            if name is None:
+                topic_id: uuid.UUID = getattr(topic, "topic_id", ZERO_UUID) or ZERO_UUID
+                if by_id is None:
+                    by_id = {m.topic_id: m for m in broker.logs.topics().values()}
+                meta = by_id.get(topic_id)
+                topics.append(
+                    _topic_entry(broker, meta)
+                    if meta is not None
+                    else _error_entry(None, codec.ErrorCode.unknown_topic_id, topic_id)
+                )
+                continue
+            topics.append(_lookup(broker, name, allow_create))
+    return codec.build_response(
+        request,
+        {
+            "brokers": [
+                {
+                    "node_id": broker.node_id,
+                    "host": broker.advertised_host,
+                    "port": broker.advertised_port,
+                    "rack": None,
+                }
+            ],
+            "cluster_id": broker.cluster_id,
+            "controller_id": broker.node_id,
+            "topics": topics,
+        },
+    )
+
+
+SPEC = HandlerSpec(ApiKey.METADATA, 0, 12, handle, blocking=True)

@@ -1,0 +1,60 @@
+"""``kompakt serve`` argument and config handling (errors exit 2 with one line)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kompakt.cli.serve import UsageError, build_settings
+
+
+def run_serve(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kompakt.cli.main", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_unknown_config_exits_2_with_one_line(tmp_path: Path) -> None:
+    result = run_serve("--data-dir", str(tmp_path / "d"), "--override", "log.retention.hourz=5")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: Unknown broker config name: log.retention.hourz (did you mean log.retention.hours?)"
+    ]
+    assert not (tmp_path / "d").exists()
+
+
+def test_invalid_value_and_bad_override_syntax(tmp_path: Path) -> None:
+    bad_value = run_serve("--data-dir", str(tmp_path / "d"), "--override", "num.partitions=0")
+    assert bad_value.returncode == 2 and bad_value.stderr.startswith("error: ")
+    assert len(bad_value.stderr.strip().splitlines()) == 1
+    bad_syntax = run_serve("--override", "no-equals-sign")
+    assert bad_syntax.returncode == 2
+    assert bad_syntax.stderr.strip() == "error: --override expects name=value, got 'no-equals-sign'"
+
+
+def test_settings_from_file_and_overrides(tmp_path: Path) -> None:
+    props = tmp_path / "server.properties"
+    props.write_text("num.partitions=3\nlisteners=PLAINTEXT://0.0.0.0:19092\nlog.dirs=/var/k1,/var/k2\n")
+    settings = build_settings(None, None, None, props, ["num.partitions=4"])
+    assert settings.broker_config.num_partitions == 4
+    assert (settings.host, settings.port) == ("0.0.0.0", 19092)
+    assert settings.data_dir == Path("/var/k1")
+    assert settings.advertised_host not in ("", "0.0.0.0")
+    explicit = build_settings(tmp_path / "x", "127.0.0.1", 0, None, [])
+    assert (explicit.host, explicit.port, explicit.data_dir) == ("127.0.0.1", 0, (tmp_path / "x").resolve())
+    advertised = build_settings(
+        None, None, None, None, ["advertised.listeners=PLAINTEXT://kafka.example:9093"]
+    )
+    assert (advertised.advertised_host, advertised.advertised_port) == ("kafka.example", 9093)
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="cannot read config file"):
+        build_settings(None, None, None, tmp_path / "missing.properties", [])
