@@ -141,7 +141,7 @@ def test_api_versions_above_4_gets_the_v0_fallback(dispatcher: Dispatcher) -> No
     correlation_id, response = codec.decode_response(chunks_to_frame(chunks), 18, 0)
     assert correlation_id == 66
     assert response.error_code == codec.ErrorCode.unsupported_version  # type: ignore[union-attr]
-    assert {k.api_key for k in response.api_keys} == set(TIER_1_GROUP_APIS)  # type: ignore[union-attr]
+    assert {k.api_key for k in response.api_keys} == set(TIER_1_APIS)  # type: ignore[union-attr]
 
 
 def test_unserved_api_without_error_code_is_not_answered(dispatcher: Dispatcher) -> None:
