@@ -16,7 +16,7 @@ import heapq
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
 
@@ -24,6 +24,7 @@ from kompakt.broker.deferred import Deferred
 from kompakt.broker.fetch_waiters import FetchWaiters
 from kompakt.broker.groups import GroupConfig, GroupCoordinator, InMemoryOffsetStore, OffsetStore
 from kompakt.broker.producer_ids import ProducerIdManager
+from kompakt.cleaner.log_cleaner import LogCleaner
 from kompakt.clock import Clock, SystemClock
 from kompakt.log.config import BrokerConfig
 from kompakt.log.manager import LogManager
@@ -153,6 +154,12 @@ class Broker:
     #: Called with the new config after a dynamic broker config change (AlterConfigs); the log
     #: cleaner and the log manager subscribe here. A listener that raises is logged and skipped.
     config_listeners: list[ConfigListener] = field(default_factory=list)
+    #: Called as ``hook(topic, partitions)`` by DeleteTopics before a topic's directories go; the
+    #: log cleaner (abort and forget the partitions) and the offset store subscribe here.
+    on_topic_deleted: list[Callable[[str, Sequence[int]], None]] = field(default_factory=list)
+    #: The log cleaner service, when the broker runs one (None in unit tests and with
+    #: ``log.cleaner.enable=false`` it still exists but runs no threads).
+    cleaner: LogCleaner | None = None
 
     def __post_init__(self) -> None:
         if self.timers is None:
@@ -217,7 +224,7 @@ class Broker:
         """Install a new broker config (a dynamic change) and tell every listener."""
         self.broker_config = config
         if self.log_manager is not None:
-            self.log_manager.broker_config = config
+            self.log_manager.set_broker_config(config)
         for listener in list(self.config_listeners):
             try:
                 listener(config)

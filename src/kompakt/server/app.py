@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -24,6 +24,7 @@ from kompakt.broker.groups import GroupConfig
 from kompakt.broker.groups.offsets_topic import TopicOffsetStore
 from kompakt.broker.producer_ids import ProducerIdManager
 from kompakt.broker.topic_admin import load_dynamic_broker_config
+from kompakt.cleaner.log_cleaner import CleanerSettings, LogCleaner
 from kompakt.clock import Clock, SystemClock
 from kompakt.log.config import BrokerConfig
 from kompakt.log.manager import LogManager
@@ -230,6 +231,21 @@ class AppSettings:
     flush_check_interval_ms: int = 1000
 
 
+class CleanerService:
+    """The log cleaner threads as a broker service."""
+
+    name = "log-cleaner"
+
+    def __init__(self, cleaner: LogCleaner) -> None:
+        self.cleaner = cleaner
+
+    def start(self) -> None:
+        self.cleaner.startup()
+
+    def stop(self) -> None:
+        self.cleaner.shutdown()
+
+
 class BrokerApp:
     """Opens the data directory, builds the :class:`Broker`, serves it, and shuts it all down.
 
@@ -272,7 +288,7 @@ class BrokerApp:
             offsets_retention_minutes=config.get_int("offsets.retention.minutes"),
             offsets_retention_check_interval_ms=config.get_int("offsets.retention.check.interval.ms"),
         )
-        return Broker.create(
+        broker = Broker.create(
             clock=self.clock,
             group_config=group_config,
             offsets=offsets,
@@ -283,6 +299,27 @@ class BrokerApp:
             advertised_host=settings.advertised_host,
             advertised_port=settings.advertised_port,
         )
+        self._attach_cleaner(broker, log_manager, offsets)
+        return broker
+
+    def _attach_cleaner(self, broker: Broker, log_manager: LogManager, offsets: TopicOffsetStore) -> None:
+        """Create the log cleaner, run it as a service, and subscribe it to config changes and
+        topic deletions (so a deleted partition's clean is aborted before its files go)."""
+        cleaner = LogCleaner(broker.broker_config, log_manager.logs, self.settings.data_dir, self.clock)
+        broker.cleaner = cleaner
+        self.services.insert(0, CleanerService(cleaner))
+
+        def on_config(config: BrokerConfig) -> None:
+            if CleanerSettings.from_broker(config) != cleaner.settings:
+                cleaner.reconfigure(config)
+
+        def on_deleted(topic: str, partitions: Sequence[int]) -> None:
+            for partition in partitions:
+                cleaner.partition_deleted((topic, partition))
+
+        broker.config_listeners.append(on_config)
+        broker.on_topic_deleted.append(on_deleted)
+        broker.on_topic_deleted.append(offsets.on_topic_deleted)
 
     async def start(self) -> KafkaServer:
         """Open storage, start services, then listen; returns the listening server."""
