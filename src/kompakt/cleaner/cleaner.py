@@ -99,7 +99,9 @@ class Cleaner:
             now_ms=now,
             delete_retention_ms=config.delete_retention_ms,
             upper_bound_offset=first_uncleanable_offset,
-            active_producers=log.active_producers(now, self.producer_id_expiration_ms),
+            # Producer expiration follows the clock, not the horizon time a test may pass as
+            # ``now_ms``: Kafka snapshots the producer state as it is (S25, S26, S28, S30, S31).
+            active_producers=log.active_producers(self.clock.now_ms(), self.producer_id_expiration_ms),
             tracker=tracker,
             stats=stats,
             workspace=self.workspace,
