@@ -172,3 +172,28 @@ def test_threads_clean_in_the_background_and_reconfigure(manager: LogManager, cl
     finally:
         service.shutdown()
     assert service.thread_count == 0
+
+
+def test_compact_now_ignores_the_ratio_and_removes_expired_tombstones(
+    manager: LogManager, clock: FakeClock
+) -> None:
+    manager.create_topic(
+        "now", 1, {"cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.99"}
+    )
+    log = manager.get_log("now", 0)
+    write_dups(log, clock, keys=10, dups=2)
+    log.roll()
+    service = cleaner_for(manager, clock)
+    assert service.run_once(service.new_cleaner(0)) is True  # never cleaned: ratio 1.0
+    write_dups(log, clock, keys=10, dups=1, start_value=20)
+    log.append(build_batch([SimpleRecord(b"3", None, clock.now_ms())]))
+    log.roll()
+    assert service.run_once(service.new_cleaner(0)) is False  # now the 0.99 ratio holds it back
+    service.compact_now(log)
+    assert [v for _, k, v in contents(log) if k == b"3"] == [None]  # stamped, kept
+    clock.advance(86_400_001)
+    service.compact_now(log)  # nothing dirty, but the tombstone's horizon has passed
+    assert b"3" not in {k for _, k, _ in contents(log)}
+    assert latest_by_key(log) == {str(k).encode(): str(20 + k).encode() for k in range(10) if k != 3}
+    checkpoint = OffsetCheckpointFile(manager.data_dir / CLEANER_OFFSET_CHECKPOINT_FILE).read()
+    assert checkpoint[("now", 0)] == log.active_segment.base_offset

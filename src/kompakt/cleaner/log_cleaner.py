@@ -30,6 +30,7 @@ from pathlib import Path
 
 from kompakt.cleaner.adapter import LogView
 from kompakt.cleaner.cleaner import Cleaner, CleanResult
+from kompakt.cleaner.compact_now import compact_log
 from kompakt.cleaner.metrics import CleanerMetrics, format_clean_log_line
 from kompakt.cleaner.offset_map import HashedOffsetMap
 from kompakt.cleaner.planning import SelectionError, TopicPartition, segments_to_force_roll
@@ -126,6 +127,8 @@ class LogCleaner:
         self.metrics = CleanerMetrics(self.manager, logs=self._views, throttler=self.throttler)
         self._threads: list[CleanerThread] = []
         self._lock = threading.RLock()
+        self._on_demand: Cleaner | None = None
+        self._on_demand_lock = threading.Lock()
         self._stopping = threading.Event()
 
     # ------------------------------------------------------------------ lifecycle
@@ -306,6 +309,37 @@ class LogCleaner:
             self.manager.remove_checkpoint(tp)
             self.manager.clear_uncleanable(tp)
             self.metrics.remove_partition(tp)
+
+    def compact_now(
+        self, log: PartitionLog, *, from_start: bool = True, timeout_s: float | None = 60.0
+    ) -> list[CleanResult]:
+        """Clean ``log`` now, whatever its dirty ratio, in the caller's thread.
+
+        With ``from_start`` the whole log is re-cleaned from its start offset, which dedupes the
+        dirty part and also removes tombstones and markers whose delete horizon has passed;
+        otherwise it starts at the checkpoint. The cleaner threads skip the partition meanwhile.
+        """
+        tp = (log.topic, log.partition)
+        self.manager.begin_cleaning(tp, timeout_s)
+        start = log.log_start_offset
+        if not from_start:
+            start = self.manager.all_cleaner_checkpoints().get(tp, start)
+        end_offset = start
+        try:
+            with self._on_demand_lock:
+                if self._on_demand is None:
+                    self._on_demand = self.new_cleaner(-1)
+                results = compact_log(self._on_demand, log, start)
+            for result in results:
+                self._record(self._on_demand, log, start, result)
+            end_offset = (
+                results[-1].end_offset
+                if results
+                else self.manager.all_cleaner_checkpoints().get(tp, log.log_start_offset)
+            )
+            return results
+        finally:
+            self.manager.done_cleaning(tp, end_offset)
 
     def retry_uncleanable(self, tp: TopicPartition) -> bool:
         """Clear the uncleanable mark of ``tp`` so the next pass tries it again (beyond Kafka)."""

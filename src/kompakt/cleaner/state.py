@@ -211,6 +211,25 @@ class CleanerManager:
                 self._states[selection.chosen.topic_partition] = IN_PROGRESS
             return selection
 
+    def begin_cleaning(self, tp: TopicPartition, timeout_s: float | None = None) -> None:
+        """Mark ``tp`` IN_PROGRESS for an on-demand clean (compact-now).
+
+        Waits while a cleaner thread or a retention pass holds the partition; raises
+        TimeoutError if that lasts longer than ``timeout_s``, and IllegalCleanerStateError if
+        cleaning is paused or aborted (the partition is being truncated or deleted).
+        """
+        with self._cond:
+
+            def settled() -> bool:
+                return self._states.get(tp) != IN_PROGRESS
+
+            if not self._cond.wait_for(settled, timeout_s):
+                raise TimeoutError(f"{tp[0]}-{tp[1]} stayed busy for {timeout_s} s")
+            state = self._states.get(tp)
+            if state is not None:
+                raise IllegalCleanerStateError(f"cannot compact {tp[0]}-{tp[1]} now: cleaning is {state}")
+            self._states[tp] = IN_PROGRESS
+
     def deletable_logs(self, logs: Iterable[L]) -> list[L]:
         """Compacted logs for the cleaner thread's retention pass, each marked IN_PROGRESS.
 
