@@ -31,7 +31,7 @@ def fast_cleaner_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Br
     assert broker.stop() == 0, broker.stderr_path.read_text()
 
 
-def read_all(bootstrap: str) -> list[tuple[int, bytes | None, bytes | None]]:
+def read_all(bootstrap: str, topic: str = TOPIC) -> list[tuple[int, bytes | None, bytes | None]]:
     """Every record of partition 0 from offset 0 to the end."""
     consumer = Consumer(
         {
@@ -43,7 +43,7 @@ def read_all(bootstrap: str) -> list[tuple[int, bytes | None, bytes | None]]:
     )
     out: list[tuple[int, bytes | None, bytes | None]] = []
     try:
-        consumer.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             msg = consumer.poll(0.5)
@@ -109,3 +109,31 @@ def test_a_consumer_sees_only_latest_values_then_tombstones_go(fast_cleaner_brok
         time.sleep(0.1)
     del expected[b"k3"]
     assert {k: v for _, k, v in data} == expected
+
+
+def test_a_tombstone_expires_with_no_new_produce(fast_cleaner_broker: BrokerProcess) -> None:
+    """Issue 7: nothing is produced after the delete; the idle active segment is rolled by the
+    cleaner (max.compaction.lag.ms), the tombstone is stamped, and once delete.retention.ms has
+    passed a tombstone-driven clean removes it. Kafka would keep it forever."""
+    bootstrap = fast_cleaner_broker.bootstrap
+    topic = "e2e-idle-tombstone"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    configs = {
+        "cleanup.policy": "compact",
+        "max.compaction.lag.ms": "300",
+        "min.cleanable.dirty.ratio": "0.5",
+        "delete.retention.ms": "500",
+    }
+    admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(10)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    producer.produce(topic, key=b"a", value=b"1")
+    producer.produce(topic, key=b"gone", value=b"x")
+    producer.produce(topic, key=b"gone", value=None)
+    assert producer.flush(10) == 0
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        records = read_all(bootstrap, topic)
+        if [(k, v) for _, k, v in records] == [(b"a", b"1")]:
+            break
+        assert time.monotonic() < deadline, f"the tombstone never expired: {records}"
+        time.sleep(0.2)  # polling interval; the cleaner works on its own timers

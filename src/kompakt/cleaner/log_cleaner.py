@@ -31,6 +31,7 @@ from pathlib import Path
 from kompakt.cleaner.adapter import LogView
 from kompakt.cleaner.cleaner import Cleaner, CleanResult
 from kompakt.cleaner.compact_now import compact_log
+from kompakt.cleaner.horizons import HorizonTracker
 from kompakt.cleaner.metrics import CleanerMetrics, format_clean_log_line
 from kompakt.cleaner.offset_map import HashedOffsetMap
 from kompakt.cleaner.planning import SelectionError, TopicPartition, segments_to_force_roll
@@ -128,6 +129,7 @@ class LogCleaner:
         self._threads: list[CleanerThread] = []
         self._lock = threading.RLock()
         self._on_demand: Cleaner | None = None
+        self.horizons = HorizonTracker()
         self._on_demand_lock = threading.Lock()
         self._stopping = threading.Event()
 
@@ -207,7 +209,12 @@ class LogCleaner:
         views = self._views()
         cleaned = False
         try:
-            selection = self.manager.grab_filthiest_compacted_log(views, now_ms)
+            horizons = {
+                (v.topic, v.partition): self.horizons.earliest_horizon(v.log)
+                for v in views
+                if v.config.compact
+            }
+            selection = self.manager.grab_filthiest_compacted_log(views, now_ms, delete_horizons=horizons)
         except SelectionError as exc:
             self.manager.mark_uncleanable(exc.topic_partition, str(exc.__cause__ or exc))
             logger.warning("Marking %s-%s as uncleanable: %s", *exc.topic_partition, exc)
@@ -216,9 +223,12 @@ class LogCleaner:
         chosen = selection.chosen
         if chosen is not None:
             cleaned = True
-            self._clean_chosen(
-                cleaner, chosen.log.log, chosen.first_dirty_offset, chosen.first_uncleanable_offset
-            )
+            first_dirty = chosen.first_dirty_offset
+            if not (chosen.must_clean or chosen.ratio_eligible):
+                # Eligible only for expired tombstones: nothing may be dirty, so re-clean the
+                # whole cleanable range from the log start (beyond Kafka, issue 7).
+                first_dirty = chosen.log.log_start_offset
+            self._clean_chosen(cleaner, chosen.log.log, first_dirty, chosen.first_uncleanable_offset)
         self._maintain(views, now_ms)
         return cleaned
 
