@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -110,7 +111,8 @@ def test_smallest_working_map(make: MapFactory) -> None:
 def test_zero_digest_and_colliding_buckets_are_stored() -> None:
     m = HashedOffsetMap(97 * 24, 1.0)
     slots = m.slots
-    # digests that all start at the same slot (hi % slots == 0) with equal and zero steps
+    # digests that all start at slot 0 (the top 32 bits of hi pick the home slot) with equal and
+    # zero double-hashing steps
     hi = np.array([0, slots, 2 * slots, 3 * slots, 0], dtype=np.uint64)
     lo = np.array([0, 0, 0, slots - 1, 1], dtype=np.uint64)
     keys = RecordKeys(np.zeros(0, np.uint8), np.zeros(5, np.int64), np.zeros(5, np.int64), hi, lo)
@@ -123,8 +125,11 @@ def test_zero_digest_and_colliding_buckets_are_stored() -> None:
 def test_hashed_map_fills_every_slot_through_probing() -> None:
     m = HashedOffsetMap(64 * 24, 1.0)
     n = m.slots
-    hi = np.full(n, 7, dtype=np.uint64)  # all start at slot 7; steps from lo share factors with 64
-    lo = np.arange(n, dtype=np.uint64) * np.uint64(8)
+    hi = np.full(n, 7 << 58, dtype=np.uint64)  # all start at slot 7; steps from lo share factors with 64
+    # lo such that the double-hashing step 1 + (top32(lo) * 63 >> 32) is a multiple of 8
+    lo = np.array(
+        [(((((8 * (i % 7 + 1) - 1) << 32) + 62) // 63) << 32) | i for i in range(n)], dtype=np.uint64
+    )
     keys = RecordKeys(np.zeros(0, np.uint8), np.zeros(n, np.int64), np.zeros(n, np.int64), hi, lo)
     res = m.put_records(keys, np.arange(n, dtype=np.int64), 0)
     assert (res.consumed, res.full, m.size) == (n, False, n)
@@ -246,3 +251,84 @@ def test_single_and_bulk_paths_share_digests() -> None:
     m.put_records(keys_of([b"beta"]), np.array([9], dtype=np.int64), 0)
     assert m.get(b"beta") == 9
     assert hash_key(b"alpha") != hash_key(b"beta")
+
+
+# ---------------------------------------------------------------------------------------------
+# Growth: the table starts with a few slots in use and rehashes in place as keys arrive
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.integers(min_value=0, max_value=80), max_size=120),
+    st.integers(min_value=2, max_value=70),
+    st.sampled_from([0.5, 0.75, 0.9, 1.0]),
+    st.integers(min_value=1, max_value=5),
+    st.integers(min_value=1, max_value=3),
+)
+def test_growing_map_matches_exact_oracle(
+    ids: list[int], slots: int, load: float, initial: int, chunks: int
+) -> None:
+    if slots * load <= 1:
+        return
+    seq: list[bytes | None] = [None if i == 0 else key(i) for i in ids]
+    hashed = HashedOffsetMap(slots * 24, load, initial_slots=initial)
+    exact = ExactOffsetMap(slots, load)
+    offsets = np.arange(len(seq), dtype=np.int64)
+    bounds = np.linspace(0, len(seq), chunks + 1).astype(int)
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        keys = keys_of(seq[a:b])
+        r1 = hashed.put_records(keys, offsets[a:b], 0)
+        assert r1 == exact.put_records(keys, offsets[a:b], 0)
+        assert (hashed.size, hashed.latest_offset) == (exact.size, exact.latest_offset)
+        assert initial <= hashed.slots_in_use <= slots or hashed.slots_in_use == slots
+        if r1.full:
+            break
+    probe = keys_of([key(i) for i in range(82)])
+    assert hashed.get_many(probe).tolist() == exact.get_many(probe).tolist()
+    hashed.clear()
+    assert hashed.slots_in_use == min(initial, slots) and hashed.size == 0
+    assert (hashed.get_many(probe) == -1).all()
+
+
+def test_single_puts_grow_the_table_up_to_every_slot() -> None:
+    m = HashedOffsetMap(1000 * 24, 1.0, initial_slots=3)
+    for i in range(1000):
+        m.put(key(i), i)
+    assert m.size == 1000 and m.slots_in_use == 1000
+    assert all(m.get(key(i)) == i for i in range(1000))
+    with pytest.raises(OverflowError):
+        m.put(b"one more", 1)
+
+
+def test_large_map_grows_past_its_initial_region_and_clears() -> None:
+    m = HashedOffsetMap(300_000 * 24, 0.9)
+    assert m.slots_in_use < 300_000
+    n = 200_000
+    raw = b"".join(b"k%07d" % i for i in range(n))
+    rk = RecordKeys.of(np.frombuffer(raw, dtype=np.uint8), np.arange(n, dtype=np.int64) * 8, np.full(n, 8))
+    res = m.put_records(rk, np.arange(n, dtype=np.int64), 0)
+    assert (res.consumed, res.full, m.size) == (n, False, n)
+    assert m.slots_in_use == 300_000  # a non-power-of-two final region: all slots
+    assert (m.get_many(rk) == np.arange(n)).all()
+    res = m.put_records(rk, np.arange(n, 2 * n, dtype=np.int64), 0)  # overwrites only
+    assert m.size == n and (m.get_many(rk) == np.arange(n, 2 * n)).all()
+    m.clear()
+    assert m.size == 0 and (m.get_many(rk) == -1).all()
+    assert not m._table.any()  # the whole used region is zero again
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
+def test_idle_map_does_not_take_its_memory() -> None:
+    before = _rss_kib()
+    m = HashedOffsetMap(128 * 1024 * 1024, 0.9)
+    m.put(b"one", 1)  # touches only the initial region
+    assert _rss_kib() - before < 16 * 1024
+    assert m.get(b"one") == 1

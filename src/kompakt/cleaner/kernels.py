@@ -3,8 +3,14 @@
 The cleaner touches every record twice per clean (map pass, copy pass). Python costs about a
 microsecond per record, Kafka's JVM cleaner about 400 ns; these kernels walk the raw bytes of a
 segment held as a ``np.ndarray[np.uint8]`` and produce column arrays, so Python only runs per
-batch or per segment, never per record. Every kernel is ``@njit(cache=True)`` so the JIT cost is
-paid once per installation rather than once per process.
+batch or per segment, never per record. Every kernel is ``@njit(cache=True, nogil=True)``: the JIT
+cost is paid once per installation rather than once per process, and a cleaner thread never holds
+the GIL while it walks a segment.
+
+Hot loops read buffers through raw pointers (``_ptr``), not through arrays: numba reference-counts
+an array every time one is handed to a helper function, and those atomic increments and
+decrements, several per record, used to cost more than the parsing itself. A pointer is valid for
+as long as the caller holds its array, i.e. for the whole kernel call.
 
 Contract between kernels and callers: the kernels trust the column arrays they are handed only as
 far as ``scan_records`` produced them; any bytes read from segment buffers are bounds-checked,
@@ -23,7 +29,10 @@ from typing import Any, Final, TypeAlias
 import crc32c
 import numpy as np
 import numpy.typing as npt
-from numba import njit
+from llvmlite import ir  # type: ignore[import-untyped]
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from kompakt.errors import CorruptRecordError
 
@@ -136,10 +145,78 @@ def _take(ws: Workspace | None, name: str, rows: int, n: int, dtype: type[np.gen
 
 
 # ---------------------------------------------------------------------------------------------
-# Byte-level helpers (inlined by LLVM into the kernels that use them)
+# Raw pointers: loads without reference counting, unaligned 8-byte loads, prefetch
 
 
-@njit(cache=True)
+def _ptr_typer(typingctx: Any, arr: Any) -> Any:
+    """The data pointer of a contiguous array, indexable as ``p[i]`` (no bounds or refcounts)."""
+    sig = types.CPointer(arr.dtype)(arr)  # type: ignore[no-untyped-call]
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return context.make_array(signature.args[0])(context, builder, args[0]).data
+
+    return sig, codegen
+
+
+_ptr: Any = intrinsic(_ptr_typer)
+
+
+def _load_u64le_typer(typingctx: Any, ptr: Any, idx: Any) -> Any:
+    """The little-endian uint64 at byte ``ptr + idx`` (any alignment); ``ptr`` points to bytes."""
+    sig = types.uint64(ptr, idx)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        addr = builder.bitcast(builder.gep(args[0], [args[1]]), ir.IntType(64).as_pointer())
+        return builder.load(addr, align=1)
+
+    return sig, codegen
+
+
+_load_u64le: Any = intrinsic(_load_u64le_typer)
+
+
+def _prefetch_typer(typingctx: Any, ptr: Any, idx: Any) -> Any:
+    """Hint the cache line holding ``ptr[idx]`` into the cache (a read, high locality)."""
+    sig = types.void(ptr, idx)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = builder.module.declare_intrinsic(
+            "llvm.prefetch", fnty=ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        )
+        addr = builder.bitcast(builder.gep(args[0], [args[1]]), i8p)
+        builder.call(fn, [addr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+_prefetch: Any = intrinsic(_prefetch_typer)
+
+
+def _memcpy_typer(typingctx: Any, dst: Any, dst_pos: Any, src: Any, src_pos: Any, n: Any) -> Any:
+    """Copy ``n`` bytes from ``src + src_pos`` to ``dst + dst_pos`` (byte pointers, no overlap)."""
+    sig = types.void(dst, dst_pos, src, src_pos, n)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        d = builder.gep(args[0], [args[1]])
+        s = builder.gep(args[2], [args[3]])
+        cgutils.raw_memcpy(builder, d, s, args[4], 1)  # type: ignore[no-untyped-call]
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+_memcpy: Any = intrinsic(_memcpy_typer)
+
+
+# ---------------------------------------------------------------------------------------------
+# Byte-level helpers (inlined by LLVM into the kernels that use them). ``buf`` is an array or a
+# pointer from ``_ptr``; hot kernels pass pointers.
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _be(buf: U8Array, pos: Scalar, width: Scalar) -> Scalar:
     """Big-endian signed integer of ``width`` bytes (2, 4 or 8)."""
     acc = np.uint64(0)
@@ -151,16 +228,28 @@ def _be(buf: U8Array, pos: Scalar, width: Scalar) -> Scalar:
     return np.int64(acc ^ sign) - np.int64(sign)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, inline="always")
 def _read_varint(buf: U8Array, pos: Scalar, limit: Scalar, max_bytes: Scalar) -> tuple[Scalar, Scalar]:
     """Decode a zigzag varint; ``(value, next_pos)`` or ``(0, -1)`` if it overruns or is too long.
 
     With ``max_bytes == 5`` the value is truncated to 32 bits before un-zigzagging, as a Java int
     read would be.
     """
-    if pos < limit and buf[pos] < 0x80:  # most varints in a record are one byte
-        one = np.int64(buf[pos])
-        return (one >> 1) ^ -(one & 1), pos + 1
+    if pos < limit:  # most varints in a record take one or two bytes
+        b0 = np.uint64(buf[pos])
+        if b0 < np.uint64(0x80):
+            return np.int64(b0 >> np.uint64(1)) ^ -np.int64(b0 & np.uint64(1)), pos + 1
+        if pos + 1 < limit:
+            b1 = np.uint64(buf[pos + 1])
+            if b1 < np.uint64(0x80):
+                two = (b0 & np.uint64(0x7F)) | (b1 << np.uint64(7))
+                return np.int64(two >> np.uint64(1)) ^ -np.int64(two & np.uint64(1)), pos + 2
+    return _read_varint_long(buf, pos, limit, max_bytes)
+
+
+@njit(cache=True, nogil=True)
+def _read_varint_long(buf: U8Array, pos: Scalar, limit: Scalar, max_bytes: Scalar) -> tuple[Scalar, Scalar]:
+    """``_read_varint`` for three bytes and more, and for the error cases (kept out of line)."""
     raw = np.uint64(0)
     shift = np.uint64(0)
     for _ in range(max_bytes):
@@ -177,7 +266,7 @@ def _read_varint(buf: U8Array, pos: Scalar, limit: Scalar, max_bytes: Scalar) ->
     return 0, -1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, inline="always")
 def _varint_size(value: Scalar) -> Scalar:
     raw = np.uint64((value << 1) ^ (value >> 63))
     size = 1
@@ -187,7 +276,7 @@ def _varint_size(value: Scalar) -> Scalar:
     return size
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, inline="always")
 def _write_varint(out: U8Array, pos: Scalar, value: Scalar) -> Scalar:
     raw = np.uint64((value << 1) ^ (value >> 63))
     while raw >= np.uint64(0x80):
@@ -202,7 +291,7 @@ def _write_varint(out: U8Array, pos: Scalar, value: Scalar) -> Scalar:
 # 1. Batch headers
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, inline="always")
 def _next_batch(buf: U8Array, pos: Scalar, end: Scalar) -> tuple[Scalar, Scalar]:
     """``(size, reason)`` of the batch at ``pos``; reason -1 means a usable batch."""
     remaining = end - pos
@@ -220,14 +309,15 @@ def _next_batch(buf: U8Array, pos: Scalar, end: Scalar) -> tuple[Scalar, Scalar]
     return size, -1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _scan_batches(buf: U8Array, start: Scalar, end: Scalar) -> tuple[I64Array, Scalar, Scalar]:
     # Two hops: counting first costs one cache line per batch and avoids over-allocating the
     # table by (end - start) / 61 rows.
+    p = _ptr(buf)
     pos = start
     n = 0
     while True:
-        size, reason = _next_batch(buf, pos, end)
+        size, reason = _next_batch(p, pos, end)
         if reason >= 0:
             break
         n += 1
@@ -235,20 +325,20 @@ def _scan_batches(buf: U8Array, start: Scalar, end: Scalar) -> tuple[I64Array, S
     table = np.empty((_B_NCOLS, n), dtype=np.int64)
     pos = start
     for i in range(n):
-        size = _be(buf, pos + 8, 4) + 12
+        size = _be(p, pos + 8, 4) + 12
         table[_B_POSITION, i] = pos
         table[_B_SIZE, i] = size
-        table[_B_BASE_OFFSET, i] = _be(buf, pos, 8)
-        table[_B_EPOCH, i] = _be(buf, pos + 12, 4)
-        table[_B_CRC, i] = _be(buf, pos + 17, 4) & 0xFFFFFFFF
-        table[_B_ATTRIBUTES, i] = _be(buf, pos + 21, 2)
-        table[_B_LAST_DELTA, i] = _be(buf, pos + 23, 4)
-        table[_B_BASE_TS, i] = _be(buf, pos + 27, 8)
-        table[_B_MAX_TS, i] = _be(buf, pos + 35, 8)
-        table[_B_PID, i] = _be(buf, pos + 43, 8)
-        table[_B_PEPOCH, i] = _be(buf, pos + 51, 2)
-        table[_B_BASE_SEQ, i] = _be(buf, pos + 53, 4)
-        table[_B_COUNT, i] = _be(buf, pos + 57, 4)
+        table[_B_BASE_OFFSET, i] = _be(p, pos, 8)
+        table[_B_EPOCH, i] = _be(p, pos + 12, 4)
+        table[_B_CRC, i] = _be(p, pos + 17, 4) & 0xFFFFFFFF
+        table[_B_ATTRIBUTES, i] = _be(p, pos + 21, 2)
+        table[_B_LAST_DELTA, i] = _be(p, pos + 23, 4)
+        table[_B_BASE_TS, i] = _be(p, pos + 27, 8)
+        table[_B_MAX_TS, i] = _be(p, pos + 35, 8)
+        table[_B_PID, i] = _be(p, pos + 43, 8)
+        table[_B_PEPOCH, i] = _be(p, pos + 51, 2)
+        table[_B_BASE_SEQ, i] = _be(p, pos + 53, 4)
+        table[_B_COUNT, i] = _be(p, pos + 57, 4)
         pos += size
     return table, pos, reason
 
@@ -317,64 +407,56 @@ class RecordTable:
     batch = _Column(_R_BATCH)
 
 
-@njit(cache=True)
-def _parse_record(
-    buf: U8Array, pos: Scalar, limit: Scalar, out: I64Array, row: Scalar
-) -> tuple[Scalar, Scalar]:
-    """Parse one record at ``pos``; returns ``(next_pos, error_code)`` (0 = ok)."""
+@njit(cache=True, nogil=True, inline="always")
+def _parse_fields(buf: U8Array, pos: Scalar, limit: Scalar) -> tuple[Scalar, ...]:
+    """Parse and validate one record at ``pos``. Returns ``(next_pos, error_code, offset_delta,
+    timestamp_delta, key_start, key_len, value_start, value_len)``; error 0 = ok, and on an error
+    ``next_pos`` is ``pos``. ``buf`` is a pointer or an array; ``pos >= 0`` and ``limit`` must lie
+    within it."""
     length, body = _read_varint(buf, pos, limit, 5)
     if body < 0:
-        return pos, 2
+        return pos, 2, 0, 0, 0, 0, 0, 0
     rec_end = body + length
     if length < 0 or rec_end > limit:
-        return pos, 3
-    p = body + 1  # attributes byte
-    ts_delta, p = _read_varint(buf, p, rec_end, 10)
+        return pos, 3, 0, 0, 0, 0, 0, 0
+    ts_delta, p = _read_varint(buf, body + 1, rec_end, 10)  # body + 1: after the attributes byte
     if p < 0:
-        return pos, 4
+        return pos, 4, 0, 0, 0, 0, 0, 0
     off_delta, p = _read_varint(buf, p, rec_end, 5)
     if p < 0:
-        return pos, 4
+        return pos, 4, 0, 0, 0, 0, 0, 0
     key_len, p = _read_varint(buf, p, rec_end, 5)
     if p < 0:
-        return pos, 4
+        return pos, 4, 0, 0, 0, 0, 0, 0
     if key_len < -1 or p + max(key_len, 0) > rec_end:
-        return pos, 5
+        return pos, 5, 0, 0, 0, 0, 0, 0
     key_start = p
     p += max(key_len, 0)
     value_len, p = _read_varint(buf, p, rec_end, 5)
     if p < 0:
-        return pos, 4
+        return pos, 4, 0, 0, 0, 0, 0, 0
     if value_len < -1 or p + max(value_len, 0) > rec_end:
-        return pos, 5
+        return pos, 5, 0, 0, 0, 0, 0, 0
     value_start = p
     p += max(value_len, 0)
     headers, p = _read_varint(buf, p, rec_end, 5)
     if p < 0 or headers < 0:
-        return pos, 6
+        return pos, 6, 0, 0, 0, 0, 0, 0
     for _ in range(headers):
         hk, p = _read_varint(buf, p, rec_end, 5)
         if p < 0 or hk < 0 or p + hk > rec_end:
-            return pos, 6
+            return pos, 6, 0, 0, 0, 0, 0, 0
         p += hk
         hv, p = _read_varint(buf, p, rec_end, 5)
         if p < 0 or hv < -1 or p + max(hv, 0) > rec_end:
-            return pos, 6
+            return pos, 6, 0, 0, 0, 0, 0, 0
         p += max(hv, 0)
     if p != rec_end:
-        return pos, 7
-    out[_R_OFFSET, row] = off_delta  # made absolute by the caller
-    out[_R_POSITION, row] = pos
-    out[_R_LENGTH, row] = rec_end - pos
-    out[_R_TIMESTAMP, row] = ts_delta
-    out[_R_KEY_START, row] = key_start
-    out[_R_KEY_LEN, row] = key_len
-    out[_R_VALUE_START, row] = value_start
-    out[_R_VALUE_LEN, row] = value_len
-    return rec_end, 0
+        return pos, 7, 0, 0, 0, 0, 0, 0
+    return rec_end, 0, off_delta, ts_delta, key_start, key_len, value_start, value_len
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _scan_records(
     buf: U8Array,
     starts: I64Array,
@@ -392,18 +474,26 @@ def _scan_records(
             return 1, b, starts[b]
         if starts[b] < 0 or ends[b] < starts[b] or ends[b] > buf.shape[0]:
             return 9, b, starts[b]
+    p = _ptr(buf)
     for b in range(nb):
         pos = starts[b]
         limit = ends[b]
         base_off = base_offsets[b]
         base_ts = base_timestamps[b]
         for row in range(first[b], first[b + 1]):
-            pos, err = _parse_record(buf, pos, limit, out, row)
+            nxt, err, od, td, ks, kl, vs, vl = _parse_fields(p, pos, limit)
             if err != 0:
                 return err, b, pos
-            out[_R_OFFSET, row] += base_off
-            out[_R_TIMESTAMP, row] += base_ts
+            out[_R_OFFSET, row] = base_off + od
+            out[_R_POSITION, row] = pos
+            out[_R_LENGTH, row] = nxt - pos
+            out[_R_TIMESTAMP, row] = base_ts + td
+            out[_R_KEY_START, row] = ks
+            out[_R_KEY_LEN, row] = kl
+            out[_R_VALUE_START, row] = vs
+            out[_R_VALUE_LEN, row] = vl
             out[_R_BATCH, row] = b
+            pos = nxt
         if pos != limit:
             return 8, b, pos
     return 0, 0, 0
@@ -510,12 +600,12 @@ _SEED1 = np.uint64(0x2545F4914F6CDD1D)
 _SEED2 = np.uint64(0x5851F42D4C957F2D)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, inline="always")
 def _rotl(x: Scalar, r: Scalar) -> Scalar:
     return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, inline="always")
 def _final(x: Scalar) -> Scalar:
     x ^= x >> np.uint64(31)
     x *= _F1
@@ -525,36 +615,53 @@ def _final(x: Scalar) -> Scalar:
     return x
 
 
-@njit(cache=True)
-def _hash_one(buf: U8Array, start: Scalar, length: Scalar) -> tuple[Scalar, Scalar]:
+@njit(cache=True, nogil=True, inline="always")
+def _absorb(h1: Scalar, h2: Scalar, w: Scalar) -> tuple[Scalar, Scalar]:
+    return _rotl((h1 ^ w) * _M1, 31) * _M2, _rotl((h2 ^ w) * _M3, 29) * _M4
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _hash_one(p: Scalar, start: Scalar, length: Scalar) -> tuple[Scalar, Scalar]:
+    """Digest of the ``length`` bytes at ``p + start``; ``p`` is a byte pointer from ``_ptr``."""
     # Two lanes absorb the same little-endian 8-byte words through different bijective
     # multiply-rotate-multiply steps. The length is mixed in first so zero padding of the last
     # word is unambiguous; keys of up to 8 bytes and equal length never collide in either lane.
     n = np.uint64(length)
     h1 = _SEED1 ^ (n * _M1)
     h2 = _SEED2 ^ (n * _M3)
-    p = start
+    pos = start
     end = start + length
-    while p < end:
-        w = np.uint64(0)
-        take = min(8, end - p)
-        for i in range(take):
-            w |= np.uint64(buf[p + i]) << np.uint64(8 * i)
-        p += take
-        h1 = _rotl((h1 ^ w) * _M1, 31) * _M2
-        h2 = _rotl((h2 ^ w) * _M3, 29) * _M4
+    while pos + 8 <= end:
+        h1, h2 = _absorb(h1, h2, _load_u64le(p, pos))
+        pos += 8
+    rest = end - pos
+    if rest > 0:
+        if length >= 8:
+            # the last 8 bytes of the key, shifted so the tail's bytes are the low ones
+            w = _load_u64le(p, end - 8) >> np.uint64(8 * (8 - rest))
+        else:
+            w = np.uint64(0)
+            for i in range(rest):
+                w |= np.uint64(p[pos + i]) << np.uint64(8 * i)
+        h1, h2 = _absorb(h1, h2, w)
     # (h1, h2) -> (final(h1), final(h2 + h1)) is a bijection on pairs: lane independence survives.
     return _final(h1), _final(h2 + h1)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
+def _hash_bytes(buf: U8Array) -> tuple[Scalar, Scalar]:
+    return _hash_one(_ptr(buf), 0, buf.shape[0])
+
+
+@njit(cache=True, nogil=True)
 def _hash_keys(buf: U8Array, key_start: I64Array, key_len: I64Array, hi: U64Array, lo: U64Array) -> Scalar:
     """Fill ``hi``/``lo``; returns the index of the first key outside ``buf``, or -1."""
+    p = _ptr(buf)
     for i in range(key_start.shape[0]):
         if key_len[i] >= 0:
             if key_start[i] < 0 or key_start[i] + key_len[i] > buf.shape[0]:
                 return i
-            hi[i], lo[i] = _hash_one(buf, key_start[i], key_len[i])
+            hi[i], lo[i] = _hash_one(p, key_start[i], key_len[i])
         else:
             hi[i] = 0
             lo[i] = 0
@@ -585,5 +692,5 @@ def hash_keys(
 
 def hash_key(key: bytes) -> tuple[int, int]:
     """The digest of one key, equal to what ``hash_keys`` gives for the same bytes."""
-    hi, lo = _hash_one(np.frombuffer(key, dtype=np.uint8), 0, len(key))
+    hi, lo = _hash_bytes(np.frombuffer(key, dtype=np.uint8))
     return int(hi), int(lo)

@@ -18,6 +18,8 @@ from kompakt.cleaner.kernels import (
     RecordTable,
     Scalar,
     U8Array,
+    _memcpy,
+    _ptr,
     _read_varint,
     _varint_size,
     _write_varint,
@@ -25,9 +27,10 @@ from kompakt.cleaner.kernels import (
 from kompakt.errors import CorruptRecordError
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _rewrite_span(
-    src: U8Array,
+    sp: Scalar,
+    src_len: Scalar,
     rec_start: I64Array,
     rec_len: I64Array,
     rec_ts: I64Array,
@@ -35,42 +38,74 @@ def _rewrite_span(
     lo: Scalar,
     hi: Scalar,
     new_base_ts: Scalar,
-    out: U8Array,
+    op: Scalar,
+    out_len: Scalar,
     out_pos: Scalar,
 ) -> Scalar:
-    """Re-encode kept rows ``lo:hi``; returns the new ``out_pos``, -1 if ``out`` is too small,
+    """Re-encode kept rows ``lo:hi`` from the ``src_len`` bytes at pointer ``sp`` into the
+    ``out_len`` bytes at pointer ``op``; returns the new ``out_pos``, -1 if the output is too small,
     -2 if a record does not parse (callers pass rows from ``scan_records``, so this is a bug)."""
     for i in range(lo, hi):
         if not keep[i]:
             continue
         p = rec_start[i]
         end = p + rec_len[i]
-        if p < 0 or end > src.shape[0]:
+        if p < 0 or end > src_len or end <= p:
             return -2
-        if out_pos + rec_len[i] + 12 > out.shape[0]:  # delta may grow by 9 bytes, length by 1
+        if out_pos + rec_len[i] + 12 > out_len:  # delta may grow by 9 bytes, length by 1
             return -1
-        _, q = _read_varint(src, p, end, 5)
+        _, q = _read_varint(sp, p, end, 5)
         if q < 0 or q >= end:
             return -2
-        attrs = src[q]
-        old_delta, r = _read_varint(src, q + 1, end, 10)
+        attrs = sp[q]
+        old_delta, r = _read_varint(sp, q + 1, end, 10)
         if r < 0:
             return -2
         delta = rec_ts[i] - new_base_ts
         if delta == old_delta:  # byte-identical record: copy as is
-            out[out_pos : out_pos + (end - p)] = src[p:end]
+            _memcpy(op, out_pos, sp, p, end - p)
             out_pos += end - p
             continue
         rest = end - r
-        out_pos = _write_varint(out, out_pos, 1 + _varint_size(delta) + rest)
-        out[out_pos] = attrs
-        out_pos = _write_varint(out, out_pos + 1, delta)
-        out[out_pos : out_pos + rest] = src[r:end]
+        out_pos = _write_varint(op, out_pos, 1 + _varint_size(delta) + rest)
+        op[out_pos] = attrs
+        out_pos = _write_varint(op, out_pos + 1, delta)
+        _memcpy(op, out_pos, sp, r, rest)
         out_pos += rest
     return out_pos
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
+def _rewrite_one(
+    src: U8Array,
+    rec_start: I64Array,
+    rec_len: I64Array,
+    rec_ts: I64Array,
+    keep: BoolArray,
+    new_base_ts: Scalar,
+    out: U8Array,
+    out_pos: Scalar,
+) -> Scalar:
+    n = rec_start.shape[0]
+    if rec_len.shape[0] != n or rec_ts.shape[0] != n or keep.shape[0] != n:
+        return -2
+    return _rewrite_span(
+        _ptr(src),
+        src.shape[0],
+        rec_start,
+        rec_len,
+        rec_ts,
+        keep,
+        0,
+        n,
+        new_base_ts,
+        _ptr(out),
+        out.shape[0],
+        out_pos,
+    )
+
+
+@njit(cache=True, nogil=True)
 def _rewrite_batches(
     src: U8Array,
     rec_start: I64Array,
@@ -87,13 +122,31 @@ def _rewrite_batches(
     nb = batch_lo.shape[0]
     starts = np.empty(nb, dtype=np.int64)
     ends = np.empty(nb, dtype=np.int64)
+    sp = _ptr(src)
+    op = _ptr(out)
+    n = rec_start.shape[0]
+    if rec_len.shape[0] != n or rec_ts.shape[0] != n or keep.shape[0] != n:
+        return starts, ends, -2
     for b in range(nb):
+        if batch_lo[b] < 0 or batch_hi[b] > n:
+            return starts, ends, -2
         if out_pos + gap > out.shape[0]:
             return starts, ends, -1
         out_pos += gap
         starts[b] = out_pos
         out_pos = _rewrite_span(
-            src, rec_start, rec_len, rec_ts, keep, batch_lo[b], batch_hi[b], new_base_ts[b], out, out_pos
+            sp,
+            src.shape[0],
+            rec_start,
+            rec_len,
+            rec_ts,
+            keep,
+            batch_lo[b],
+            batch_hi[b],
+            new_base_ts[b],
+            op,
+            out.shape[0],
+            out_pos,
         )
         if out_pos < 0:
             return starts, ends, out_pos
@@ -125,14 +178,14 @@ def rewrite_records(
     batch keeps its base offset. ``out`` needs ``sum(rec_len[keep]) + 11 * kept`` bytes of room
     at most. The caller writes the 61-byte header, compresses and computes the CRC.
     """
-    end = _rewrite_span(
+    if not 0 <= out_pos <= len(out):
+        raise ValueError(f"out_pos {out_pos} lies outside the output buffer")
+    end = _rewrite_one(
         src,
         np.ascontiguousarray(rec_start, dtype=np.int64),
         np.ascontiguousarray(rec_len, dtype=np.int64),
         np.ascontiguousarray(rec_timestamp, dtype=np.int64),
         np.ascontiguousarray(keep, dtype=np.bool_),
-        0,
-        len(rec_start),
         new_base_timestamp,
         out,
         out_pos,
@@ -157,6 +210,8 @@ def rewrite_batches(
     Each batch's records are preceded by ``gap`` bytes left for its header; returns the
     ``(records_start, records_end)`` positions in ``out`` per batch.
     """
+    if not 0 <= out_pos <= len(out):
+        raise ValueError(f"out_pos {out_pos} lies outside the output buffer")
     b = np.asarray(batches, dtype=np.int64)
     starts, ends, status = _rewrite_batches(
         src,

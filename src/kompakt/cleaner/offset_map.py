@@ -14,7 +14,9 @@ when the key is already present.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import mmap
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -39,6 +41,7 @@ from kompakt.cleaner.kernels import (
 from kompakt.errors import ConfigError, OffsetMapTooSmallError
 
 SLOT_BYTES: Final = 24
+_HUGE_PAGE: Final = 2 * 1024 * 1024
 _TOO_SMALL: Final = (
     "offset map is too small to fit in even a single message, so log cleaning will never make "
     "progress. You can increase log.cleaner.dedupe.buffer.size or decrease log.cleaner.threads"
@@ -162,14 +165,46 @@ def _check_lengths(n: int, *arrays: npt.NDArray[Any]) -> None:
         raise ValueError("per-record arrays differ in length")
 
 
-class HashedOffsetMap:
-    """Kafka's dedupe buffer: ``memory_bytes // 24`` slots preallocated once, reused every pass."""
+def _zeroed_table(slots: int) -> U64Array:
+    """A zero ``(slots, 3)`` uint64 table whose pages cost no memory until first written.
 
-    def __init__(self, memory_bytes: int, load_factor: float) -> None:
+    Large tables come from an anonymous private mapping aligned to, and advised for, 2 MiB pages:
+    random probes into a table bigger than the caches then miss the TLB far less often. Small ones
+    come from ``np.zeros`` (calloc, equally lazy).
+    """
+    nbytes = slots * SLOT_BYTES
+    if nbytes < 4 * _HUGE_PAGE:
+        return np.zeros((slots, 3), dtype=np.uint64)
+    region = mmap.mmap(-1, nbytes + _HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    advice = getattr(mmap, "MADV_HUGEPAGE", None)
+    if advice is not None:
+        with contextlib.suppress(OSError):  # THP disabled or unsupported: plain pages still work
+            region.madvise(advice)
+    raw = np.frombuffer(region, dtype=np.uint8)
+    skip = -raw.ctypes.data % _HUGE_PAGE
+    table: U64Array = raw[skip : skip + nbytes].view(np.uint64).reshape(slots, 3)
+    return table
+
+
+class HashedOffsetMap:
+    """Kafka's dedupe buffer: ``memory_bytes // 24`` slots preallocated once, reused every pass.
+
+    The buffer is reserved up front but its pages are only touched as the table grows into them
+    (see ``kernels_map``): a map that holds few keys keeps them in a small, cache-resident prefix.
+    """
+
+    def __init__(self, memory_bytes: int, load_factor: float, *, initial_slots: int = km.INITIAL_CAP) -> None:
+        """``initial_slots``: how many slots are in use after each ``clear`` (tests lower it to
+        exercise growth on small maps)."""
         self._slots = memory_bytes // SLOT_BYTES
         self._max_keys = _max_keys(self._slots, load_factor)
-        self._table: U64Array = np.empty((self._slots, 3), dtype=np.uint64)
-        self._table[:, 2] = km._EMPTY
+        if self._slots > km.MAX_SLOTS:
+            raise ConfigError(f"offset map of {memory_bytes} bytes exceeds {km.MAX_SLOTS} slots")
+        if initial_slots < 1:
+            raise ValueError(f"initial_slots must be positive, got {initial_slots}")
+        self._table: U64Array = _zeroed_table(self._slots)
+        self._initial_cap = min(self._slots, initial_slots)
+        self._cap = self._initial_cap  # slots in use; those past it are zero
         self._size = 0
         self._latest = -1
         self._dirty = False  # any put since the last clear; lets clear() skip the sweep
@@ -198,18 +233,30 @@ class HashedOffsetMap:
         """Single put; like Kafka's ``put`` it does not itself enforce ``max_keys_per_pass``."""
         if self._size >= self._slots and self.get(key) < 0:
             raise OverflowError("offset map has no free slot")
+        if offset < 0:
+            raise ValueError(f"offset {offset} is negative")
         hi, lo = hash_key(key)
-        self._size += int(km._put_one(self._table, np.uint64(hi), np.uint64(lo), offset))
+        grew, cap = km._put_one(
+            self._table, self._cap, self._slots, self._size, np.uint64(hi), np.uint64(lo), offset
+        )
+        self._size += int(grew)
+        self._cap = int(cap)
         self._dirty = True
         self._latest = offset
 
     def get(self, key: bytes) -> int:
         hi, lo = hash_key(key)
-        return int(km._lookup(self._table, np.uint64(hi), np.uint64(lo)))
+        return int(km._lookup(self._table, self._cap, np.uint64(hi), np.uint64(lo)))
+
+    @property
+    def slots_in_use(self) -> int:
+        """How many slots the table currently spans (it grows towards ``slots`` as keys arrive)."""
+        return self._cap
 
     def clear(self) -> None:
         if self._dirty:
-            self._table[:, 2] = km._EMPTY
+            self._table[: self._cap] = 0
+        self._cap = self._initial_cap
         self._dirty = False
         self._size = 0
         self._latest = -1
@@ -221,8 +268,9 @@ class HashedOffsetMap:
         """Bulk §2.5 map build over records in offset order; see ``PutResult``."""
         offs = _i64(offsets)
         _check_lengths(len(offs), keys.key_len, keys.hash_hi, keys.hash_lo)
-        consumed, size, full, last_put = km._put_records(
+        consumed, size, full, last_put, cap = km._put_records(
             self._table,
+            self._cap,
             keys.hash_hi,
             keys.hash_lo,
             offs,
@@ -235,12 +283,13 @@ class HashedOffsetMap:
             self._dirty = True
             self._latest = int(last_put)
         self._size = int(size)
+        self._cap = int(cap)
         return PutResult(int(consumed), bool(full))
 
     def get_many(self, keys: RecordKeys) -> I64Array:
         """Offset per record key, -1 for absent and for null keys."""
         _check_lengths(len(keys.key_len), keys.hash_hi, keys.hash_lo)
-        return km._get_many(self._table, keys.hash_hi, keys.hash_lo, _i64(keys.key_len))
+        return km._get_many(self._table, self._cap, keys.hash_hi, keys.hash_lo, _i64(keys.key_len))
 
     def retain_mask(
         self, keys: RecordKeys, offsets: I64Array, value_len: I64Array, tombstone_may_be_kept: BoolArray
@@ -251,6 +300,7 @@ class HashedOffsetMap:
         _check_lengths(len(offs), keys.key_len, keys.hash_hi, keys.hash_lo, value_len, tombstone_may_be_kept)
         keep, invalid = km._retain(
             self._table,
+            self._cap,
             keys.hash_hi,
             keys.hash_lo,
             offs,
@@ -267,10 +317,12 @@ class HashedOffsetMap:
         Parses only up to each key (the copy pass validates records in full). The caller skips
         control and aborted batches and moves ``latest_offset`` to batch ends itself (§2.5).
         """
-        status, span, done, size, last_put, pos = km._map_spans(
-            buf, *spans.arrays()[:3], spans.arrays()[4], self._table, start_offset, self._size, self._max_keys
+        arrays = spans.arrays()
+        status, span, done, size, last_put, pos, cap = km._map_spans(
+            buf, *arrays[:3], arrays[4], self._table, self._cap, start_offset, self._size, self._max_keys
         )
         self._size = int(size)
+        self._cap = int(cap)
         if last_put >= 0:
             self._dirty = True
             self._latest = int(last_put)
@@ -292,7 +344,7 @@ class HashedOffsetMap:
         tomb = np.ascontiguousarray(tombstone_may_be_kept, dtype=np.bool_)
         _check_lengths(len(spans), tomb)
         err, span, pos, invalid, tombstones = km._retain_spans(
-            buf, *arrays, tomb, self._table, self._latest, kept, kept_first
+            buf, *arrays, tomb, self._table, self._cap, self._latest, kept, kept_first
         )
         if err:
             raise record_error(int(err), int(span), int(pos))

@@ -13,3 +13,33 @@ import typer
 Registrar = Callable[[typer.Typer], None]
 
 REGISTRARS: list[Registrar] = []
+
+
+def _cluster_commands() -> list[Registrar]:
+    """``topic``, ``produce``, ``consume``, ``group``: commands against any Kafka-compatible cluster."""
+    from kompakt.cli import consume_cmd, group_cmd, produce_cmd, topic_cmd
+
+    return [topic_cmd.register, produce_cmd.register, consume_cmd.register, group_cmd.register]
+
+
+REGISTRARS += _cluster_commands()
+
+
+def _offline_commands() -> list[Registrar]:
+    """``log dump|verify|explain|compact`` and ``sizing``: offline tools over log files."""
+    from kompakt.cli import log_cmd, sizing
+
+    return [log_cmd.register, sizing.register]
+
+
+REGISTRARS += _offline_commands()
+
+
+def _admin_commands() -> list[Registrar]:
+    """``admin …``: the running broker's admin HTTP endpoint."""
+    from kompakt.cli import admin_cmd
+
+    return [admin_cmd.register]
+
+
+REGISTRARS += _admin_commands()

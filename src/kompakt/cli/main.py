@@ -60,7 +60,7 @@ def main() -> None:
     except KompaktError as exc:
         if _state["debug"]:
             raise
-        err_console.print(f"error: {exc}", markup=False, highlight=False)
+        err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2 if isinstance(exc, CliUsageError) else 1)
 
 

@@ -8,7 +8,18 @@ print a ``warning:`` line and the broker starts anyway.
 Exactly one line goes to stdout once the broker accepts connections, so scripts and tests can
 wait for it (``--port 0`` picks a free port and the line names it)::
 
-    kompakt ready: listening on 127.0.0.1:9092, data directory /abs/path (N topics, M partitions)
+    kompakt ready: listening on 127.0.0.1:9092, data directory /abs/path (N topics, M partitions), admin http://127.0.0.1:9192
+
+The admin HTTP endpoint (JSON operations and ``/metrics``, see ``kompakt.server.admin_http``)
+listens on ``--admin-host`` (loopback by default: it has no authentication) and ``--admin-port``
+(default 9192; 0 picks a free port, and is the default when ``--port`` is 0 so that test brokers
+never collide; -1 runs no endpoint).
+
+``--clock manual`` is a testing mode: the wall-clock time of log and cleaner rules (segment rolls,
+retention, compaction lags, tombstone delete horizons, LogAppendTime) starts at the real time and
+then moves only through the admin endpoint (``kompakt admin clock advance 25h``); protocol
+timeouts (group sessions, long polls) keep real time. The ready line then ends with
+``, clock manual``.
 
 Logs go to stderr. On SIGTERM/SIGINT the broker stops accepting, finishes in-flight requests,
 stops its services, flushes, writes checkpoints and the clean-shutdown marker, and exits 0.
@@ -25,14 +36,19 @@ from typing import Annotated
 
 import typer
 
+from kompakt.clock import Clock, SystemClock
 from kompakt.errors import ConfigError
 from kompakt.log.config import BrokerConfig
 from kompakt.log.config_defs import parse_properties_file
+from kompakt.server.admin_http import DEFAULT_ADMIN_PORT
 from kompakt.server.app import AppSettings, BrokerApp
+from kompakt.server.manual_clock import ManualClock
 
 DEFAULT_DATA_DIR = Path("kompakt-data")
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9092
+DEFAULT_ADMIN_HOST = "127.0.0.1"
+CLOCK_MODES = ("system", "manual")
 _WILDCARD_HOSTS = ("", "0.0.0.0", "::")  # noqa: S104 - names a wildcard, binds nothing
 
 
@@ -69,8 +85,11 @@ def build_settings(
     port: int | None,
     config_file: Path | None,
     overrides: list[str],
+    admin_host: str | None = None,
+    admin_port: int | None = None,
 ) -> AppSettings:
-    """Resolve the broker config and the listener, raising UsageError for anything invalid."""
+    """Resolve the broker config, the listener and the admin endpoint, raising UsageError for
+    anything invalid."""
     props: dict[str, str] = {}
     if config_file is not None:
         try:
@@ -87,6 +106,10 @@ def build_settings(
     bind_port = port if port is not None else (listener[1] if listener else DEFAULT_PORT)
     if not 0 <= bind_port <= 65535:
         raise UsageError(f"--port must be within 0..65535, got {bind_port}")
+    if admin_port is None:
+        admin_port = 0 if bind_port == 0 else DEFAULT_ADMIN_PORT
+    if not -1 <= admin_port <= 65535:
+        raise UsageError(f"--admin-port must be within 0..65535 (or -1 for none), got {admin_port}")
     if data_dir is None:
         configured = config.lookup_set("log.dirs") or config.lookup_set("log.dir")
         dirs = str(configured[0]).split(",") if configured is not None else []
@@ -104,12 +127,23 @@ def build_settings(
         port=bind_port,
         advertised_host=advertised_host,
         advertised_port=advertised_port,
+        admin_host=admin_host or DEFAULT_ADMIN_HOST,
+        admin_port=None if admin_port == -1 else admin_port,
     )
 
 
-async def run_broker(settings: AppSettings) -> None:
+def build_clock(mode: str) -> Clock:
+    """The broker clock for ``--clock``: the system clock, or a manual clock starting now."""
+    if mode == "system":
+        return SystemClock()
+    if mode == "manual":
+        return ManualClock()
+    raise UsageError(f"--clock must be one of {', '.join(CLOCK_MODES)}, got {mode!r}")
+
+
+async def run_broker(settings: AppSettings, clock: Clock | None = None) -> None:
     """Start, print the ready line, wait for SIGTERM/SIGINT, stop cleanly."""
-    app = BrokerApp(settings)
+    app = BrokerApp(settings, clock)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -117,9 +151,12 @@ async def run_broker(settings: AppSettings) -> None:
     server = await app.start()
     try:
         topics, partitions = app.summary()
+        extra = f", admin {app.admin_server.url}" if app.admin_server is not None else ""
+        if isinstance(app.clock, ManualClock):
+            extra += ", clock manual"
         print(
             f"kompakt ready: listening on {server.host}:{server.port}, data directory "
-            f"{settings.data_dir} ({topics} topics, {partitions} partitions)",
+            f"{settings.data_dir} ({topics} topics, {partitions} partitions){extra}",
             flush=True,
         )
         await stop.wait()
@@ -143,17 +180,33 @@ def serve_command(
         typer.Option("--override", help="Set a broker config, name=value (repeatable); wins over --config."),
     ] = None,
     admin_port: Annotated[
-        int | None, typer.Option("--admin-port", help="Reserved for the admin endpoint (not available yet).")
+        int | None,
+        typer.Option(
+            "--admin-port",
+            help=f"Admin HTTP endpoint port (default {DEFAULT_ADMIN_PORT}; 0 = any free port, "
+            "the default with --port 0; -1 = none).",
+        ),
     ] = None,
+    admin_host: Annotated[
+        str | None,
+        typer.Option("--admin-host", help="Admin endpoint address (default 127.0.0.1; it has no auth)."),
+    ] = None,
+    clock: Annotated[
+        str,
+        typer.Option(
+            "--clock",
+            help="'system', or 'manual' (testing mode: log and cleaner time moves only via the admin "
+            "endpoint; protocol timeouts keep real time).",
+        ),
+    ] = "system",
 ) -> None:
     """Run the broker: Kafka's wire protocol on --host:--port, logs in --data-dir."""
     try:
-        settings = build_settings(data_dir, host, port, config, override or [])
+        settings = build_settings(data_dir, host, port, config, override or [], admin_host, admin_port)
+        broker_clock = build_clock(clock)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(2) from None
     for warning in settings.broker_config.deprecation_warnings():
         print(f"warning: {warning}", file=sys.stderr)
-    if admin_port is not None:
-        print("warning: --admin-port is reserved; the admin endpoint is not available yet", file=sys.stderr)
-    asyncio.run(run_broker(settings))
+    asyncio.run(run_broker(settings, broker_clock))

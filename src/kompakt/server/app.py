@@ -31,7 +31,10 @@ from kompakt.log.manager import LogManager
 from kompakt.log.metadata_files import read_meta_properties
 from kompakt.log.segments import ManualScheduler
 from kompakt.protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from kompakt.server.admin_api import AdminApi
+from kompakt.server.admin_http import AdminHttpServer
 from kompakt.server.connection import Connection
+from kompakt.server.request_metrics import RequestMetrics
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +101,11 @@ class KafkaServer:
         dispatcher: Dispatcher | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         tick_interval_ms: int = 100,
+        request_metrics: RequestMetrics | None = None,
     ) -> None:
         self.broker = broker
+        #: Per-API request counts and latencies (the admin endpoint's ``/metrics`` reads them).
+        self.request_metrics = request_metrics if request_metrics is not None else RequestMetrics()
         self.host = host
         self.port = port
         self.dispatcher = dispatcher or Dispatcher(broker)
@@ -158,7 +164,9 @@ class KafkaServer:
         await self.close()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        connection = Connection(self.dispatcher, reader, writer, self._max_frame_bytes)
+        connection = Connection(
+            self.dispatcher, reader, writer, self._max_frame_bytes, request_metrics=self.request_metrics
+        )
         # A task of our own, so that close() can cancel it without asyncio's stream callback
         # reporting the cancellation of the accept task as an error.
         task = asyncio.create_task(connection.run(), name=f"kompakt-conn-{connection.peer}")
@@ -229,6 +237,9 @@ class AppSettings:
     scheduler_interval_ms: int = 500
     #: Period of the ``flush.ms`` check (Kafka's ``log.flush.scheduler.interval.ms`` loop).
     flush_check_interval_ms: int = 1000
+    #: The admin HTTP endpoint (``admin_http.py``); None runs none, 0 picks a free port.
+    admin_host: str = "127.0.0.1"
+    admin_port: int | None = None
 
 
 class CleanerService:
@@ -253,7 +264,8 @@ class BrokerApp:
     cleaner threads plug in here). Background tasks: the log manager's scheduler, ``flush.ms``
     checks, the three offset checkpoints, and time/size retention of non-compacted logs every
     ``log.retention.check.interval.ms`` (compacted logs with ``delete`` are retained by the
-    cleaner after it cleans them, as in Kafka).
+    cleaner after it cleans them, as in Kafka), and committed-offset expiry every
+    ``offsets.retention.check.interval.ms`` on the event loop (where the group coordinator lives).
     """
 
     def __init__(self, settings: AppSettings, clock: Clock | None = None) -> None:
@@ -265,6 +277,10 @@ class BrokerApp:
         self.log_manager: LogManager | None = None
         self.broker: Broker | None = None
         self.server: KafkaServer | None = None
+        self.request_metrics = RequestMetrics()
+        #: The admin operations and their HTTP endpoint, once started (``settings.admin_port``).
+        self.admin: AdminApi | None = None
+        self.admin_server: AdminHttpServer | None = None
 
     def add_service(self, service: Service) -> None:
         if self.server is not None:
@@ -329,14 +345,34 @@ class BrokerApp:
             for service in self.services:
                 await asyncio.to_thread(service.start)
                 self._started.append(service)
-            server = KafkaServer(broker, self.settings.host, self.settings.port)
+            server = KafkaServer(
+                broker, self.settings.host, self.settings.port, request_metrics=self.request_metrics
+            )
             await server.start()
+            self.server = server
+            await self._start_admin(broker)
         except BaseException:
+            if self.server is not None:
+                await self.server.close()
+                self.server = None
             await self._stop_storage()
             raise
-        self.server = server
         self._start_background(broker)
         return server
+
+    async def _start_admin(self, broker: Broker) -> None:
+        """The admin operations always exist (the pytest fixture uses them in-process); the HTTP
+        endpoint listens only when ``settings.admin_port`` is set."""
+        self.admin = AdminApi(
+            broker,
+            self.clock,
+            request_metrics=self.request_metrics,
+            log_dir=str(self.settings.data_dir),
+        )
+        if self.settings.admin_port is not None:
+            admin_server = AdminHttpServer(self.admin, self.settings.admin_host, self.settings.admin_port)
+            await admin_server.start()
+            self.admin_server = admin_server
 
     def _start_background(self, broker: Broker) -> None:
         config = broker.broker_config
@@ -388,6 +424,22 @@ class BrokerApp:
                 self._tasks.append(
                     asyncio.create_task(self._every(name, delay_ms, interval_ms, fn), name=f"kompakt-{name}")
                 )
+        # The produce path validates batches with a native (numba) kernel that loads on its first
+        # call (0.2-0.7 s); load it now, in the background, rather than in the first Produce.
+        self._tasks.append(asyncio.create_task(self._warm_up(), name="kompakt-warm-up"))
+        # Offset expiry touches the group coordinator, which lives on the event loop: run it there
+        # (its tombstones are one small append), first at startup as Kafka does, then every
+        # offsets.retention.check.interval.ms.
+        groups = broker.groups
+        expiry_interval_ms = groups.config.offsets_retention_check_interval_ms
+        if expiry_interval_ms > 0:
+            groups.expire_on_tick = False
+            self._tasks.append(
+                asyncio.create_task(
+                    self._every_on_loop("offsets-expiry", 0, expiry_interval_ms, groups.expire_offsets),
+                    name="kompakt-offsets-expiry",
+                )
+            )
 
     async def _every(self, name: str, delay_ms: int, interval_ms: int, fn: Callable[[], None]) -> None:
         """Run ``fn`` in a worker thread after ``delay_ms`` and then every ``interval_ms``."""
@@ -399,8 +451,31 @@ class BrokerApp:
                 log.exception("background task %s failed", name)
             await asyncio.sleep(interval_ms / 1000)
 
+    async def _warm_up(self) -> None:
+        try:
+            await asyncio.to_thread(_warm_produce_path)
+        except Exception:
+            log.exception("warming up the produce path failed")
+
+    async def _every_on_loop(
+        self, name: str, delay_ms: int, interval_ms: int, fn: Callable[[], object]
+    ) -> None:
+        """Run ``fn`` on the event loop itself after ``delay_ms`` and then every ``interval_ms``."""
+        await asyncio.sleep(delay_ms / 1000)
+        while True:
+            try:
+                fn()
+            except Exception:
+                log.exception("background task %s failed", name)
+            await asyncio.sleep(interval_ms / 1000)
+
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop accepting, finish in-flight requests, stop background work and services, close logs."""
+        if self.admin_server is not None:
+            await self.admin_server.close()
+            self.admin_server = None
+        if self.admin is not None:
+            await asyncio.to_thread(self.admin.wait_background)
         if self.server is not None:
             await self.server.close(grace_s)
             self.server = None
@@ -427,3 +502,13 @@ class BrokerApp:
             return 0, 0
         topics = self.log_manager.topics()
         return len(topics), sum(meta.partitions for meta in topics.values())
+
+
+def _warm_produce_path() -> None:
+    """Validate a one-record batch, which loads the record-scanning kernel Produce uses."""
+    from kompakt.broker.validation import validate_produce
+    from kompakt.log.config import LogConfig
+    from kompakt.records.builder import SimpleRecord, build_batch
+
+    batch = build_batch([SimpleRecord(b"k", b"v", 0)])
+    validate_produce(batch, "warm-up", 0, LogConfig.from_overrides({}), 0)

@@ -15,18 +15,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import TypeVar
 
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.dispatch import Dispatcher
 from kompakt.protocol import codec
 from kompakt.protocol.framing import FrameReader, FrameTooLarge
+from kompakt.server.request_metrics import RequestMetrics, kafka_request_name
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 _READ_SIZE = 256 * 1024
+#: Responses (and chunks) up to this size are joined before they are written.
+_JOIN_LIMIT = 64 * 1024
 
 
 async def wait_deferred(deferred: Deferred[T]) -> T:
@@ -61,8 +65,10 @@ class Connection:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         max_frame_bytes: int,
+        request_metrics: RequestMetrics | None = None,
     ) -> None:
         self._dispatcher = dispatcher
+        self._metrics = request_metrics
         self._reader = reader
         self._writer = writer
         self._frames = FrameReader(max_frame_bytes)
@@ -120,6 +126,7 @@ class Connection:
             log.warning("closing connection %s: %s", self.peer, exc)
             return False
         ctx = dispatcher.context(request, self.client_host)
+        started = time.perf_counter()
         try:
             if dispatcher.spec(request.api_key).blocking:
                 result = await asyncio.to_thread(dispatcher.call, ctx, request.body)
@@ -127,9 +134,11 @@ class Connection:
                 result = dispatcher.call(ctx, request.body)
             response = await wait_deferred(result) if isinstance(result, Deferred) else result
             if response is None:
+                self._record(request.api_key, started)
                 return True
             chunks = codec.encode_response(request.correlation_id, response)
         except Exception:
+            self._record(request.api_key, started, failed=True)
             log.exception(
                 "closing connection %s: %s v%d failed",
                 self.peer,
@@ -137,5 +146,36 @@ class Connection:
                 request.api_version,
             )
             return False
-        self._writer.writelines(chunks)
+        self._write(chunks)
+        self._record(request.api_key, started)
         return True
+
+    def _write(self, chunks: codec.Chunks) -> None:
+        """Queue a response without copying its record data more than once.
+
+        ``StreamWriter.writelines`` (Python 3.11) joins every chunk into one new bytes object, then
+        slices and re-buffers what the socket did not take: three copies of a Fetch response's
+        records. Small responses still go out joined (one syscall); large ones are written chunk by
+        chunk, so the socket takes the first chunks straight from the segment buffers and only the
+        rest is copied, once, into the transport's buffer.
+        """
+        if sum(len(chunk) for chunk in chunks) <= _JOIN_LIMIT:
+            self._writer.writelines(chunks)
+            return
+        small: list[bytes | bytearray | memoryview] = []
+        for chunk in chunks:
+            if len(chunk) < _JOIN_LIMIT:
+                small.append(chunk)
+                continue
+            if small:
+                self._writer.write(b"".join(small))
+                small.clear()
+            self._writer.write(chunk)
+        if small:
+            self._writer.write(b"".join(small))
+
+    def _record(self, api_key: int, started: float, *, failed: bool = False) -> None:
+        if self._metrics is not None:
+            self._metrics.record(
+                kafka_request_name(codec.api_name(api_key)), time.perf_counter() - started, failed=failed
+            )

@@ -1,0 +1,115 @@
+"""A small client of a broker's admin HTTP endpoint (``kompakt serve --admin-port``).
+
+Standard library only (``urllib``), so ``kompakt admin`` and scripts need nothing else. Every
+method returns the endpoint's decoded JSON; failures are one-line :class:`KompaktError` messages:
+:class:`AdminUnreachableError` when nothing answers at the URL, :class:`AdminRequestError` with
+the HTTP status and the endpoint's ``{"error": ...}`` message otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+from urllib.parse import urlencode
+
+from kompakt.errors import KompaktError
+
+DEFAULT_ADMIN_URL = "http://127.0.0.1:9192"
+
+
+class AdminUnreachableError(KompaktError):
+    """Nothing answered at the admin URL (broker down, wrong port, no admin endpoint)."""
+
+
+class AdminRequestError(KompaktError):
+    """The endpoint answered with an error status."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class AdminClient:
+    """Calls the admin endpoint at ``base_url`` (e.g. ``http://127.0.0.1:9192``)."""
+
+    def __init__(self, base_url: str = DEFAULT_ADMIN_URL, *, timeout_s: float = 300.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+
+    # ------------------------------------------------------------------ transport
+
+    def request(self, method: str, path: str, **params: object) -> bytes:
+        """One request; ``params`` with a None value are left out. Returns the raw body."""
+        query = urlencode(
+            {
+                k: (str(v).lower() if isinstance(v, bool) else str(v))
+                for k, v in params.items()
+                if v is not None
+            }
+        )
+        url = f"{self.base_url}{path}" + (f"?{query}" if query else "")
+        if not url.startswith(("http://", "https://")):
+            raise AdminUnreachableError(
+                f"the admin URL must start with http:// or https://, got {self.base_url}"
+            )
+        req = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)  # noqa: S310
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as response:  # noqa: S310 - scheme checked
+                body: bytes = response.read()
+                return body
+        except urllib.error.HTTPError as exc:
+            raise AdminRequestError(exc.code, f"{_error_message(exc.read())} (HTTP {exc.code})") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            text = reason.strerror if isinstance(reason, OSError) and reason.strerror else str(reason)
+            raise AdminUnreachableError(
+                f"cannot reach the admin endpoint at {self.base_url}: {text}"
+            ) from None
+
+    def call(self, method: str, path: str, **params: object) -> Any:
+        body = self.request(method, path, **params)
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise AdminRequestError(
+                200, f"the admin endpoint answered with non-JSON: {body[:80]!r}"
+            ) from None
+
+    # ------------------------------------------------------------------ operations
+
+    def partitions(self, topic: str | None = None) -> Any:
+        return self.call("GET", "/v1/partitions", topic=topic)
+
+    def explain(self, topic: str, partition: int | None = None) -> Any:
+        return self.call("GET", "/v1/explain", topic=topic, partition=partition)
+
+    def roll(self, topic: str, partition: int | None = None) -> Any:
+        return self.call("POST", "/v1/roll", topic=topic, partition=partition)
+
+    def compact(self, topic: str, partition: int | None = None, *, wait: bool = True) -> Any:
+        return self.call("POST", "/v1/compact", topic=topic, partition=partition, wait=wait)
+
+    def retry(self, topic: str, partition: int) -> Any:
+        return self.call("POST", "/v1/retry", topic=topic, partition=partition)
+
+    def clock(self) -> Any:
+        return self.call("GET", "/v1/clock")
+
+    def advance_clock(self, by: str | int) -> Any:
+        """Advance the manual clock by a duration (``"25h"``, ``"90s"``) or milliseconds."""
+        return self.call("POST", "/v1/clock/advance", by=by)
+
+    def metrics(self) -> str:
+        return self.request("GET", "/metrics").decode()
+
+
+def _error_message(body: bytes) -> str:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body.decode(errors="replace").strip() or "no message"
+    if isinstance(data, dict) and "error" in data:
+        return str(data["error"])
+    return str(data)

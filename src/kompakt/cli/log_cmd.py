@@ -1,0 +1,628 @@
+"""``kompakt log dump|verify|explain|compact``: offline tools over kompakt or Apache Kafka log files.
+
+dump, verify and explain only read files (no lock, no recovery), so they work on a live broker's
+directory and on a damaged one. compact rewrites files and therefore takes the directory's lock
+through the log manager: a directory held by a running broker is refused.
+
+Kafka keeps topic configs in its cluster metadata, not in the log directory, so explain and compact
+take them as ``--config k=v`` (or explain reads them from a running cluster with ``--bootstrap``);
+kompakt directories carry theirs in ``kompakt-topics.json``.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from kompakt.cli.output import CliError, CliUsageError, OutputFormat, console, emit_json, emit_table
+from kompakt.errors import ConfigError, LogDirectoryError
+from kompakt.log.config import BrokerConfig
+from kompakt.log.config_tables import TOPIC_CONFIGS
+from kompakt.log.inspect import (
+    BatchInfo,
+    LogTarget,
+    RecordInfo,
+    SegmentTail,
+    iter_segment,
+    resolve_target,
+    verify_target,
+)
+from kompakt.log.topic_store import CorruptTopicStoreError, TopicStore
+
+log_app = typer.Typer(
+    help="Offline tools for log directories (kompakt or Apache Kafka).", no_args_is_help=True
+)
+
+OutputOpt = Annotated[OutputFormat, typer.Option("--output", "-o", help="table or json.")]
+ConfigOpt = Annotated[
+    list[str] | None, typer.Option("--config", help="A topic config k=v (repeatable); wins over stored ones.")
+]
+BrokerConfigOpt = Annotated[
+    list[str] | None, typer.Option("--broker-config", help="A broker config k=v (repeatable).")
+]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``log`` group (idempotent, so tests may build the app more than once)."""
+    if any(group.name == "log" for group in app.registered_groups):
+        return
+    app.add_typer(log_app, name="log")
+
+
+# --------------------------------------------------------------------------------------------
+# Shared helpers
+
+
+def _target(path: Path) -> LogTarget:
+    try:
+        return resolve_target(path)
+    except LogDirectoryError as exc:
+        raise CliUsageError(str(exc)) from None
+
+
+def parse_pairs(items: list[str] | None, option: str) -> dict[str, str]:
+    """``k=v`` pairs; anything else is a usage error naming the option."""
+    result: dict[str, str] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise CliUsageError(f"{option} expects name=value, got {item!r}")
+        result[name.strip()] = value.strip()
+    return result
+
+
+def broker_config(items: list[str] | None) -> BrokerConfig:
+    try:
+        return BrokerConfig.from_properties(parse_pairs(items, "--broker-config"))
+    except ConfigError as exc:
+        raise CliUsageError(f"--broker-config: {exc}") from None
+
+
+def stored_topic_configs(data_dir: Path | None) -> dict[str, dict[str, str]]:
+    """Topic overrides kompakt stored in ``kompakt-topics.json`` (none for a Kafka directory)."""
+    if data_dir is None:
+        return {}
+    try:
+        return {name: dict(meta.configs) for name, meta in TopicStore(data_dir).load().items()}
+    except CorruptTopicStoreError as exc:
+        raise CliError(str(exc)) from None
+
+
+def render_bytes(data: bytes | None) -> str | None:
+    """UTF-8 text when it is text, else ``base64:...``; None stays None (a null, not empty)."""
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "base64:" + base64.b64encode(data).decode("ascii")
+
+
+def _show(value: str | None) -> str:
+    """For tables: null as ``null``, strings quoted so an empty value reads ``""``."""
+    return "null" if value is None else f'"{value}"'
+
+
+def iso(ms: int | None) -> str:
+    from kompakt.cleaner.explain import iso_ms
+
+    return iso_ms(ms)
+
+
+# --------------------------------------------------------------------------------------------
+# dump
+
+
+def _record_dict(r: RecordInfo) -> dict[str, Any]:
+    return {
+        "offset": r.offset,
+        "timestamp": r.timestamp,
+        "key": render_bytes(r.key),
+        "value": render_bytes(r.value),
+        "headers": [{"key": k, "value": render_bytes(v)} for k, v in r.headers],
+    }
+
+
+def _batch_dict(b: BatchInfo, offsets_only: bool) -> dict[str, Any]:
+    if offsets_only:
+        return {
+            "base_offset": b.base_offset,
+            "last_offset": b.last_offset,
+            "count": b.count,
+            "position": b.position,
+        }
+    row: dict[str, Any] = {
+        "segment": b.segment.name,
+        "position": b.position,
+        "size": b.size,
+        "magic": b.magic,
+        "base_offset": b.base_offset,
+        "last_offset": b.last_offset,
+        "count": b.count,
+        "crc": b.crc,
+        "crc_valid": b.crc_valid,
+        "codec": b.codec,
+        "timestamp_type": b.timestamp_type,
+        "base_timestamp": b.base_timestamp,
+        "max_timestamp": b.max_timestamp,
+        "producer_id": b.producer_id,
+        "producer_epoch": b.producer_epoch,
+        "base_sequence": b.base_sequence,
+        "partition_leader_epoch": b.partition_leader_epoch,
+        "is_transactional": b.is_transactional,
+        "is_control": b.is_control,
+        "control_type": b.control_type,
+        "delete_horizon_ms": b.delete_horizon_ms,
+    }
+    if b.error:
+        row["error"] = b.error
+    if b.records is not None:
+        row["records"] = [_record_dict(r) for r in b.records]
+    return row
+
+
+@log_app.command("dump")
+def dump_command(
+    path: Annotated[Path, typer.Argument(help="A segment file, a partition directory or a data directory.")],
+    records: Annotated[bool, typer.Option("--records", help="Also show every record.")] = False,
+    offsets_only: Annotated[bool, typer.Option("--offsets-only", help="Only batch offsets.")] = False,
+    max_batches: Annotated[
+        int | None, typer.Option("--max-batches", help="Stop after N batches per partition.")
+    ] = None,
+    output: OutputOpt = OutputFormat.TABLE,
+) -> None:
+    """Show batches (and with --records, records) like Kafka's dump-log tool."""
+    target = _target(path)
+    if max_batches is not None and max_batches < 0:
+        raise CliUsageError("--max-batches must be >= 0")
+    result: list[dict[str, Any]] = []
+    for part in target.partitions:
+        segments = (target.segment,) if target.segment is not None else part.segments
+        batches: list[dict[str, Any]] = []
+        tails: list[dict[str, Any]] = []
+        for segment in segments:
+            if segment is None:
+                continue
+            for item in iter_segment(segment.path, with_records=records and not offsets_only):
+                if max_batches is not None and len(batches) >= max_batches:
+                    break
+                if isinstance(item, SegmentTail):
+                    tails.append(
+                        {
+                            "segment": item.segment.name,
+                            "position": item.position,
+                            "bytes": item.length,
+                            "reason": "zero padding" if item.all_zero else item.reason,
+                        }
+                    )
+                else:
+                    batches.append(_batch_dict(item, offsets_only))
+        result.append({"partition": part.name, "path": str(part.path), "batches": batches, "trailing": tails})
+    if output is OutputFormat.JSON:
+        emit_json(result)
+        return
+    for entry in result:
+        _dump_table(entry, records and not offsets_only, offsets_only)
+
+
+def _dump_table(entry: dict[str, Any], records: bool, offsets_only: bool) -> None:
+    if offsets_only:
+        emit_table(entry["batches"], title=f"{entry['partition']} ({entry['path']})")
+    else:
+        rows = []
+        for b in entry["batches"]:
+            flags = [f for f, on in (("txn", b["is_transactional"]), ("control", b["is_control"])) if on]
+            rows.append(
+                {
+                    "segment": int(b["segment"][:20]),
+                    "position": b["position"],
+                    "offsets": f"{b['base_offset']}..{b['last_offset']}",
+                    "count": b["count"],
+                    "size": b["size"],
+                    "crc": "ok" if b["crc_valid"] else "BAD",
+                    "codec": b["codec"],
+                    "ts type": {"CREATE_TIME": "create", "LOG_APPEND_TIME": "append"}.get(
+                        b["timestamp_type"], "-" if b["timestamp_type"] is None else b["timestamp_type"]
+                    ),
+                    "max timestamp": b["max_timestamp"],
+                    "producer": f"{b['producer_id']}/{b['producer_epoch']}/{b['base_sequence']}",
+                    "flags": ",".join(flags) + (f" {b['control_type']}" if b["control_type"] else ""),
+                    "delete horizon": "-" if b["delete_horizon_ms"] is None else iso(b["delete_horizon_ms"]),
+                }
+            )
+        emit_table(rows, title=f"{entry['partition']} ({entry['path']})")
+        if records:
+            rec_rows = [
+                {
+                    "offset": r["offset"],
+                    "timestamp": r["timestamp"],
+                    "key": _show(r["key"]),
+                    "value": _show(r["value"]),
+                    "headers": ", ".join(f"{h['key']}={_show(h['value'])}" for h in r["headers"]),
+                }
+                for b in entry["batches"]
+                for r in b.get("records", [])
+            ]
+            emit_table(rec_rows, columns=["offset", "timestamp", "key", "value", "headers"], title="records")
+    for tail in entry["trailing"]:
+        console.print(
+            f"trailing bytes in {tail['segment']} at byte {tail['position']}: "
+            f"{tail['bytes']} bytes ({tail['reason']})",
+            markup=False,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# verify
+
+
+@log_app.command("verify")
+def verify_command(
+    path: Annotated[Path, typer.Argument(help="A segment file, a partition directory or a data directory.")],
+    output: OutputOpt = OutputFormat.TABLE,
+) -> None:
+    """Check CRCs, framing, offsets, indexes and checkpoints; exit 1 on any defect."""
+    target = _target(path)
+    report = verify_target(target)
+    defects = report.defects
+    if output is OutputFormat.JSON:
+        emit_json(
+            {
+                "ok": report.ok,
+                "path": str(target.path),
+                "partitions": [
+                    {
+                        "partition": c.partition.name,
+                        "segments": len(c.partition.segments),
+                        "batches": c.batches,
+                        "records": c.records,
+                        "bytes": c.bytes,
+                        "log_end_offset": c.log_end_offset,
+                        "defects": len(c.defects),
+                    }
+                    for c in report.partitions
+                ],
+                "defects": [
+                    {"file": str(d.file), "position": d.position, "offset": d.offset, "message": d.message}
+                    for d in defects
+                ],
+            }
+        )
+    else:
+        emit_table(
+            [
+                {
+                    "partition": c.partition.name,
+                    "segments": len(c.partition.segments),
+                    "batches": c.batches,
+                    "records": c.records,
+                    "bytes": c.bytes,
+                    "log end offset": c.log_end_offset,
+                    "defects": len(c.defects),
+                }
+                for c in report.partitions
+            ],
+            title=f"verify {target.path}",
+        )
+        for defect in defects:
+            console.print(f"DEFECT {defect.describe()}", markup=False, highlight=False)
+    if defects:
+        first = defects[0]
+        more = f" (and {len(defects) - 1} more)" if len(defects) > 1 else ""
+        raise CliError(f"verification failed: {first.describe()}{more}")
+    if output is OutputFormat.TABLE:
+        console.print(f"ok: {report.checked_files} segment files verified, no defects", markup=False)
+
+
+# --------------------------------------------------------------------------------------------
+# explain
+
+
+def parse_now(value: str | None) -> int:
+    """``--now`` as epoch milliseconds or ISO-8601 (UTC when no zone is given)."""
+    if value is None:
+        from kompakt.clock import SystemClock
+
+        return SystemClock().now_ms()
+    text = value.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise CliUsageError(f"--now expects epoch milliseconds or an ISO-8601 time, got {value!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def cluster_topic_configs(
+    bootstrap: str, topics: list[str], timeout_s: float = 10.0
+) -> dict[str, dict[str, str]]:
+    """Non-default topic configs from a running cluster (confluent-kafka's AdminClient)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AdminClient,
+        ConfigResource,
+        ConfigSource,
+        ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout_s * 1000)})
+    try:
+        admin.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        raise CliError(f"cannot reach the cluster at {bootstrap}: {exc.args[0]}") from None
+    resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+    result: dict[str, dict[str, str]] = {}
+    for resource, future in admin.describe_configs(resources, request_timeout=timeout_s).items():
+        try:
+            entries = future.result(timeout=timeout_s)
+        except KafkaException as exc:
+            raise CliError(
+                f"describe configs of topic {resource.name} at {bootstrap} failed: {exc.args[0]}"
+            ) from None
+        result[resource.name] = {
+            name: entry.value
+            for name, entry in entries.items()
+            if name in TOPIC_CONFIGS
+            and entry.value is not None
+            and entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        }
+    return result
+
+
+@log_app.command("explain")
+def explain_command(
+    path: Annotated[Path, typer.Argument(help="A partition directory or a data directory.")],
+    now: Annotated[
+        str | None, typer.Option("--now", help="Explain at this time: epoch ms or ISO-8601.")
+    ] = None,
+    config: ConfigOpt = None,
+    broker_configs: BrokerConfigOpt = None,
+    bootstrap: Annotated[
+        str | None, typer.Option("--bootstrap", help="Read topic configs from a running cluster (HOST:PORT).")
+    ] = None,
+    bootstrap_timeout: Annotated[
+        float, typer.Option("--bootstrap-timeout", help="Seconds to wait for the cluster.")
+    ] = 10.0,
+    output: OutputOpt = OutputFormat.TABLE,
+) -> None:
+    """Why a partition is or is not compacting, with the numbers and the event that will change it."""
+    from kompakt.cleaner.explain import ConfigInput, explain_partition, source_from_files
+
+    target = _target(path)
+    now_ms = parse_now(now)
+    cli_overrides = parse_pairs(config, "--config")
+    broker = broker_config(broker_configs)
+    stored = stored_topic_configs(target.data_dir)
+    cluster: dict[str, dict[str, str]] = {}
+    if bootstrap is not None:
+        cluster = cluster_topic_configs(
+            bootstrap, sorted({p.topic for p in target.partitions}), bootstrap_timeout
+        )
+    reports = []
+    for part in target.partitions:
+        overrides: dict[str, str] = {}
+        origins: dict[str, str] = {}
+        for origin, values in (
+            ("kompakt-topics.json", stored.get(part.topic, {})),
+            (f"cluster {bootstrap}", cluster.get(part.topic, {})),
+            ("--config", cli_overrides),
+        ):
+            for name, value in values.items():
+                overrides[name] = value
+                origins[name] = origin
+        inp = ConfigInput(overrides, origins, broker, "--broker-config")
+        try:
+            report = explain_partition(source_from_files(part, target.data_dir), inp, now_ms)
+        except ConfigError as exc:
+            raise CliUsageError(f"{part.name}: {exc}") from None
+        reports.append(report)
+    if output is OutputFormat.JSON:
+        emit_json([r.to_dict() for r in reports])
+        return
+    for report in reports:
+        _explain_tables(report)
+
+
+def _explain_tables(r: Any) -> None:
+    title = f"{r.topic}-{r.partition} at {iso(r.now_ms)}"
+    console.print(f"\n[bold]{title}[/bold]")
+    console.print(f"verdict: {r.verdict}", markup=False, highlight=False)
+    emit_table(
+        [{"config": c.name, "value": c.value, "source": c.source} for c in r.configs],
+        title="effective configs",
+    )
+    console.print(
+        f"log start {r.log_start_offset}, first dirty {r.first_dirty_offset}, first uncleanable "
+        f"{r.first_uncleanable_offset}, last stable {r.last_stable_offset}, log end {r.log_end_offset}; "
+        f"dirty ratio {r.dirty_ratio:.4f} vs min.cleanable.dirty.ratio "
+        f"{r.min_cleanable_dirty_ratio} (must be >)",
+        markup=False,
+        highlight=False,
+    )
+    emit_table(
+        [
+            {"section": s.name, "offsets": f"[{s.first_offset}, {s.end_offset})", "bytes": s.bytes}
+            for s in r.sections
+        ],
+        title="sections",
+    )
+    emit_table(
+        [
+            {
+                "bound": h.kind,
+                "offset": h.offset,
+                "until": iso(h.until_ms) if h.until_ms is not None else "-",
+                "binding": "yes" if h.binding else "",
+                "detail": h.detail,
+            }
+            for h in r.holds
+        ],
+        title="what holds the uncleanable part",
+    )
+    emit_table(
+        [
+            {
+                "segment": s.base_offset,
+                "end": s.end_offset,
+                "bytes": s.size_bytes,
+                "records": s.records,
+                "section": s.section,
+                "largest ts": iso(s.largest_timestamp_ms),
+                "est. earliest ts": iso(s.estimated_earliest_timestamp_ms),
+                "max-lag deadline": iso(s.max_lag_deadline_ms),
+                "overdue": "yes" if s.overdue else "",
+            }
+            for s in r.segments
+        ],
+        title="segments",
+    )
+    console.print(
+        f"max.compaction.lag.ms {r.max_lag.max_compaction_lag_ms}: must-clean ratio "
+        f"{r.max_lag.must_clean_ratio:.4f}, overdue by {r.max_lag.delay_ms} ms, deadline "
+        f"{iso(r.max_lag.deadline_ms)} ({r.max_lag.deadline_detail})",
+        markup=False,
+        highlight=False,
+    )
+    a = r.active
+    console.print(
+        f"active segment {a.base_offset}: {a.size_bytes} bytes, {a.records} records, age "
+        f"{'-' if a.age_ms is None else a.age_ms} ms; rolls {a.rolls}",
+        markup=False,
+        highlight=False,
+    )
+    t = r.tombstones
+    console.print(
+        f"tombstones: {t.total} ({t.live} live): {t.past_horizon} past their horizon, "
+        f"{t.stamped_waiting} waiting "
+        f"for delete.retention.ms (earliest {iso(t.earliest_waiting_horizon_ms)}), {t.unstamped_cleanable} "
+        f"to be stamped at the next clean, {t.unstamped_uncleanable} not cleanable yet",
+        markup=False,
+        highlight=False,
+    )
+    if t.listed:
+        emit_table(
+            [
+                {"offset": x.offset, "key": x.key, "horizon": iso(x.delete_horizon_ms), "state": x.state}
+                for x in t.listed
+            ],
+            title="live tombstones",
+        )
+    k, m = r.keys, r.offset_map
+    console.print(
+        f"keys: {k.live_keys} live keys ({k.live_records} with values) in {k.records} records "
+        f"({k.null_key_records} without a key); dirty section: {k.dirty_records} records, "
+        f"{k.dirty_distinct_keys} distinct keys; estimated size after compaction "
+        f"{r.estimated_bytes_after} of "
+        f"{r.total_bytes} bytes",
+        markup=False,
+        highlight=False,
+    )
+    console.print(
+        f"offset map: {m.dirty_distinct_keys} dirty keys need {m.raw_bytes_needed} bytes at 24 B/slot, "
+        f"{m.bytes_needed} at load factor {m.load_factor}; the buffer per thread "
+        f"({m.buffer_per_thread} bytes of "
+        f"{m.dedupe_buffer_size}, {m.threads} threads) holds {m.keys_per_pass} keys per pass: "
+        f"{'fits in one pass' if m.fits else f'{m.passes_needed} passes'}",
+        markup=False,
+        highlight=False,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# compact
+
+
+@log_app.command("compact")
+def compact_command(
+    path: Annotated[Path, typer.Argument(help="A stopped data directory or one partition directory in it.")],
+    config: ConfigOpt = None,
+    broker_configs: BrokerConfigOpt = None,
+    output: OutputOpt = OutputFormat.TABLE,
+) -> None:
+    """Compact a stopped directory with the broker's cleaner code (refuses a directory in use)."""
+    from kompakt.cleaner.offline import compact_directory
+    from kompakt.clock import SystemClock
+
+    target = _target(path)
+    if target.kind == "segment":
+        raise CliUsageError("compact needs a data directory or a partition directory, not a segment file")
+    overrides = parse_pairs(config, "--config")
+    for name in overrides:
+        if name not in TOPIC_CONFIGS:
+            raise CliUsageError(f"--config: unknown topic config {name!r}")
+    broker = broker_config(broker_configs)
+    quiet = output is OutputFormat.JSON
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet,
+        transient=False,
+    ) as progress:
+        overall = progress.add_task("partitions", total=len(target.partitions))
+        current: dict[str, Any] = {}
+
+        def on_partition(log: Any) -> None:
+            if "task" in current:
+                progress.update(current["task"], completed=1, total=1)
+            current["task"] = progress.add_task(f"  {log.name}: pass 1", total=None)
+            current["passes"] = 0
+            progress.advance(overall)
+
+        def on_pass(log: Any, result: Any) -> None:
+            current["passes"] += 1
+            progress.update(
+                current["task"],
+                description=f"  {log.name}: pass {current['passes']} done (to offset {result.end_offset})",
+            )
+
+        try:
+            results = compact_directory(
+                target.path,
+                clock=SystemClock(),
+                broker_config=broker,
+                config_overrides=overrides or None,
+                on_partition=on_partition,
+                on_pass=on_pass,
+            )
+        except ConfigError as exc:
+            raise CliUsageError(str(exc)) from None
+        except LogDirectoryError as exc:
+            raise CliError(str(exc)) from None
+        if "task" in current:
+            progress.update(current["task"], completed=1, total=1)
+        progress.update(overall, completed=len(target.partitions))
+    rows = [
+        {
+            "partition": f"{r.topic}-{r.partition}",
+            "bytes_before": r.bytes_before,
+            "bytes_after": r.bytes_after,
+            "records_read": r.records_read,
+            "records_written": r.records_written,
+            "tombstones_removed": r.tombstones_removed,
+            "passes": r.passes,
+            "seconds": round(r.seconds, 3),
+            "end_offset": r.end_offset,
+        }
+        for r in results
+    ]
+    if output is OutputFormat.JSON:
+        emit_json(rows)
+        return
+    if not rows:
+        console.print("no compacted partitions (cleanup.policy without compact): nothing done", markup=False)
+        return
+    emit_table(rows, title=f"compacted {target.path}")
+
+
+__all__ = ["log_app", "register"]

@@ -1,0 +1,108 @@
+"""``kompakt sizing``: offset-map memory for N unique keys, with Kafka's (and kompakt's) arithmetic.
+
+The cleaner's offset map stores 24 bytes per key (a 16-byte digest and an 8-byte offset) in
+``log.cleaner.dedupe.buffer.size`` bytes shared by ``log.cleaner.threads`` threads, and fills a
+map only up to ``log.cleaner.io.buffer.load.factor``. So one pass covers
+``floor(floor(buffer / threads / 24) × load factor)`` keys; a dirty section with more distinct keys
+is cleaned in several passes. The defaults (128 MiB, 1 thread, 0.9) give 5,033,164 keys per pass.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any
+
+import typer
+
+from kompakt.cleaner.explain import keys_per_pass
+from kompakt.cleaner.offset_map import SLOT_BYTES
+from kompakt.cli.output import CliUsageError, OutputFormat, console, emit_json, emit_table
+
+DEFAULT_BUFFER = 128 * 1024 * 1024
+DEFAULT_THREADS = 1
+DEFAULT_LOAD_FACTOR = 0.9
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``sizing`` (idempotent)."""
+    if any(command.name == "sizing" for command in app.registered_commands):
+        return
+    app.command("sizing")(sizing_command)
+
+
+def sizing(keys: int, threads: int, buffer: int, load_factor: float) -> dict[str, Any]:
+    """Every number ``kompakt sizing`` prints, as one dict (the JSON output)."""
+    per_thread = buffer // threads
+    slots = per_thread // SLOT_BYTES
+    per_pass = keys_per_pass(buffer, threads, load_factor)
+    needed_slots = math.ceil(keys / load_factor)
+    default_per_pass = keys_per_pass(DEFAULT_BUFFER, DEFAULT_THREADS, DEFAULT_LOAD_FACTOR)
+    return {
+        "keys": keys,
+        "bytes_per_key": SLOT_BYTES,
+        "raw_bytes": keys * SLOT_BYTES,
+        "bytes_with_load_factor": needed_slots * SLOT_BYTES,
+        "buffer_for_one_pass": needed_slots * SLOT_BYTES * threads,
+        "dedupe_buffer_size": buffer,
+        "threads": threads,
+        "load_factor": load_factor,
+        "buffer_per_thread": per_thread,
+        "slots_per_thread": slots,
+        "keys_per_pass": per_pass,
+        "passes": math.ceil(keys / per_pass) if per_pass > 0 else None,
+        "default_keys_per_pass": default_per_pass,
+    }
+
+
+def _mib(n: int) -> str:
+    return f"{n:,} B ({n / 1024 / 1024:.1f} MiB)"
+
+
+def sizing_command(
+    keys: Annotated[int, typer.Option("--keys", help="Number of unique keys in the dirty section.")],
+    threads: Annotated[int, typer.Option("--threads", help="log.cleaner.threads.")] = DEFAULT_THREADS,
+    dedupe_buffer_size: Annotated[
+        int, typer.Option("--dedupe-buffer-size", help="log.cleaner.dedupe.buffer.size in bytes.")
+    ] = DEFAULT_BUFFER,
+    load_factor: Annotated[
+        float, typer.Option("--load-factor", help="log.cleaner.io.buffer.load.factor.")
+    ] = DEFAULT_LOAD_FACTOR,
+    output: Annotated[
+        OutputFormat, typer.Option("--output", "-o", help="table or json.")
+    ] = OutputFormat.TABLE,
+) -> None:
+    """Offset-map memory for N unique keys and how many cleaning passes they take."""
+    if keys < 0:
+        raise CliUsageError("--keys must be >= 0")
+    if threads < 1:
+        raise CliUsageError("--threads must be >= 1")
+    if dedupe_buffer_size < SLOT_BYTES:
+        raise CliUsageError(f"--dedupe-buffer-size must be at least {SLOT_BYTES} bytes")
+    if not 0.0 < load_factor <= 1.0:
+        raise CliUsageError("--load-factor must be in (0, 1]")
+    result = sizing(keys, threads, dedupe_buffer_size, load_factor)
+    if output is OutputFormat.JSON:
+        emit_json(result)
+        return
+    passes = result["passes"]
+    emit_table(
+        [
+            {"": "unique keys", "value": f"{keys:,}"},
+            {"": "memory, 24 B per key", "value": _mib(result["raw_bytes"])},
+            {"": f"memory at load factor {load_factor}", "value": _mib(result["bytes_with_load_factor"])},
+            {
+                "": f"dedupe buffer for one pass ({threads} threads)",
+                "value": _mib(result["buffer_for_one_pass"]),
+            },
+            {"": "buffer per thread", "value": _mib(result["buffer_per_thread"])},
+            {"": "keys per pass", "value": f"{result['keys_per_pass']:,}"},
+            {"": "passes needed", "value": "map too small" if passes is None else f"{passes:,}"},
+        ],
+        title="offset map sizing",
+    )
+    console.print(
+        f"the default buffer (128 MiB, 1 thread, load factor 0.9) holds "
+        f"{result['default_keys_per_pass']:,} keys per pass",
+        markup=False,
+        highlight=False,
+    )

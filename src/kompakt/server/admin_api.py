@@ -1,0 +1,555 @@
+"""The admin operations of a running broker, as plain synchronous functions returning JSON data.
+
+This is the sans-IO core of the admin HTTP endpoint (``admin_http.py`` only parses HTTP and runs
+these in worker threads) and of the in-process pytest fixture (``kompakt.testing``), so both show
+the same numbers and do the same things. Every method may block (segment metadata is read under
+the partition lock, a clean rewrites segments) and must not run on the event loop.
+
+Failures are :class:`AdminApiError` with an HTTP status: 404 for an unknown topic or partition,
+400 for a bad argument, 409 when the broker's state forbids the operation (the clock is not
+manual, the topic is not compacted).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import CollectorRegistry
+
+from kompakt.broker.context import Broker
+from kompakt.cleaner.adapter import LogView
+from kompakt.cleaner.cleaner import CleanResult
+from kompakt.cleaner.explain import ConfigInput, PartitionSource, SegmentSource, explain_partition
+from kompakt.cleaner.log_cleaner import LogCleaner
+from kompakt.cleaner.planning import cleanable_offsets, log_to_clean
+from kompakt.clock import Clock, FakeClock
+from kompakt.log.partition_log import PartitionLog
+from kompakt.records.record import decode_records
+from kompakt.server.request_metrics import LATENCY_BUCKETS_S, RequestMetrics
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+#: Kafka's cleaner gauges: JMX type and name, exported as ``kafka_log_<type>_<name>`` lower-cased
+#: with dashes as underscores (what the Prometheus JMX exporter's common rules produce).
+KAFKA_CLEANER_GAUGES: tuple[tuple[str, str, str], ...] = (
+    ("LogCleaner", "max-buffer-utilization-percent", "Largest offset-map utilization of the last cleans."),
+    ("LogCleaner", "cleaner-recopy-percent", "Bytes written over bytes read by the last cleans, percent."),
+    ("LogCleaner", "max-clean-time-secs", "Longest duration of the last clean of any cleaner thread."),
+    ("LogCleaner", "max-compaction-delay-secs", "Largest delay past max.compaction.lag.ms at selection."),
+    ("LogCleaner", "DeadThreadCount", "Cleaner threads that died."),
+    ("LogCleanerManager", "max-dirty-percent", "Dirty percent of the dirtiest log at the last selection."),
+    ("LogCleanerManager", "time-since-last-run-ms", "Milliseconds since the cleaner last ran a selection."),
+    ("LogCleanerManager", "uncleanable-partitions-count", "Partitions marked uncleanable (KIP-346)."),
+    ("LogCleanerManager", "uncleanable-bytes", "Cleanable bytes held in uncleanable partitions."),
+)
+
+
+def kafka_metric_name(group: str, jmx_type: str, name: str) -> str:
+    """``("kafka.log", "LogCleaner", "max-clean-time-secs")`` ->
+    ``kafka_log_logcleaner_max_clean_time_secs``: JMX names as Prometheus metric names."""
+    raw = f"{group}_{jmx_type}_{name}".lower()
+    return "".join(c if c.isalnum() else "_" for c in raw)
+
+
+class AdminApiError(Exception):
+    """An admin operation refused: ``status`` is the HTTP status, the message is for people."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    """One record as stored in a partition's segments (tombstones have ``value is None``)."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+    @property
+    def is_tombstone(self) -> bool:
+        return self.key is not None and self.value is None
+
+
+class HasBroker(Protocol):
+    """Where the admin API finds the broker (a started :class:`~kompakt.server.app.BrokerApp`)."""
+
+    @property
+    def broker(self) -> Broker | None: ...
+
+
+def _clean_stats(results: Sequence[CleanResult], seconds: float) -> dict[str, Any]:
+    stats = [r.stats for r in results]
+    return {
+        "passes": len(results),
+        "end_offset": results[-1].end_offset if results else None,
+        "bytes_read": sum(s.bytes_read for s in stats),
+        "bytes_written": sum(s.bytes_written for s in stats),
+        "records_read": sum(s.messages_read for s in stats),
+        "records_written": sum(s.messages_written for s in stats),
+        "tombstones_removed": sum(s.tombstones_removed for s in stats),
+        "invalid_records": sum(s.invalid_messages_read for s in stats),
+        "seconds": round(seconds, 6),
+    }
+
+
+class AdminApi:
+    """Admin operations over one broker. Thread-safe; every method may block."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        clock: Clock,
+        *,
+        request_metrics: RequestMetrics | None = None,
+        log_dir: str = "",
+    ) -> None:
+        self.broker = broker
+        self.clock = clock
+        self.request_metrics = request_metrics
+        self.log_dir = log_dir
+        self._background: set[threading.Thread] = set()
+        self._background_lock = threading.Lock()
+        self._registry = CollectorRegistry(auto_describe=False)
+        self._registry.register(_Collector(self))
+
+    # ------------------------------------------------------------------ lookups
+
+    @property
+    def cleaner(self) -> LogCleaner | None:
+        return self.broker.cleaner
+
+    @property
+    def manual_clock(self) -> FakeClock | None:
+        return self.clock if isinstance(self.clock, FakeClock) else None
+
+    def partition_logs(self, topic: str | None, partition: int | None = None) -> list[PartitionLog]:
+        """The logs of ``topic`` (all topics when None), one partition when given; 404 if unknown."""
+        logs = self.broker.logs.logs()
+        if topic is None:
+            return [logs[tp] for tp in sorted(logs)]
+        meta = self.broker.logs.topics().get(topic)
+        if meta is None:
+            raise AdminApiError(404, f"unknown topic {topic!r}")
+        wanted = range(meta.partitions) if partition is None else [partition]
+        found = []
+        for p in wanted:
+            partition_log = logs.get((topic, p))
+            if partition_log is None:
+                raise AdminApiError(404, f"unknown partition {topic}-{p} (the topic has {meta.partitions})")
+            found.append(partition_log)
+        return found
+
+    # ------------------------------------------------------------------ partitions
+
+    def partitions(self, topic: str | None = None) -> dict[str, Any]:
+        """Every partition (or every partition of ``topic``) with offsets, sizes, segments and
+        cleaning state, as ``{"now_ms", "partitions": [...]}``."""
+        now_ms = self.clock.now_ms()
+        logs = self.partition_logs(topic)
+        checkpoints: dict[TopicPartition, int] = {}
+        uncleanable: dict[TopicPartition, str] = {}
+        last_cleans: dict[TopicPartition, Any] = {}
+        cleaner = self.cleaner
+        if cleaner is not None:
+            checkpoints = cleaner.manager.all_cleaner_checkpoints()
+            uncleanable = cleaner.manager.uncleanable()
+            last_cleans = cleaner.metrics.per_partition()
+        out = []
+        for partition_log in logs:
+            tp = (partition_log.topic, partition_log.partition)
+            out.append(
+                self._partition_info(
+                    partition_log, now_ms, checkpoints.get(tp), uncleanable.get(tp), last_cleans.get(tp)
+                )
+            )
+        return {"now_ms": now_ms, "partitions": out}
+
+    def _partition_info(
+        self,
+        partition_log: PartitionLog,
+        now_ms: int,
+        checkpoint: int | None,
+        uncleanable_reason: str | None,
+        last_clean: Any,
+    ) -> dict[str, Any]:
+        view = LogView(partition_log)
+        segments = view.segment_infos()
+        config = partition_log.config
+        tp = (partition_log.topic, partition_log.partition)
+        info: dict[str, Any] = {
+            "topic": partition_log.topic,
+            "partition": partition_log.partition,
+            "log_start_offset": partition_log.log_start_offset,
+            "log_end_offset": partition_log.log_end_offset,
+            "high_watermark": partition_log.high_watermark,
+            "last_stable_offset": partition_log.last_stable_offset,
+            "size_bytes": sum(s.size_bytes for s in segments),
+            "segment_count": len(segments),
+            "cleanup_policy": sorted(config.cleanup_policy),
+            "min_cleanable_dirty_ratio": config.min_cleanable_dirty_ratio,
+            "first_dirty_offset": None,
+            "first_uncleanable_offset": None,
+            "clean_bytes": None,
+            "cleanable_bytes": None,
+            "dirty_ratio": None,
+            "cleaning_state": "idle",
+            "uncleanable": uncleanable_reason is not None,
+            "uncleanable_reason": uncleanable_reason,
+            "last_clean": dataclasses.asdict(last_clean) if last_clean is not None else None,
+            "segments": [
+                {
+                    "base_offset": s.base_offset,
+                    "next_offset": s.next_offset,
+                    "size_bytes": s.size_bytes,
+                    "largest_timestamp_ms": s.largest_timestamp_ms,
+                    "active": i == len(segments) - 1,
+                }
+                for i, s in enumerate(segments)
+            ],
+        }
+        cleaner = self.cleaner
+        if cleaner is not None:
+            state = cleaner.manager.cleaning_state(tp)
+            if state is not None:
+                info["cleaning_state"] = str(state)
+        if config.compact and segments:
+            offsets = cleanable_offsets(view, checkpoint, now_ms, segments)
+            ltc = log_to_clean(
+                view,
+                offsets.first_dirty_offset,
+                offsets.first_uncleanable_dirty_offset,
+                now_ms,
+                segments=segments,
+            )
+            info.update(
+                first_dirty_offset=ltc.first_dirty_offset,
+                first_uncleanable_offset=ltc.first_uncleanable_offset,
+                clean_bytes=ltc.clean_bytes,
+                cleanable_bytes=ltc.cleanable_bytes,
+                dirty_ratio=ltc.cleanable_ratio,
+            )
+        return info
+
+    # ------------------------------------------------------------------ explain
+
+    def explain(self, topic: str, partition: int | None = None) -> dict[str, Any]:
+        """The explain report of each partition of ``topic``, live: ``{"now_ms", "partitions": [...]}``."""
+        logs = self.partition_logs(topic, partition)
+        now_ms = self.clock.now_ms()
+        reports = [explain_live(self.broker, lg, self.cleaner, now_ms) for lg in logs]
+        return {"now_ms": now_ms, "partitions": reports}
+
+    # ------------------------------------------------------------------ roll, compact, retry
+
+    def roll(self, topic: str, partition: int | None = None) -> dict[str, Any]:
+        """Roll the active segment of each partition (no-op for an empty active segment)."""
+        now_ms = self.clock.now_ms()
+        rolled = []
+        for partition_log in self.partition_logs(topic, partition):
+            before = partition_log.active_segment.base_offset
+            after = partition_log.roll(now_ms).base_offset
+            rolled.append(
+                {
+                    "topic": partition_log.topic,
+                    "partition": partition_log.partition,
+                    "rolled": after != before,
+                    "active_base_offset": after,
+                }
+            )
+        if self.cleaner is not None:
+            self.cleaner.wake()
+        return {"now_ms": now_ms, "partitions": rolled}
+
+    def _compactable(self, topic: str, partition: int | None) -> tuple[LogCleaner, list[PartitionLog]]:
+        logs = self.partition_logs(topic, partition)
+        cleaner = self.cleaner
+        if cleaner is None:
+            raise AdminApiError(409, "this broker runs no log cleaner")
+        for partition_log in logs:
+            if not partition_log.config.compact:
+                policy = ",".join(sorted(partition_log.config.cleanup_policy)) or '""'
+                raise AdminApiError(
+                    409, f"topic {topic!r} has cleanup.policy={policy}; only compacted topics are cleaned"
+                )
+        return cleaner, logs
+
+    def compact(self, topic: str, partition: int | None = None) -> dict[str, Any]:
+        """Compact each partition now from its log start, in this thread; the clean statistics."""
+        cleaner, logs = self._compactable(topic, partition)
+        return {"topic": topic, "partitions": [self._compact_one(cleaner, lg) for lg in logs]}
+
+    def _compact_one(self, cleaner: LogCleaner, partition_log: PartitionLog) -> dict[str, Any]:
+        started = self.clock.monotonic_ms()
+        try:
+            results = cleaner.compact_now(partition_log, from_start=True)
+        except TimeoutError as exc:
+            raise AdminApiError(409, f"{partition_log.name} is busy: {exc}") from exc
+        seconds = (self.clock.monotonic_ms() - started) / 1000
+        return {"partition": partition_log.partition, **_clean_stats(results, seconds)}
+
+    def compact_in_background(self, topic: str, partition: int | None = None) -> dict[str, Any]:
+        """Start compacting each partition in a worker thread; returns at once (HTTP 202)."""
+        cleaner, logs = self._compactable(topic, partition)
+
+        def run() -> None:
+            try:
+                for partition_log in logs:
+                    self._compact_one(cleaner, partition_log)
+            except Exception:
+                log.exception("background compaction of %s failed", topic)
+            finally:
+                with self._background_lock:
+                    self._background.discard(threading.current_thread())
+
+        thread = threading.Thread(target=run, name=f"kompakt-compact-now-{topic}", daemon=True)
+        with self._background_lock:
+            self._background.add(thread)
+        thread.start()
+        return {"topic": topic, "partitions": [lg.partition for lg in logs], "status": "started"}
+
+    def wait_background(self, timeout_s: float = 30.0) -> None:
+        """Join the background compactions (called before the broker closes its logs)."""
+        with self._background_lock:
+            threads = list(self._background)
+        for thread in threads:
+            thread.join(timeout_s)
+
+    def retry(self, topic: str, partition: int) -> dict[str, Any]:
+        """Clear the uncleanable mark of one partition so the next cleaner pass tries it again."""
+        self.partition_logs(topic, partition)
+        cleaner = self.cleaner
+        if cleaner is None:
+            raise AdminApiError(409, "this broker runs no log cleaner")
+        reason = cleaner.manager.uncleanable().get((topic, partition))
+        cleared = cleaner.retry_uncleanable((topic, partition))
+        return {"topic": topic, "partition": partition, "cleared": cleared, "previous_reason": reason}
+
+    # ------------------------------------------------------------------ clock
+
+    def _require_manual(self) -> FakeClock:
+        clock = self.manual_clock
+        if clock is None:
+            raise AdminApiError(
+                409, "the broker runs on the system clock; start it with `kompakt serve --clock manual`"
+            )
+        return clock
+
+    def clock_show(self) -> dict[str, Any]:
+        clock = self._require_manual()
+        return {"mode": "manual", "now_ms": clock.now_ms()}
+
+    def clock_advance(self, ms: int) -> dict[str, Any]:
+        """Move the manual clock forward by ``ms`` and wake the cleaner so it sees the new time."""
+        clock = self._require_manual()
+        if ms < 0:
+            raise AdminApiError(400, f"the clock never goes backwards (asked to advance by {ms} ms)")
+        now_ms = clock.advance(ms)
+        if self.cleaner is not None:
+            self.cleaner.wake()
+        return {"mode": "manual", "now_ms": now_ms, "advanced_ms": ms}
+
+    # ------------------------------------------------------------------ records (tests)
+
+    def records(self, topic: str, partition: int = 0, *, include_control: bool = False) -> list[StoredRecord]:
+        """Every record in the partition's segments, tombstones and aborted data included, in
+        offset order; transaction markers only with ``include_control``."""
+        (partition_log,) = self.partition_logs(topic, partition)
+        out: list[StoredRecord] = []
+        with partition_log.lock:
+            for segment in partition_log.segments.values():
+                for _, batch in segment.iter_batches():
+                    if batch.is_control and not include_control:
+                        continue
+                    out.extend(
+                        StoredRecord(r.offset, r.timestamp, r.key, r.value, tuple(r.headers))
+                        for r in decode_records(batch)
+                    )
+        return out
+
+    # ------------------------------------------------------------------ metrics
+
+    def metrics_text(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self._registry)
+
+
+def explain_live(
+    broker: Broker, partition_log: PartitionLog, cleaner: LogCleaner | None, now_ms: int
+) -> dict[str, Any]:
+    """The explain engine's report for a live log, as JSON data.
+
+    The engine reads segment files; the log's lock is held meanwhile so that a roll, a retention
+    delete or a cleaner swap cannot remove a file under it (appends wait for the few milliseconds
+    a report takes). The cleaner checkpoint and any uncleanable mark come from the running cleaner,
+    the configs from the topic's overrides on the live broker config.
+    """
+    tp = (partition_log.topic, partition_log.partition)
+    checkpoint = cleaner.manager.all_cleaner_checkpoints().get(tp) if cleaner is not None else None
+    reason = cleaner.manager.uncleanable().get(tp) if cleaner is not None else None
+    meta = broker.logs.topics().get(partition_log.topic)
+    overrides = dict(meta.configs) if meta is not None else {}
+    configs = ConfigInput(
+        overrides=overrides,
+        override_origins=dict.fromkeys(overrides, "topic config"),
+        broker=broker.broker_config,
+        broker_origin="broker config",
+    )
+    with partition_log.lock:
+        source = PartitionSource(
+            topic=partition_log.topic,
+            partition=partition_log.partition,
+            segments=tuple(
+                SegmentSource(seg.base_offset, seg.log_path, seg.size, seg.created_ms)
+                for seg in partition_log.segments.values()
+            ),
+            log_start_offset=partition_log.log_start_offset,
+            cleaner_checkpoint=checkpoint,
+            uncleanable_reason=reason,
+        )
+        return explain_partition(source, configs, now_ms).to_dict()
+
+
+class _Collector:
+    """Builds every metric family at scrape time from the live broker state."""
+
+    def __init__(self, api: AdminApi) -> None:
+        self._api = api
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        api = self._api
+        now_ms = api.clock.now_ms()
+        yield from self._cleaner_metrics(now_ms)
+        yield from self._broker_metrics()
+        yield from self._partition_metrics()
+        yield from self._request_metrics()
+        clock = GaugeMetricFamily(
+            "kompakt_clock_now_ms", "The broker's wall-clock time for log rules.", labels=["mode"]
+        )
+        clock.add_metric(["manual" if api.manual_clock is not None else "system"], float(now_ms))
+        yield clock
+
+    def _cleaner_metrics(self, now_ms: int) -> Iterator[Metric]:
+        cleaner = self._api.cleaner
+        snapshot = cleaner.metrics.snapshot(now_ms) if cleaner is not None else {}
+        for jmx_type, name, doc in KAFKA_CLEANER_GAUGES:
+            labels = ["logDirectory"] if name.startswith("uncleanable-") else []
+            family = GaugeMetricFamily(kafka_metric_name("kafka.log", jmx_type, name), doc, labels=labels)
+            family.add_metric([self._api.log_dir] if labels else [], snapshot.get(name, 0.0))
+            yield family
+        io = CounterMetricFamily(
+            "kompakt_cleaner_io_bytes", "Bytes read and written by the cleaner (throttled I/O)."
+        )
+        io.add_metric([], snapshot.get("cleaner-io-total-bytes", 0.0))
+        yield io
+        threads = GaugeMetricFamily("kompakt_cleaner_threads", "Cleaner threads running.")
+        threads.add_metric([], float(cleaner.thread_count if cleaner is not None else 0))
+        yield threads
+
+    def _broker_metrics(self) -> Iterator[Metric]:
+        for name, value in self._api.broker.metrics.snapshot().items():
+            metric = name.removesuffix("PerSec")
+            family = CounterMetricFamily(
+                kafka_metric_name("kafka.server", "BrokerTopicMetrics", metric),
+                f"Kafka's BrokerTopicMetrics {name} meter, as a counter.",
+            )
+            family.add_metric([], float(value))
+            yield family
+
+    def _partition_metrics(self) -> Iterator[Metric]:
+        info = self._api.partitions()["partitions"]
+        labels = ["topic", "partition"]
+
+        def gauge(name: str, doc: str) -> GaugeMetricFamily:
+            return GaugeMetricFamily(f"kompakt_partition_{name}", doc, labels=labels)
+
+        families = {
+            "dirty_ratio": gauge("dirty_ratio", "Cleanable bytes over clean + cleanable bytes (compacted)."),
+            "size_bytes": gauge("log_size_bytes", "Bytes in the partition's segments."),
+            "segment_count": gauge("segments", "Segments in the partition's log."),
+            "log_start_offset": gauge("log_start_offset", "The partition's log start offset."),
+            "log_end_offset": gauge("log_end_offset", "The partition's log end offset."),
+            "uncleanable": gauge("uncleanable", "1 when the partition is marked uncleanable (KIP-346)."),
+        }
+        last = {
+            "bytes_read": gauge("last_clean_bytes_read", "Bytes read by the partition's last clean."),
+            "bytes_written": gauge(
+                "last_clean_bytes_written", "Bytes written by the partition's last clean."
+            ),
+            "records_read": gauge("last_clean_records_read", "Records read by the partition's last clean."),
+            "records_written": gauge(
+                "last_clean_records_written", "Records written by the partition's last clean."
+            ),
+            "tombstones_removed": gauge(
+                "last_clean_tombstones_removed", "Tombstones removed by the partition's last clean."
+            ),
+            "duration_s": gauge("last_clean_duration_seconds", "Duration of the partition's last clean."),
+            "cleaned_at_ms": gauge(
+                "last_clean_timestamp_ms", "Broker time (ms) at which the partition was last cleaned."
+            ),
+        }
+        for p in info:
+            values = [p["topic"], str(p["partition"])]
+            for key, family in families.items():
+                value = p[key]
+                if value is None:
+                    continue
+                family.add_metric(values, float(value))
+            if p["last_clean"] is not None:
+                for key, family in last.items():
+                    family.add_metric(values, float(p["last_clean"][key]))
+        yield from families.values()
+        yield from last.values()
+
+    def _request_metrics(self) -> Iterator[Metric]:
+        metrics = self._api.request_metrics
+        snapshot = metrics.snapshot() if metrics is not None else {}
+        kafka_count = CounterMetricFamily(
+            "kafka_network_requestmetrics_requests",
+            "Kafka's RequestMetrics RequestsPerSec meter, as a counter.",
+            labels=["request"],
+        )
+        count = CounterMetricFamily("kompakt_requests", "Requests served, by API.", labels=["api"])
+        errors = CounterMetricFamily(
+            "kompakt_request_errors", "Requests whose handler failed, by API.", labels=["api"]
+        )
+        latency = HistogramMetricFamily(
+            "kompakt_request_duration_seconds",
+            "Time from decoding a request to handing its response to the socket, by API.",
+            labels=["api"],
+        )
+        for api, stats in sorted(snapshot.items()):
+            kafka_count.add_metric([api], float(stats.count))
+            count.add_metric([api], float(stats.count))
+            errors.add_metric([api], float(stats.errors))
+            cumulative = 0
+            buckets: list[tuple[str, float]] = []
+            for bound, n in zip((*map(str, LATENCY_BUCKETS_S), "+Inf"), stats.buckets, strict=True):
+                cumulative += n
+                buckets.append((bound, float(cumulative)))
+            latency.add_metric([api], buckets, stats.sum_s)
+        yield kafka_count
+        yield count
+        yield errors
+        yield latency

@@ -1,0 +1,309 @@
+"""The admin HTTP endpoint: JSON over HTTP/1.1 on the broker's event loop.
+
+HTTP parsing is ``h11`` (sans-IO) over asyncio streams, so the endpoint needs no framework and
+shares the broker's loop; every operation runs in a worker thread (``asyncio.to_thread``) because
+all of them read segment metadata under partition locks and some rewrite segments. It listens on
+loopback by default (``kompakt serve --admin-host``): it can compact, roll and move the clock, and
+has no authentication.
+
+Routes (query parameters; ``POST`` bodies may instead be a JSON object with the same names):
+
+=========================================  =====================================================
+``GET  /v1/partitions[?topic=T]``          offsets, sizes, segments, dirty ratio, cleaning state
+``GET  /v1/explain?topic=T[&partition=P]`` the explain report, live
+``POST /v1/roll?topic=T[&partition=P]``    roll the active segment
+``POST /v1/compact?topic=T[&partition=P][&wait=true]``  compact now (202 without ``wait``)
+``POST /v1/retry?topic=T&partition=P``     clear an uncleanable mark
+``GET  /v1/clock``                         the manual clock (409 on the system clock)
+``POST /v1/clock/advance?by=25h`` or ``?ms=N``  move the manual clock forward
+``GET  /metrics``                          Prometheus text exposition
+=========================================  =====================================================
+
+Errors are ``{"error": "..."}`` with a 4xx/5xx status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import h11
+
+from kompakt.server.admin_api import AdminApi, AdminApiError
+from kompakt.server.manual_clock import parse_duration_ms
+
+log = logging.getLogger(__name__)
+
+#: The admin endpoint's default port: Kafka's 9092 plus 100, used by no Kafka component.
+DEFAULT_ADMIN_PORT = 9192
+MAX_BODY_BYTES = 1024 * 1024
+_READ_SIZE = 64 * 1024
+PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass(frozen=True, slots=True)
+class HttpResponse:
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+
+
+def json_response(status: int, data: Any) -> HttpResponse:
+    return HttpResponse(status, (json.dumps(data, default=str) + "\n").encode())
+
+
+def error_response(status: int, message: str) -> HttpResponse:
+    return json_response(status, {"error": message})
+
+
+class Params:
+    """Query parameters merged with a JSON body object, with typed accessors raising 400s."""
+
+    def __init__(self, values: Mapping[str, str]) -> None:
+        self._values = values
+
+    def get_str(self, name: str, required: bool = False) -> str | None:
+        value = self._values.get(name)
+        if value is None and required:
+            raise AdminApiError(400, f"missing parameter {name!r}")
+        return value
+
+    def get_int(self, name: str, required: bool = False) -> int | None:
+        value = self.get_str(name, required)
+        if value is None:
+            return None
+        try:
+            return int(value)
+        except ValueError:
+            raise AdminApiError(400, f"parameter {name!r} must be an integer, got {value!r}") from None
+
+    def get_bool(self, name: str, default: bool = False) -> bool:
+        value = self.get_str(name)
+        if value is None:
+            return default
+        lowered = value.lower()
+        if lowered in ("1", "true", "yes", "on", ""):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        raise AdminApiError(400, f"parameter {name!r} must be true or false, got {value!r}")
+
+
+def parse_params(query: str, body: bytes) -> Params:
+    """Query string, then the JSON body's members on top (values turned into strings)."""
+    values = dict(parse_qsl(query, keep_blank_values=True))
+    if body.strip():
+        try:
+            data = json.loads(body)
+        except ValueError as exc:
+            raise AdminApiError(400, f"the request body is not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise AdminApiError(400, "the request body must be a JSON object")
+        for key, value in data.items():
+            if value is not None:
+                values[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
+    return Params(values)
+
+
+Route = Callable[[AdminApi, Params], HttpResponse]
+
+
+def _partitions(api: AdminApi, p: Params) -> HttpResponse:
+    return json_response(200, api.partitions(p.get_str("topic")))
+
+
+def _explain(api: AdminApi, p: Params) -> HttpResponse:
+    return json_response(200, api.explain(_topic(p), p.get_int("partition")))
+
+
+def _roll(api: AdminApi, p: Params) -> HttpResponse:
+    return json_response(200, api.roll(_topic(p), p.get_int("partition")))
+
+
+def _compact(api: AdminApi, p: Params) -> HttpResponse:
+    topic, partition = _topic(p), p.get_int("partition")
+    if p.get_bool("wait"):
+        return json_response(200, api.compact(topic, partition))
+    return json_response(202, api.compact_in_background(topic, partition))
+
+
+def _retry(api: AdminApi, p: Params) -> HttpResponse:
+    partition = p.get_int("partition", required=True)
+    assert partition is not None
+    return json_response(200, api.retry(_topic(p), partition))
+
+
+def _clock(api: AdminApi, p: Params) -> HttpResponse:
+    return json_response(200, api.clock_show())
+
+
+def _clock_advance(api: AdminApi, p: Params) -> HttpResponse:
+    api.clock_show()  # 409 on the system clock before complaining about the arguments
+    given = [(name, value) for name in ("by", "ms") if (value := p.get_str(name)) is not None]
+    if len(given) != 1:
+        raise AdminApiError(400, "give exactly one of 'ms' (milliseconds) or 'by' (a duration such as 25h)")
+    try:
+        ms = parse_duration_ms(given[0][1])
+    except ValueError as exc:
+        raise AdminApiError(400, str(exc)) from None
+    return json_response(200, api.clock_advance(ms))
+
+
+def _metrics(api: AdminApi, p: Params) -> HttpResponse:
+    return HttpResponse(200, api.metrics_text(), PROMETHEUS_CONTENT_TYPE)
+
+
+def _topic(p: Params) -> str:
+    topic = p.get_str("topic", required=True)
+    assert topic is not None
+    if not topic:
+        raise AdminApiError(400, "parameter 'topic' must not be empty")
+    return topic
+
+
+ROUTES: dict[str, dict[str, Route]] = {
+    "/v1/partitions": {"GET": _partitions},
+    "/v1/explain": {"GET": _explain},
+    "/v1/roll": {"POST": _roll},
+    "/v1/compact": {"POST": _compact},
+    "/v1/retry": {"POST": _retry},
+    "/v1/clock": {"GET": _clock},
+    "/v1/clock/advance": {"POST": _clock_advance},
+    "/metrics": {"GET": _metrics},
+}
+
+
+def handle_request(api: AdminApi, method: str, target: str, body: bytes) -> HttpResponse:
+    """Route one request and turn failures into JSON errors. Blocking: call it in a worker thread."""
+    url = urlsplit(target)
+    path = url.path.rstrip("/") or "/"
+    methods = ROUTES.get(path)
+    if methods is None:
+        return error_response(404, f"no such endpoint: {path}")
+    route = methods.get(method)
+    if route is None:
+        return error_response(405, f"{path} accepts {', '.join(sorted(methods))}, not {method}")
+    try:
+        return route(api, parse_params(url.query, body))
+    except AdminApiError as exc:
+        return error_response(exc.status, exc.message)
+    except Exception as exc:
+        log.exception("admin request %s %s failed", method, target)
+        return error_response(500, f"{type(exc).__name__}: {exc}")
+
+
+class AdminHttpServer:
+    """Serves :func:`handle_request` over HTTP/1.1 keep-alive connections on the running loop."""
+
+    def __init__(
+        self,
+        api: AdminApi,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_ADMIN_PORT,
+        *,
+        dispatch: Callable[[Callable[[], HttpResponse]], Awaitable[HttpResponse]] | None = None,
+    ) -> None:
+        self.api = api
+        self.host = host
+        self.port = port
+        self._dispatch = dispatch or asyncio.to_thread
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> None:
+        """Bind (port 0 picks a free port, then :attr:`port` names it) and start accepting."""
+        self._server = await asyncio.start_server(self._accept, self.host, self.port)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        log.info("admin endpoint on %s", self.url)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.create_task(self._serve(reader, writer), name="kompakt-admin-http")
+        self._connections.add(task)
+        try:
+            await asyncio.wait([task])
+        finally:
+            self._connections.discard(task)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = h11.Connection(h11.SERVER)
+        try:
+            while True:
+                request = await self._read_request(conn, reader)
+                if request is None:
+                    return
+                method, target, body = request
+                response = await self._dispatch(
+                    functools.partial(handle_request, self.api, method, target, body)
+                )
+                await self._send(conn, writer, response)
+                if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
+                    return
+                conn.start_next_cycle()
+        except h11.RemoteProtocolError as exc:
+            if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+                with contextlib.suppress(h11.LocalProtocolError, ConnectionError):
+                    await self._send(conn, writer, error_response(exc.error_status_hint, str(exc)))
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError, OSError):
+                await writer.wait_closed()
+
+    async def _read_request(
+        self, conn: h11.Connection, reader: asyncio.StreamReader
+    ) -> tuple[str, str, bytes] | None:
+        """The next request's method, target and body; None when the peer closed."""
+        method = target = ""
+        body = bytearray()
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                data = await reader.read(_READ_SIZE)
+                conn.receive_data(data)
+                continue
+            if isinstance(event, h11.Request):
+                method, target = event.method.decode(), event.target.decode()
+            elif isinstance(event, h11.Data):
+                body += event.data
+                if len(body) > MAX_BODY_BYTES:
+                    raise h11.RemoteProtocolError("request body too large", error_status_hint=413)
+            elif isinstance(event, h11.EndOfMessage):
+                return method, target, bytes(body)
+            elif isinstance(event, h11.ConnectionClosed):
+                return None
+            else:  # PAUSED cannot happen before a response; anything else is a protocol bug
+                return None
+
+    async def _send(self, conn: h11.Connection, writer: asyncio.StreamWriter, response: HttpResponse) -> None:
+        headers = [
+            ("Content-Type", response.content_type),
+            ("Content-Length", str(len(response.body))),
+            ("Server", "kompakt"),
+        ]
+        writer.write(conn.send(h11.Response(status_code=response.status, headers=headers)) or b"")
+        writer.write(conn.send(h11.Data(data=response.body)) or b"")
+        writer.write(conn.send(h11.EndOfMessage()) or b"")
+        await writer.drain()

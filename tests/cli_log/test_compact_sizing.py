@@ -1,0 +1,93 @@
+"""``kompakt log compact`` (before/after, refusing a locked directory) and ``kompakt sizing``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cli_log_helpers import keys
+
+from kompakt.clock import FakeClock
+from kompakt.log.config import BrokerConfig
+from kompakt.log.manager import LogManager
+
+
+def _dir(build: Any) -> Any:
+    b = build()
+    log = b.topic("t", cleanup_policy="compact")
+    b.put(log, keys(10))
+    log.roll()
+    b.put(log, keys(10) + [(b"k0", None)])
+    log.roll()
+    b.put(log, keys(2, prefix="z"))
+    return b.close()
+
+
+def test_compact_reports_before_and_after(build: Any, cli: Any) -> None:
+    path = _dir(build)
+    result = cli("log", "compact", str(path), "-o", "json")
+    assert result.code == 0, result.err
+    [row] = result.json()
+    assert row["partition"] == "t-0" and row["passes"] == 1 and row["end_offset"] == 21
+    assert row["records_read"] == 21 and row["records_written"] == 10
+    assert row["bytes_after"] < row["bytes_before"]
+    assert cli("log", "verify", str(path)).code == 0
+    dump = cli("log", "dump", str(path), "--records", "-o", "json").json()
+    live = [r["key"] for b in dump[0]["batches"] for r in b["records"]]
+    assert live == [f"k{i}" for i in range(1, 10)] + ["k0", "z0", "z1"]
+    table = cli("log", "compact", str(path))
+    assert table.code == 0 and "compacted" in table.out
+
+
+def test_compact_refuses_a_locked_directory(build: Any, cli: Any) -> None:
+    path = _dir(build)
+    before = {p.name: p.stat().st_size for p in (path / "t-0").iterdir()}
+    holder = LogManager(path, BrokerConfig.from_properties({}), FakeClock())
+    holder.open()
+    try:
+        result = cli("log", "compact", str(path))
+    finally:
+        holder.close()
+    assert result.code == 1
+    assert (
+        result.err.startswith("error: Failed to acquire lock on file .lock") and result.err.count("\n") == 1
+    )
+    assert {p.name: p.stat().st_size for p in (path / "t-0").iterdir()} == before
+    assert cli("log", "verify", str(path)).code == 0
+
+
+def test_compact_rejects_unknown_config(build: Any, cli: Any) -> None:
+    path = _dir(build)
+    result = cli("log", "compact", str(path), "--config", "no.such.config=1")
+    assert result.code == 2 and "unknown topic config" in result.err
+
+
+def test_sizing_default_buffer(cli: Any) -> None:
+    result = cli("sizing", "--keys", "10000000", "-o", "json")
+    assert result.code == 0, result.err
+    s = result.json()
+    assert s["default_keys_per_pass"] == 5_033_164 and s["keys_per_pass"] == 5_033_164
+    assert s["raw_bytes"] == 240_000_000
+    assert s["bytes_with_load_factor"] == 11_111_112 * 24
+    assert s["passes"] == 2
+    table = cli("sizing", "--keys", "1")
+    assert "5,033,164" in table.out
+
+
+def test_sizing_threads_and_load_factor(cli: Any) -> None:
+    s = cli(
+        "sizing",
+        "--keys",
+        "1000",
+        "--threads",
+        "4",
+        "--dedupe-buffer-size",
+        "100000000",
+        "--load-factor",
+        "0.5",
+        "-o",
+        "json",
+    ).json()
+    assert s["keys_per_pass"] == (100_000_000 // 4 // 24) // 2
+    assert s["passes"] == 1
+    assert cli("sizing", "--keys", "1", "--load-factor", "0").code == 2
+    assert cli("sizing", "--keys", "1", "--threads", "0").code == 2

@@ -1,0 +1,2 @@
+"""The plugin is loaded the way a user's project gets it: through the package's ``pytest11`` entry
+point (``kompakt = "kompakt.testing.pytest_plugin"``), installed with kompakt."""
