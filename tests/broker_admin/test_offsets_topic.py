@@ -339,3 +339,133 @@ def test_coordinator_over_topic_store(data_dir: Path, clock: FakeClock) -> None:
         (1, 6, ""),
     ]
     manager.close()
+
+
+def test_group_metadata_and_offset_expiry_through_handlers(data_dir: Path, clock: FakeClock) -> None:
+    """A rebalance persists the group, OffsetCommit writes one batch, expiry writes tombstones, and
+    a restart restores the Stable group and what did not expire (handlers, FakeClock, real log)."""
+    config = GroupConfig(
+        group_initial_rebalance_delay_ms=0,
+        offsets_retention_minutes=1,
+        offsets_retention_check_interval_ms=1_000,
+    )
+
+    def start() -> tuple[LogManager, Dispatcher, Broker]:
+        manager = open_manager(data_dir, clock)
+        if "t" not in manager.topics():
+            manager.create_topic("t", 2)
+        store = TopicOffsetStore(manager, clock)
+        store.load()
+        broker = Broker.create(clock=clock, log_manager=manager, offsets=store, group_config=config)
+        return manager, Dispatcher(broker), broker
+
+    def commit(dispatcher: Dispatcher, group: str, generation: int, member: str, offset: int) -> None:
+        partitions = [{"partition_index": p, "committed_offset": offset + p} for p in (0, 1)]
+        response = call(
+            dispatcher,
+            ApiKey.OFFSET_COMMIT,
+            8,
+            {
+                "group_id": group,
+                "generation_id_or_member_epoch": generation,
+                "member_id": member,
+                "topics": [{"name": "t", "partitions": partitions}],
+            },
+        )
+        assert [p.error_code for p in response.topics[0].partitions] == [E.none, E.none]
+
+    def fetch(dispatcher: Dispatcher, group: str) -> list[int]:
+        response = call(
+            dispatcher,
+            ApiKey.OFFSET_FETCH,
+            7,
+            {"group_id": group, "topics": [{"name": "t", "partition_indexes": [0, 1]}]},
+        )
+        return [p.committed_offset for p in response.topics[0].partitions]
+
+    manager, dispatcher, broker = start()
+    joined = call(
+        dispatcher,
+        ApiKey.JOIN_GROUP,
+        5,
+        {
+            "group_id": "busy",
+            "session_timeout": 600_000,
+            "rebalance_timeout": 1_000,
+            "member_id": "",
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b"sub"}],
+        },
+    )
+    assert joined.error_code == E.none
+    member, generation = joined.member_id, joined.generation_id
+    synced = call(
+        dispatcher,
+        ApiKey.SYNC_GROUP,
+        3,
+        {
+            "group_id": "busy",
+            "generation_id": generation,
+            "member_id": member,
+            "assignments": [{"member_id": member, "assignment": b"both"}],
+        },
+    )
+    assert synced.error_code == E.none
+    stored = broker.groups._offsets
+    assert isinstance(stored, TopicOffsetStore)
+    record = stored.group_metadata("busy")
+    assert record is not None and record.generation == generation and record.leader == member
+    assert [(m.member_id, m.subscription, m.assignment) for m in record.members] == [
+        (member, b"sub", b"both")
+    ]
+
+    commit(dispatcher, "busy", generation, member, 10)
+    commit(dispatcher, "idle", -1, "", 20)
+    idle_partition = partition_for("idle", 4)
+    data = manager.get_log(OFFSETS_TOPIC, idle_partition).read(0, 1 << 20).records
+    idle_batches = [
+        b for b in iter_batches(data) if any(r.key and b"idle" in r.key for r in decode_records(b))
+    ]
+    assert len(idle_batches) == 1 and idle_batches[0].records_count == 2  # one batch per request
+
+    broker.groups.tick(clock.monotonic_ms())  # arms the periodic check
+    clock.advance(59_000)
+    broker.groups.tick(clock.monotonic_ms())
+    assert fetch(dispatcher, "idle") == [20, 21]  # not yet: retention is one minute
+    clock.advance(1_000)
+    broker.groups.tick(clock.monotonic_ms())
+    assert fetch(dispatcher, "idle") == [-1, -1]
+    assert fetch(dispatcher, "busy") == [10, 11]  # a group with members keeps its offsets
+    tail = records_of(manager, idle_partition)[-2:]
+    assert [(r.key, r.value) for r in tail] == [
+        (encode_offset_commit_key("idle", "t", 0), None),
+        (encode_offset_commit_key("idle", "t", 1), None),
+    ]
+    manager.close()
+
+    manager, dispatcher, broker = start()
+    assert fetch(dispatcher, "idle") == [-1, -1]
+    assert fetch(dispatcher, "busy") == [10, 11]
+    described = call(
+        dispatcher, ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["busy"], "include_authorized_operations": False}
+    ).groups[0]
+    assert (described.group_state, described.protocol_data) == ("Stable", "range")
+    assert [(m.member_id, m.member_assignment) for m in described.members] == [(member, b"both")]
+    # The restored member carries on in its generation; once it leaves, the Empty group is stored.
+    hb = call(
+        dispatcher,
+        ApiKey.HEARTBEAT,
+        3,
+        {"group_id": "busy", "generation_id": generation, "member_id": member},
+    )
+    assert hb.error_code == E.none
+    left = call(
+        dispatcher,
+        ApiKey.LEAVE_GROUP,
+        3,
+        {"group_id": "busy", "members": [{"member_id": member}]},
+    )
+    assert left.error_code == E.none
+    record = broker.groups._offsets.group_metadata("busy")  # type: ignore[attr-defined]
+    assert record is not None and record.generation == generation + 1 and record.members == ()
+    manager.close()

@@ -10,6 +10,15 @@ optional in the protocol and not used). Static members (``group.instance.id``) a
 old incarnation is fenced (FENCED_INSTANCE_ID) when a new one joins; a static rejoin still triggers an
 ordinary rebalance rather than Kafka's assignment-preserving shortcut.
 
+Persistence (Kafka's): one offset-commit batch per OffsetCommit request (``commit_batch``), and the
+group's metadata (generation, protocol, leader, members with their subscriptions and assignments)
+after every completed rebalance and whenever a group becomes Empty (``store_group_metadata``). A new
+coordinator restores the stored groups: a group with members is Stable again with the same
+generation (its members carry on heartbeating and committing, or expire by session timeout), one
+without is Empty. Offset expiry runs from :meth:`tick` every ``offsets.retention.check.interval.ms``
+unless ``expire_on_tick`` is off, in which case the owner calls :meth:`expire_offsets` itself (the
+server schedules it on its event loop).
+
 Not thread-safe: call it from one thread (the event loop); the handlers for groups are not blocking.
 """
 
@@ -23,7 +32,7 @@ from dataclasses import dataclass
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.groups.config import GroupConfig
 from kompakt.broker.groups.group import Group, GroupState, JoinResult, Member, SyncResult
-from kompakt.broker.groups.offsets import CommittedOffset, OffsetStore
+from kompakt.broker.groups.offsets import CommittedOffset, GroupMemberRecord, GroupMetadataRecord, OffsetStore
 from kompakt.clock import Clock
 from kompakt.protocol.codec import ErrorCode
 
@@ -89,6 +98,88 @@ class GroupCoordinator:
         self._offsets = offsets
         self._groups: dict[str, Group] = {}
         self._next_offset_expiry_ms: float | None = None
+        #: Whether :meth:`tick` runs the periodic offset expiry (off when the server schedules it).
+        self.expire_on_tick = True
+        #: ``group id -> (generation, state)`` last written to the offset store.
+        self._persisted: dict[str, tuple[int, GroupState]] = {}
+        self._restore()
+
+    # -- persistence -------------------------------------------------------------------------------
+
+    def _restore(self) -> None:
+        """Rebuild the groups the offset store remembers (after a broker restart)."""
+        now = self._clock.monotonic_ms()
+        for group_id, record in self._offsets.all_group_metadata().items():
+            group = Group(
+                group_id,
+                generation_id=record.generation,
+                protocol_type=record.protocol_type or None,
+                protocol_name=record.protocol,
+            )
+            for stored in record.members:
+                protocols = ((record.protocol, stored.subscription),) if record.protocol is not None else ()
+                member = Member(
+                    member_id=stored.member_id,
+                    group_instance_id=stored.group_instance_id,
+                    client_id=stored.client_id,
+                    client_host=stored.client_host,
+                    session_timeout_ms=stored.session_timeout_ms,
+                    rebalance_timeout_ms=stored.rebalance_timeout_ms,
+                    protocol_type=record.protocol_type,
+                    protocols=protocols,
+                    last_heartbeat_ms=now,
+                    assignment=stored.assignment,
+                )
+                group.members[member.member_id] = member
+                if member.group_instance_id is not None:
+                    group.static_members[member.group_instance_id] = member.member_id
+            if group.members and record.protocol is not None:
+                group.state = GroupState.STABLE
+                leader = record.leader
+                group.leader_id = leader if leader in group.members else next(iter(group.members))
+            else:
+                group.members.clear()
+                group.static_members.clear()
+                group.protocol_name = None
+            self._groups[group_id] = group
+            self._persisted[group_id] = (group.generation_id, group.state)
+
+    def _persist(self, group: Group) -> None:
+        """Write the group's metadata when it reached a new Stable or Empty generation."""
+        if group.generation_id <= 0 or group.state not in (GroupState.STABLE, GroupState.EMPTY):
+            return
+        key = (group.generation_id, group.state)
+        if self._persisted.get(group.group_id) == key:
+            return
+        stable = group.state is GroupState.STABLE
+        record = GroupMetadataRecord(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation_id,
+            protocol=group.protocol_name if stable else None,
+            leader=group.leader_id if stable else None,
+            current_state_timestamp_ms=self._clock.now_ms(),
+            members=tuple(
+                GroupMemberRecord(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    rebalance_timeout_ms=m.rebalance_timeout_ms,
+                    session_timeout_ms=m.session_timeout_ms,
+                    subscription=m.metadata_for(group.protocol_name),
+                    assignment=m.assignment,
+                )
+                for m in group.members.values()
+            )
+            if stable
+            else (),
+        )
+        try:
+            self._offsets.store_group_metadata(group.group_id, record)
+        except Exception:  # the group keeps working in memory; the next rebalance retries
+            log.exception("group %s: could not persist its metadata", group.group_id)
+            return
+        self._persisted[group.group_id] = key
 
     def group(self, group_id: str) -> Group | None:
         """The live group state (tests and diagnostics read it)."""
@@ -210,6 +301,7 @@ class GroupCoordinator:
         member.sync_waiter = waiter
         if member_id == group.leader_id:
             group.complete_sync(dict(assignments))
+            self._persist(group)
         return waiter
 
     def heartbeat(
@@ -255,6 +347,7 @@ class GroupCoordinator:
                 removed = True
         if removed:
             self._after_removal(group, self._clock.monotonic_ms())
+            self._persist(group)
         return ErrorCode.none, results
 
     def tick(self, now_ms: float) -> None:
@@ -273,6 +366,9 @@ class GroupCoordinator:
                     group.remove_member(member, ErrorCode.unknown_member_id)
                 group.prepare_rebalance(now_ms, 0)
                 group.maybe_complete_join(now_ms)
+            self._persist(group)
+        if not self.expire_on_tick:
+            return
         if self._next_offset_expiry_ms is None:
             self._next_offset_expiry_ms = now_ms + self.config.offsets_retention_check_interval_ms
         elif now_ms >= self._next_offset_expiry_ms:
@@ -286,6 +382,8 @@ class GroupCoordinator:
         with_offsets = self._offsets.groups()
         for group_id in [g for g, grp in self._groups.items() if not grp.members and g not in with_offsets]:
             del self._groups[group_id]
+            if self._persisted.pop(group_id, None) is not None:
+                self._offsets.store_group_metadata(group_id, None)  # its tombstone
         return removed
 
     def _after_removal(self, group: Group, now: float) -> None:
@@ -322,22 +420,23 @@ class GroupCoordinator:
         now_ms = self._clock.now_ms()
         expire_ts = now_ms + retention_ms if retention_ms is not None and retention_ms >= 0 else None
         results = []
+        batch: list[tuple[str, int, CommittedOffset]] = []
         for entry in entries:
             metadata_size = len(entry.metadata.encode()) if entry.metadata else 0
             if metadata_size > self.config.offset_metadata_max_bytes:
                 results.append(ErrorCode.offset_metadata_too_large)
                 continue
-            self._offsets.commit(
-                group_id,
-                entry.topic,
-                entry.partition,
-                entry.offset,
-                entry.metadata,
-                entry.leader_epoch,
-                now_ms,
-                expire_ts,
-            )
+            committed = CommittedOffset(entry.offset, entry.leader_epoch, entry.metadata, now_ms, expire_ts)
+            batch.append((entry.topic, entry.partition, committed))
             results.append(ErrorCode.none)
+        if batch:
+            try:
+                self._offsets.commit_batch(group_id, batch)
+            except Exception:
+                log.exception("group %s: could not store %d committed offsets", group_id, len(batch))
+                return [
+                    ErrorCode.unknown_server_error if error is ErrorCode.none else error for error in results
+                ]
         return results
 
     def _check_commit(
@@ -423,6 +522,7 @@ class GroupCoordinator:
                 error = ErrorCode.group_id_not_found
             else:
                 self._groups.pop(group_id, None)
+                self._persisted.pop(group_id, None)
                 self._offsets.delete_group(group_id)
                 error = ErrorCode.none
             results.append((group_id, error))

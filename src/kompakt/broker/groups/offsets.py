@@ -21,8 +21,8 @@ What a persistent implementation must do (Kafka's behaviour):
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 
@@ -36,6 +36,32 @@ class CommittedOffset:
     commit_timestamp_ms: int
     #: An explicit expiry from OffsetCommit v2–v4 ``retention_time``; ``None`` uses the broker's retention.
     expire_timestamp_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMemberRecord:
+    """One member in a GroupMetadataValue (the schema's MemberMetadata)."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataRecord:
+    """GroupMetadataValue: what Kafka persists about a classic group after each rebalance."""
+
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp_ms: int = -1
+    members: tuple[GroupMemberRecord, ...] = field(default_factory=tuple)
 
 
 class OffsetStore(Protocol):
@@ -53,6 +79,10 @@ class OffsetStore(Protocol):
         expire_ts: int | None = None,
     ) -> None:
         """Store (or replace) the committed offset of one partition for ``group``."""
+        ...
+
+    def commit_batch(self, group: str, entries: Sequence[tuple[str, int, CommittedOffset]]) -> None:
+        """Store several partitions of one group at once (one OffsetCommit request, one append)."""
         ...
 
     def fetch(
@@ -73,6 +103,14 @@ class OffsetStore(Protocol):
         """Every group that has at least one committed offset."""
         ...
 
+    def store_group_metadata(self, group: str, record: GroupMetadataRecord | None) -> None:
+        """Persist a group's membership after a rebalance; ``None`` forgets it."""
+        ...
+
+    def all_group_metadata(self) -> dict[str, GroupMetadataRecord]:
+        """Every stored group's metadata (what the coordinator restores at startup)."""
+        ...
+
 
 class InMemoryOffsetStore:
     """A dict per group; lost on restart. Thread-safe (commits may come from handler threads)."""
@@ -80,6 +118,7 @@ class InMemoryOffsetStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        self._group_metadata: dict[str, GroupMetadataRecord] = {}
 
     def commit(
         self,
@@ -96,6 +135,12 @@ class InMemoryOffsetStore:
         with self._lock:
             self._offsets.setdefault(group, {})[(topic, partition)] = entry
 
+    def commit_batch(self, group: str, entries: Sequence[tuple[str, int, CommittedOffset]]) -> None:
+        with self._lock:
+            offsets = self._offsets.setdefault(group, {})
+            for topic, partition, entry in entries:
+                offsets[(topic, partition)] = entry
+
     def fetch(
         self, group: str, topic: str | None = None, partition: int | None = None
     ) -> dict[tuple[str, int], CommittedOffset]:
@@ -109,6 +154,7 @@ class InMemoryOffsetStore:
 
     def delete_group(self, group: str) -> int:
         with self._lock:
+            self._group_metadata.pop(group, None)
             return len(self._offsets.pop(group, {}))
 
     def expire(self, now_ms: int, retention_ms: int, keep_groups: Collection[str] = ()) -> int:
@@ -130,3 +176,14 @@ class InMemoryOffsetStore:
     def groups(self) -> set[str]:
         with self._lock:
             return set(self._offsets)
+
+    def store_group_metadata(self, group: str, record: GroupMetadataRecord | None) -> None:
+        with self._lock:
+            if record is None:
+                self._group_metadata.pop(group, None)
+            else:
+                self._group_metadata[group] = record
+
+    def all_group_metadata(self) -> dict[str, GroupMetadataRecord]:
+        with self._lock:
+            return dict(self._group_metadata)

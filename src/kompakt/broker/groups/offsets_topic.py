@@ -31,9 +31,11 @@ import logging
 import struct
 import threading
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kompakt.broker.groups.offsets import CommittedOffset
+from kompakt.broker.groups.offsets import GroupMemberRecord as GroupMemberRecord
+from kompakt.broker.groups.offsets import GroupMetadataRecord as GroupMetadataRecord
 from kompakt.clock import Clock
 from kompakt.errors import KompaktError, TopicExistsError
 from kompakt.log.manager import LogManager
@@ -192,32 +194,6 @@ def decode_offset_commit_value(data: bytes) -> CommittedOffset:
     if expire_ts is not None and expire_ts < 0:
         expire_ts = None
     return CommittedOffset(offset, leader_epoch, metadata, commit_ts, expire_ts)
-
-
-@dataclass(frozen=True, slots=True)
-class GroupMemberRecord:
-    """One member in a GroupMetadataValue (the schema's MemberMetadata)."""
-
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
-    subscription: bytes
-    assignment: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class GroupMetadataRecord:
-    """GroupMetadataValue: what Kafka persists about a classic group after each rebalance."""
-
-    protocol_type: str
-    generation: int
-    protocol: str | None
-    leader: str | None
-    current_state_timestamp_ms: int = -1
-    members: tuple[GroupMemberRecord, ...] = field(default_factory=tuple)
 
 
 def encode_group_metadata_value(record: GroupMetadataRecord) -> bytes:
@@ -483,6 +459,10 @@ class TopicOffsetStore:
     def group_metadata(self, group: str) -> GroupMetadataRecord | None:
         with self._lock:
             return self._group_metadata.get(group)
+
+    def all_group_metadata(self) -> dict[str, GroupMetadataRecord]:
+        with self._lock:
+            return dict(self._group_metadata)
 
     def on_topic_deleted(self, topic: str, partitions: Sequence[int]) -> None:
         """Tombstone every group's offsets for a deleted topic (Kafka does this on deletion).

