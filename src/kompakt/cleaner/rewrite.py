@@ -22,7 +22,14 @@ import crc32c
 import numpy as np
 
 from kompakt.cleaner.dedupe import CleanerIo, decompressed_spans
-from kompakt.cleaner.kernels import BatchTable, BoolArray, I64Array, RecordTable, Spans, U8Array, Workspace
+from kompakt.cleaner.kernels import (
+    _B_BASE_OFFSET,
+    _B_BASE_SEQ,
+    _B_EPOCH,
+    _B_LAST_DELTA,
+    _B_PEPOCH,
+    _B_PID,
+    BatchTable, BoolArray, I64Array, RecordTable, Spans, U8Array, Workspace
 from kompakt.cleaner.kernels_rewrite import rewrite_batches
 from kompakt.cleaner.metrics import CleanerStats
 from kompakt.cleaner.offset_map import OffsetMap
@@ -87,22 +94,30 @@ def _empty_header(table: BatchTable, i: int) -> bytes:
 def _header(
     table: BatchTable, i: int, attrs: int, base_ts: int, max_ts: int, count: int, body: bytes | memoryview
 ) -> bytes:
+    """A whole batch: the header fields of batch ``i`` kept, the given ones replaced, and a CRC."""
+    fields = table.columns[:, i].tolist()  # one array access instead of one per field
+    return _pack_batch(fields, attrs, base_ts, max_ts, count, body)
+
+
+def _pack_batch(
+    fields: list[int], attrs: int, base_ts: int, max_ts: int, count: int, body: bytes | memoryview
+) -> bytes:
     out = bytearray(BATCH_OVERHEAD + len(body))
     HEADER.pack_into(
         out,
         0,
-        int(table.base_offset[i]),
+        fields[_B_BASE_OFFSET],
         BATCH_OVERHEAD - LOG_OVERHEAD + len(body),
-        int(table.partition_leader_epoch[i]),
+        fields[_B_EPOCH],
         MAGIC_V2,
         0,
         attrs,
-        int(table.last_offset_delta[i]),
+        fields[_B_LAST_DELTA],
         base_ts,
         max_ts,
-        int(table.producer_id[i]),
-        int(table.producer_epoch[i]),
-        int(table.base_sequence[i]),
+        fields[_B_PID],
+        fields[_B_PEPOCH],
+        fields[_B_BASE_SEQ],
         count,
     )
     out[BATCH_OVERHEAD:] = body
@@ -182,43 +197,48 @@ def _retained_records(
 def _rebuild(
     chunk: Chunk,
     which: I64Array,
+    sel: I64Array,
     src: U8Array,
     kept: RecordTable,
     new_horizon: BoolArray,
     ctx: FilterContext,
 ) -> dict[int, tuple[bytes, int, int]]:
-    """Rebuild the batches ``which`` (positions in the kept table) that lost records or need a
-    horizon; return ``batch index -> (bytes, max timestamp, records)``."""
+    """Rebuild the batches that lost records or need a horizon: ``sel`` are their positions in
+    the kept table's span list, ``which`` their indexes in the chunk. Returns ``batch index ->
+    (bytes, max timestamp, records)``."""
     table = chunk.table
     first = kept.batch_first
-    n = len(which)
-    horizon = np.where(
-        (table.attributes[which] & ATTR_DELETE_HORIZON) != 0,
-        table.base_timestamp[which],
-        ctx.now_ms + ctx.delete_retention_ms,
-    )
-    stamped = new_horizon | ((table.attributes[which] & ATTR_DELETE_HORIZON) != 0)
+    attrs = table.attributes[which]
+    had_horizon = (attrs & ATTR_DELETE_HORIZON) != 0
+    stamped = new_horizon | had_horizon
+    horizon = np.where(had_horizon, table.base_timestamp[which], ctx.now_ms + ctx.delete_retention_ms)
     ts = kept.timestamp
-    base_ts = np.where(stamped, horizon, ts[first[:-1]])  # every batch here keeps >= 1 record
+    base_ts = np.where(stamped, horizon, ts[first[sel]])  # every batch here keeps >= 1 record
+    # Max record timestamp per kept span (spans with records only; reduceat needs valid starts).
+    span_max = np.maximum.reduceat(ts, np.minimum(first[:-1], len(ts) - 1))
+    max_ts = np.where((attrs & ATTR_TIMESTAMP_TYPE) != 0, table.max_timestamp[which], span_max[sel])
     # Re-encoding only changes two varints per record (<= 15 bytes), plus a header gap per batch.
-    bound = int(kept.length.sum()) + 15 * len(kept) + BATCH_OVERHEAD * (n + 1)
+    bound = int(kept.length.sum()) + 15 * len(kept) + BATCH_OVERHEAD * (len(sel) + 1)
     out = ctx.workspace.take("rewrite_out", 0, bound, np.uint8)
-    starts, ends = rewrite_batches(src, kept, None, np.arange(n, dtype=np.int64), base_ts, out)
+    starts, ends = rewrite_batches(src, kept, None, sel, base_ts, out)
+    counts = (first[sel + 1] - first[sel]).tolist()
+    new_attrs = np.where(stamped, attrs | ATTR_DELETE_HORIZON, attrs & ~ATTR_DELETE_HORIZON).tolist()
     result: dict[int, tuple[bytes, int, int]] = {}
-    for j in range(n):
-        i = int(which[j])
-        attrs = int(table.attributes[i])
-        lo, hi = int(first[j]), int(first[j + 1])
-        if attrs & ATTR_TIMESTAMP_TYPE:
-            max_ts = int(table.max_timestamp[i])
-        else:
-            max_ts = int(ts[lo:hi].max()) if hi > lo else int(table.max_timestamp[i])
-        body: bytes | memoryview = out[int(starts[j]) : int(ends[j])].data
-        codec = attrs & ATTR_COMPRESSION_MASK
+    for i, a, b_ts, m_ts, n, lo, hi in zip(
+        which.tolist(),
+        new_attrs,
+        base_ts.tolist(),
+        max_ts.tolist(),
+        counts,
+        starts.tolist(),
+        ends.tolist(),
+        strict=True,
+    ):
+        body: bytes | memoryview = out[lo:hi].data
+        codec = a & ATTR_COMPRESSION_MASK
         if codec != Compression.NONE:
             body = compress(Compression(codec), body)
-        new_attrs = attrs | ATTR_DELETE_HORIZON if bool(stamped[j]) else attrs & ~ATTR_DELETE_HORIZON
-        result[i] = (_header(table, i, new_attrs, int(base_ts[j]), max_ts, hi - lo, body), max_ts, hi - lo)
+        result[i] = (_header(table, i, a, b_ts, m_ts, n, body), m_ts, n)
     return result
 
 
@@ -259,8 +279,7 @@ def filter_chunk(chunk: Chunk, ctx: FilterContext) -> _Output:
         changed = (per_batch < counts[which]) | need_horizon
         sel = np.flatnonzero(changed & (per_batch > 0))
         if len(sel):
-            sub = _subset(kept, sel)
-            rebuilt.update(_rebuild(chunk, which[sel], src, sub, need_horizon[sel], ctx))
+            rebuilt.update(_rebuild(chunk, which[sel], sel, src, kept, need_horizon[sel], ctx))
     # Control markers kept but discardable: stamp their horizon once (§2.10).
     stamp_markers = np.flatnonzero(
         is_control & empty_txn_marker & ~discard_records & ~has_horizon & (counts > 0)
@@ -268,17 +287,6 @@ def filter_chunk(chunk: Chunk, ctx: FilterContext) -> _Output:
     for i in stamp_markers.tolist():
         rebuilt[i] = _stamp_marker(chunk, i, ctx)
     return _assemble(chunk, ctx, kept_count, retain_empty, rebuilt)
-
-
-def _subset(kept: RecordTable, sel: I64Array) -> RecordTable:
-    """The rows of the kept table that belong to batches ``sel`` (positions in its span list)."""
-    first = kept.batch_first
-    rows = np.concatenate([np.arange(first[s], first[s + 1]) for s in sel.tolist()])
-    cols = kept.columns[:, rows]
-    sizes = first[sel + 1] - first[sel]
-    new_first = np.zeros(len(sel) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=new_first[1:])
-    return RecordTable(np.ascontiguousarray(cols), new_first, len(rows))
 
 
 def _stamp_marker(chunk: Chunk, i: int, ctx: FilterContext) -> tuple[bytes, int, int]:
