@@ -29,7 +29,14 @@ from kompakt.cleaner.kernels import (
     _B_LAST_DELTA,
     _B_PEPOCH,
     _B_PID,
-    BatchTable, BoolArray, I64Array, RecordTable, Spans, U8Array, Workspace
+    BatchTable,
+    BoolArray,
+    I64Array,
+    RecordTable,
+    Spans,
+    U8Array,
+    Workspace,
+)
 from kompakt.cleaner.kernels_rewrite import rewrite_batches
 from kompakt.cleaner.metrics import CleanerStats
 from kompakt.cleaner.offset_map import OffsetMap
