@@ -29,7 +29,6 @@ from typing import Final
 
 import numpy as np
 
-from kompakt.cleaner.kernels import scan_records
 from kompakt.errors import (
     CompressionError,
     CorruptRecordError,
@@ -191,6 +190,8 @@ def _scan(view: RecordBatchView, tp: str) -> tuple[np.ndarray, np.ndarray, np.nd
         return np.array([value], dtype=np.int64)
 
     try:
+        from kompakt.cleaner.kernels import scan_records  # numba loads on first use, not at startup
+
         table = scan_records(
             buf, one(start), one(end), one(0), one(view.base_timestamp), one(view.records_count)
         )

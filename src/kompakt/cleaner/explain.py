@@ -39,7 +39,6 @@ from kompakt.cleaner.kernels import (
     scan_batches,
     scan_records,
 )
-from kompakt.cleaner.offset_map import SLOT_BYTES
 from kompakt.cleaner.planning import (
     LONG_MAX,
     NO_TIMESTAMP,
@@ -50,6 +49,7 @@ from kompakt.cleaner.planning import (
     max_segment_ms,
     non_active_segments_from,
 )
+from kompakt.cleaner.sizing import SLOT_BYTES, keys_per_pass
 from kompakt.errors import CorruptCheckpointError
 from kompakt.log.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT_FILE,
@@ -1061,12 +1061,6 @@ def _tombstones(
         delete_retention_ms=config.delete_retention_ms,
         listed=tuple(listed),
     )
-
-
-def keys_per_pass(buffer_bytes: int, threads: int, load_factor: float) -> int:
-    """The seed's arithmetic: ``floor(floor(buffer / threads / 24) × load factor)``."""
-    slots = buffer_bytes // max(threads, 1) // SLOT_BYTES
-    return math.floor(slots * load_factor)
 
 
 def _offset_map(broker: BrokerConfig, dirty_keys: int) -> OffsetMapReport:

@@ -27,15 +27,11 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kompakt.cleaner.adapter import LogView
-from kompakt.cleaner.cleaner import Cleaner, CleanResult
-from kompakt.cleaner.compact_now import compact_log
-from kompakt.cleaner.horizons import HorizonTracker
 from kompakt.cleaner.metrics import CleanerMetrics, format_clean_log_line
-from kompakt.cleaner.offset_map import HashedOffsetMap
 from kompakt.cleaner.planning import SelectionError, TopicPartition, segments_to_force_roll
-from kompakt.cleaner.segment_reader import DEFAULT_CHUNK_BYTES
 from kompakt.cleaner.state import CleanerManager
 from kompakt.cleaner.throttler import Throttler
 from kompakt.clock import Clock
@@ -44,7 +40,12 @@ from kompakt.log.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE, OffsetCheckpo
 from kompakt.log.config import BrokerConfig
 from kompakt.log.partition_log import PartitionLog
 
+if TYPE_CHECKING:
+    from kompakt.cleaner.cleaner import Cleaner, CleanResult
+    from kompakt.cleaner.horizons import HorizonTracker
+
 logger = logging.getLogger(__name__)
+DEFAULT_CHUNK_BYTES = 16 * 1024 * 1024  # kompakt.cleaner.segment_reader.DEFAULT_CHUNK_BYTES
 
 MAX_MAP_BYTES_PER_THREAD = 2**31 - 1
 MIN_READ_BUFFER_BYTES = DEFAULT_CHUNK_BYTES
@@ -87,18 +88,25 @@ class CleanerSettings:
 class CleanerThread(threading.Thread):
     """One ``kafka-log-cleaner-thread-<i>``."""
 
-    def __init__(self, service: LogCleaner, thread_id: int, cleaner: Cleaner) -> None:
+    def __init__(self, service: LogCleaner, thread_id: int) -> None:
         super().__init__(name=f"kafka-log-cleaner-thread-{thread_id}", daemon=True)
         self.service = service
         self.thread_id = thread_id
-        self.cleaner = cleaner
+        self._cleaner: Cleaner | None = None
         self.stop_event = threading.Event()
         self.wake_event = threading.Event()
+
+    def get_cleaner(self) -> Cleaner:
+        """This thread's cleaner, built on the first clean: the offset map and the native kernels
+        cost memory and load time that an idle broker need not pay."""
+        if self._cleaner is None:
+            self._cleaner = self.service.new_cleaner(self.thread_id)
+        return self._cleaner
 
     def run(self) -> None:
         try:
             while not self.stop_event.is_set():
-                cleaned = self.service.run_once(self.cleaner)
+                cleaned = self.service.run_once(self)
                 if not cleaned and not self.stop_event.is_set():
                     self.wake_event.wait(self.service.settings.backoff_ms / 1000.0)
                     self.wake_event.clear()
@@ -133,7 +141,7 @@ class LogCleaner:
         self._threads: list[CleanerThread] = []
         self._lock = threading.RLock()
         self._on_demand: Cleaner | None = None
-        self.horizons = HorizonTracker()
+        self._horizons: HorizonTracker | None = None
         self._on_demand_lock = threading.Lock()
         self._stopping = threading.Event()
 
@@ -146,6 +154,10 @@ class LogCleaner:
         return [LogView(log) for log in self._logs().values()]
 
     def new_cleaner(self, thread_id: int) -> Cleaner:
+        # The native kernels (numba) load here, with the first cleaner, not at broker startup.
+        from kompakt.cleaner.cleaner import Cleaner
+        from kompakt.cleaner.offset_map import HashedOffsetMap
+
         s = self.settings
         return Cleaner(
             thread_id,
@@ -164,9 +176,7 @@ class LogCleaner:
             if not self.settings.enabled:
                 self.metrics.set_threads([])
                 return
-            self._threads = [
-                CleanerThread(self, i, self.new_cleaner(i)) for i in range(self.settings.threads)
-            ]
+            self._threads = [CleanerThread(self, i) for i in range(self.settings.threads)]
             self.metrics.set_threads(t.thread_id for t in self._threads)
             for thread in self._threads:
                 thread.start()
@@ -198,6 +208,15 @@ class LogCleaner:
             thread.wake_event.set()
 
     @property
+    def horizons(self) -> HorizonTracker:
+        """Delete-horizon tracking, created on first use (it needs the native kernels)."""
+        if self._horizons is None:
+            from kompakt.cleaner.horizons import HorizonTracker
+
+            self._horizons = HorizonTracker()
+        return self._horizons
+
+    @property
     def thread_count(self) -> int:
         return len(self._threads)
 
@@ -207,34 +226,50 @@ class LogCleaner:
 
     # ------------------------------------------------------------------ one iteration
 
-    def run_once(self, cleaner: Cleaner) -> bool:
-        """One iteration of a cleaner thread; True if a log was cleaned (so no backoff)."""
+    def run_once(self, worker: Cleaner | CleanerThread) -> bool:
+        """One iteration of a cleaner thread; True if a log was cleaned (so no backoff).
+
+        ``worker`` is a cleaner thread (whose cleaner is built on its first clean) or, in tests
+        and tools, a :class:`Cleaner` directly.
+        """
         now_ms = self.clock.now_ms()
         views = self._views()
-        cleaned = False
+        thread_id = worker.thread_id
         try:
-            horizons = {
-                (v.topic, v.partition): self.horizons.earliest_horizon(v.log)
-                for v in views
-                if v.config.compact
-            }
-            selection = self.manager.grab_filthiest_compacted_log(views, now_ms, delete_horizons=horizons)
+            selection = self.manager.grab_filthiest_compacted_log(
+                views, now_ms, delete_horizons=self._delete_horizons(views)
+            )
         except SelectionError as exc:
             self.manager.mark_uncleanable(exc.topic_partition, str(exc.__cause__ or exc))
             logger.warning("Marking %s-%s as uncleanable: %s", *exc.topic_partition, exc)
             return False
-        self.metrics.record_selection(cleaner.thread_id, selection.max_compaction_delay_ms)
+        self.metrics.record_selection(thread_id, selection.max_compaction_delay_ms)
         chosen = selection.chosen
+        cleaned = chosen is not None
         if chosen is not None:
-            cleaned = True
             first_dirty = chosen.first_dirty_offset
             if not (chosen.must_clean or chosen.ratio_eligible):
                 # Eligible only for expired tombstones: nothing may be dirty, so re-clean the
                 # whole cleanable range from the log start (beyond Kafka, issue 7).
                 first_dirty = chosen.log.log_start_offset
+            cleaner = worker.get_cleaner() if isinstance(worker, CleanerThread) else worker
             self._clean_chosen(cleaner, chosen.log.log, first_dirty, chosen.first_uncleanable_offset)
         self._maintain(views, now_ms)
         return cleaned
+
+    def _delete_horizons(self, views: list[LogView]) -> dict[TopicPartition, int | None]:
+        """Each eligible compacted log's earliest governing delete horizon. A log whose files
+        cannot be read is marked uncleanable here (it would fail its clean the same way)."""
+        horizons: dict[TopicPartition, int | None] = {}
+        for view in views:
+            tp = (view.topic, view.partition)
+            if not view.config.compact or self.manager.is_uncleanable(tp):
+                continue
+            try:
+                horizons[tp] = self.horizons.earliest_horizon(view.log)
+            except Exception as exc:  # noqa: BLE001 - KIP-346: one bad partition must not stop the thread
+                self.manager.mark_uncleanable(tp, f"{type(exc).__name__}: {exc}")
+        return horizons
 
     def _clean_chosen(self, cleaner: Cleaner, log: PartitionLog, first_dirty: int, uncleanable: int) -> None:
         tp = (log.topic, log.partition)
@@ -333,6 +368,8 @@ class LogCleaner:
         dirty part and also removes tombstones and markers whose delete horizon has passed;
         otherwise it starts at the checkpoint. The cleaner threads skip the partition meanwhile.
         """
+        from kompakt.cleaner.compact_now import compact_log
+
         tp = (log.topic, log.partition)
         self.manager.begin_cleaning(tp, timeout_s)
         start = log.log_start_offset

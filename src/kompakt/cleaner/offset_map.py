@@ -38,9 +38,9 @@ from kompakt.cleaner.kernels import (
     record_error,
     scan_records,
 )
+from kompakt.cleaner.sizing import SLOT_BYTES
 from kompakt.errors import ConfigError, OffsetMapTooSmallError
 
-SLOT_BYTES: Final = 24
 _HUGE_PAGE: Final = 2 * 1024 * 1024
 _TOO_SMALL: Final = (
     "offset map is too small to fit in even a single message, so log cleaning will never make "

@@ -14,8 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kompakt.cleaner.explain import keys_per_pass
-from kompakt.cleaner.offset_map import SLOT_BYTES
+from kompakt.cleaner.sizing import SLOT_BYTES, keys_per_pass
 from kompakt.cli.output import CliUsageError, OutputFormat, console, emit_json, emit_table
 
 DEFAULT_BUFFER = 128 * 1024 * 1024

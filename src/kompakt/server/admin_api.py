@@ -17,7 +17,7 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -30,14 +30,15 @@ from prometheus_client.registry import CollectorRegistry
 
 from kompakt.broker.context import Broker
 from kompakt.cleaner.adapter import LogView
-from kompakt.cleaner.cleaner import CleanResult
-from kompakt.cleaner.explain import ConfigInput, PartitionSource, SegmentSource, explain_partition
 from kompakt.cleaner.log_cleaner import LogCleaner
 from kompakt.cleaner.planning import cleanable_offsets, log_to_clean
 from kompakt.clock import Clock, FakeClock
 from kompakt.log.partition_log import PartitionLog
 from kompakt.records.record import decode_records
 from kompakt.server.request_metrics import LATENCY_BUCKETS_S, RequestMetrics
+
+if TYPE_CHECKING:
+    from kompakt.cleaner.cleaner import CleanResult
 
 log = logging.getLogger(__name__)
 
@@ -407,6 +408,9 @@ def explain_live(
     reason = cleaner.manager.uncleanable().get(tp) if cleaner is not None else None
     meta = broker.logs.topics().get(partition_log.topic)
     overrides = dict(meta.configs) if meta is not None else {}
+    # The explain engine counts keys with the native kernels: load them on first use only.
+    from kompakt.cleaner.explain import ConfigInput, PartitionSource, SegmentSource, explain_partition
+
     configs = ConfigInput(
         overrides=overrides,
         override_origins=dict.fromkeys(overrides, "topic config"),

@@ -424,9 +424,6 @@ class BrokerApp:
                 self._tasks.append(
                     asyncio.create_task(self._every(name, delay_ms, interval_ms, fn), name=f"kompakt-{name}")
                 )
-        # The produce path validates batches with a native (numba) kernel that loads on its first
-        # call (0.2-0.7 s); load it now, in the background, rather than in the first Produce.
-        self._tasks.append(asyncio.create_task(self._warm_up(), name="kompakt-warm-up"))
         # Offset expiry touches the group coordinator, which lives on the event loop: run it there
         # (its tombstones are one small append), first at startup as Kafka does, then every
         # offsets.retention.check.interval.ms.
@@ -450,12 +447,6 @@ class BrokerApp:
             except Exception:
                 log.exception("background task %s failed", name)
             await asyncio.sleep(interval_ms / 1000)
-
-    async def _warm_up(self) -> None:
-        try:
-            await asyncio.to_thread(_warm_produce_path)
-        except Exception:
-            log.exception("warming up the produce path failed")
 
     async def _every_on_loop(
         self, name: str, delay_ms: int, interval_ms: int, fn: Callable[[], object]
@@ -502,13 +493,3 @@ class BrokerApp:
             return 0, 0
         topics = self.log_manager.topics()
         return len(topics), sum(meta.partitions for meta in topics.values())
-
-
-def _warm_produce_path() -> None:
-    """Validate a one-record batch, which loads the record-scanning kernel Produce uses."""
-    from kompakt.broker.validation import validate_produce
-    from kompakt.log.config import LogConfig
-    from kompakt.records.builder import SimpleRecord, build_batch
-
-    batch = build_batch([SimpleRecord(b"k", b"v", 0)])
-    validate_produce(batch, "warm-up", 0, LogConfig.from_overrides({}), 0)
