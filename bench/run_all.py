@@ -12,7 +12,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCHES = ["bench_log.py", "bench_kernels.py", "bench_cleaner.py"]
+BENCHES = [
+    "bench_log.py",
+    "bench_kernels.py",
+    "bench_cleaner.py",
+    "bench_broker.py",
+    "bench_recovery.py",
+    "bench_backup.py",
+]
 
 
 def main() -> int:

@@ -44,3 +44,12 @@ def _admin_commands() -> list[Registrar]:
 
 REGISTRARS += _admin_commands()
 
+
+def _backup_commands() -> list[Registrar]:
+    """``backup`` (and ``validate-restore``, ``list``, ``describe``) and ``restore``."""
+    from kompakt.cli import backup_cmd
+
+    return [backup_cmd.register]
+
+
+REGISTRARS += _backup_commands()

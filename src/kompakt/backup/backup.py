@@ -1,0 +1,425 @@
+"""Copying topics from a running cluster into a backup (snapshot, continuous, incremental).
+
+One run:
+
+1. check the storage is writable and the cluster reachable, select the topics (a literal name
+   that does not exist is an error before anything is written), read their configs;
+2. load the manifest of ``backup_id`` if there is one: each partition resumes at its
+   ``end_offset`` (the offset store), so a later run copies only new records and a run after an
+   interruption continues where the last committed file ended;
+3. read the watermarks; snapshot mode stops each partition at the high watermark seen now,
+   continuous mode keeps polling until ``stop`` is set (Ctrl-C in the CLI);
+4. consume with a plain assignment (no group membership, nothing committed on the source) and
+   build batches at the original offsets; offsets the source no longer has become gaps;
+5. commit each segment file, then the manifest; at the end mark the run and the backup complete.
+
+A failure or an interrupt first commits what was consumed (every consumed record is a complete
+record), then leaves the manifest ``incomplete``: never a backup that claims more than it holds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kompakt.backup.config import BackupConfig
+from kompakt.backup.errors import BackupError
+from kompakt.backup.kafka import KAFKA, Client
+from kompakt.backup.manifest import (
+    STATUS_COMPLETE,
+    STATUS_INCOMPLETE,
+    FileEntry,
+    Manifest,
+    PartitionEntry,
+    RunEntry,
+    TopicEntry,
+    load_manifest,
+    manifest_key,
+    save_manifest,
+)
+from kompakt.backup.progress import NoProgress, PartitionProgress, Progress
+from kompakt.backup.segment import CODECS, SegmentBuilder, segment_path, sha256_hex
+from kompakt.backup.storage import Storage
+from kompakt.clock import Clock, SystemClock
+from kompakt.records.batch import TimestampType
+
+TopicPartition = tuple[str, int]
+CONSUME_BATCH = 10_000
+PROGRESS_EVERY_S = 0.25
+PARTITION_EOF = -191  # KafkaError._PARTITION_EOF
+
+
+@dataclass
+class _PartitionRun:
+    """One partition during a run: where it is, where it stops, what is not yet committed."""
+
+    entry: PartitionEntry
+    builder: SegmentBuilder
+    progress: PartitionProgress
+    next_offset: int
+    """The next offset expected from the consumer (everything below is handled)."""
+    target: int | None
+    """Snapshot: stop here (the high watermark at start); None in continuous mode."""
+    pending_gaps: list[tuple[int, int]] = field(default_factory=list)
+    done: bool = False
+    failed: bool = False
+
+
+@dataclass
+class BackupResult:
+    manifest: Manifest
+    run: RunEntry
+    partitions: list[dict[str, Any]]
+    seconds: float
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "backup_id": self.manifest.backup_id,
+            "run": self.run.run,
+            "status": self.manifest.status,
+            "records": self.run.records,
+            "bytes": self.run.bytes,
+            "seconds": round(self.seconds, 3),
+            "mb_per_s": round(self.run.bytes / 1e6 / self.seconds, 2) if self.seconds > 0 else None,
+        }
+
+
+class BackupRun:
+    """Everything one ``kompakt backup`` run needs; :meth:`run` does it."""
+
+    def __init__(
+        self,
+        config: BackupConfig,
+        *,
+        storage: Storage | None = None,
+        progress: Progress | None = None,
+        stop: threading.Event | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.config = config
+        self.storage = storage if storage is not None else config.storage.open()
+        self.progress = progress or NoProgress()
+        self.stop = stop or threading.Event()
+        self.clock = clock or SystemClock()
+        self.client = Client(config.bootstrap_servers, config.timeout_s, config.client_config)
+        self.codec = CODECS[config.compression]
+
+    # ------------------------------------------------------------------ setup
+
+    def _select_topics(self, available: dict[str, int]) -> dict[str, int]:
+        selection = self.config.topics
+        missing = [t for t in selection.literal_names() if t not in available]
+        if missing:
+            raise BackupError(
+                f"topic(s) {', '.join(map(repr, missing))} do not exist at {self.client.bootstrap}"
+            )
+        chosen = {t: n for t, n in available.items() if selection.matches(t)}
+        if not chosen:
+            raise BackupError(f"no topic at {self.client.bootstrap} matches source.topics")
+        return dict(sorted(chosen.items()))
+
+    def _open_manifest(self, now_ms: int) -> Manifest:
+        if self.storage.exists(manifest_key(self.config.backup_id)):
+            return load_manifest(self.storage, self.config.backup_id)
+        return Manifest(
+            backup_id=self.config.backup_id,
+            created_ms=now_ms,
+            updated_ms=now_ms,
+            status=STATUS_INCOMPLETE,
+            source={"bootstrap_servers": self.config.bootstrap_servers},
+            compression=self.config.compression,
+        )
+
+    def _consumer(self) -> Any:
+        return KAFKA.Consumer(
+            self.client.config(
+                **{
+                    "group.id": f"kompakt-backup-{self.config.backup_id}",
+                    "enable.auto.commit": False,
+                    "enable.auto.offset.store": False,
+                    "enable.partition.eof": True,
+                    "auto.offset.reset": "earliest",
+                    "isolation.level": "read_committed",
+                    "fetch.max.bytes": 64 * 1024 * 1024,
+                    "max.partition.fetch.bytes": 16 * 1024 * 1024,
+                    "queued.max.messages.kbytes": 256 * 1024,
+                    "fetch.wait.max.ms": 100,
+                    "check.crcs": False,
+                }
+            )
+        )
+
+    # ------------------------------------------------------------------ commits
+
+    def _commit_file(self, manifest: Manifest, state: _PartitionRun, run: RunEntry) -> None:
+        """Write the partition's open segment, then record it (and the gaps before it)."""
+        entry = state.entry
+        if state.failed:
+            return  # its open segment was lost with a failed write: record nothing past the last file
+        if not state.builder.empty:
+            built = state.builder.finish()
+            path = segment_path(entry.topic, entry.partition, built.first_offset)
+            try:
+                self.storage.put(f"{manifest.backup_id}/{path}", built.data)
+            except BaseException:
+                state.failed = True
+                raise
+            entry.files.append(
+                FileEntry(
+                    path=path,
+                    first_offset=built.first_offset,
+                    last_offset=built.last_offset,
+                    records=built.records,
+                    tombstones=built.tombstones,
+                    size=len(built.data),
+                    sha256=sha256_hex(built.data),
+                    min_timestamp=built.min_timestamp,
+                    max_timestamp=built.max_timestamp,
+                    run=run.run,
+                )
+            )
+            entry.records += built.records
+            entry.tombstones += built.tombstones
+            entry.bytes += len(built.data)
+            run.records += built.records
+            run.bytes += len(built.data)
+        for first, last in state.pending_gaps:
+            entry.add_gap(first, last)
+        state.pending_gaps.clear()
+        entry.end_offset = max(entry.end_offset, state.next_offset)
+        run.ranges[f"{entry.topic}-{entry.partition}"][1] = entry.end_offset
+        self._save(manifest)
+
+    def _save(self, manifest: Manifest) -> None:
+        manifest.updated_ms = self.clock.now_ms()
+        save_manifest(self.storage, manifest)
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> BackupResult:
+        started = time.monotonic()
+        self.storage.check_writable()
+        topics = self._select_topics(self.client.topics())
+        configs = self.client.topic_configs(list(topics))
+        now_ms = self.clock.now_ms()
+        manifest = self._open_manifest(now_ms)
+        if manifest.runs and manifest.runs[-1].status != STATUS_COMPLETE:
+            self.progress.message(f"resuming after incomplete run {manifest.runs[-1].run}")
+        mode = "continuous" if self.config.continuous else "snapshot"
+        run = RunEntry(len(manifest.runs) + 1, now_ms, None, mode, "running")
+        manifest.runs.append(run)
+        manifest.status = STATUS_INCOMPLETE
+        manifest.compression = self.config.compression
+        for name, count in topics.items():
+            overrides, effective = configs.get(name, ({}, {}))
+            manifest.topics[name] = TopicEntry(
+                name=name,
+                partitions=count,
+                configs=overrides,
+                cleanup_policy=effective.get("cleanup.policy", "delete"),
+                delete_retention_ms=int(effective.get("delete.retention.ms", "86400000")),
+            )
+        marks = self.client.watermarks([(name, p) for name, count in topics.items() for p in range(count)])
+        consumer = self._consumer()
+        states: dict[TopicPartition, _PartitionRun] = {}
+        try:
+            for name, count in topics.items():
+                topic = manifest.topics[name]
+                horizon_ms = topic.delete_retention_ms if "compact" in topic.cleanup_policy else None
+                for partition in range(count):
+                    states[(name, partition)] = self._plan_partition(
+                        manifest, marks[(name, partition)], topic, partition, horizon_ms, run
+                    )
+            if self.config.consumer_group_snapshot:
+                manifest.consumer_groups = self.client.group_offsets(set(topics))
+                manifest.consumer_groups_ms = self.clock.now_ms()
+            self._save(manifest)
+            self.progress.begin([s.progress for s in states.values()])
+            self._consume(manifest, consumer, states, run)
+        except BaseException as exc:
+            self._fail(manifest, states, run, exc)
+            raise
+        finally:
+            consumer.close()
+            self.progress.end()
+        for state in states.values():
+            self._finish_partition(state)
+        run.status = STATUS_COMPLETE
+        run.finished_ms = self.clock.now_ms()
+        manifest.status = STATUS_COMPLETE
+        for state in states.values():
+            self._commit_file(manifest, state, run)
+        self._save(manifest)
+        rows = [
+            {
+                "partition": s.progress.name,
+                "records": s.progress.records,
+                "bytes": s.progress.bytes,
+                "end_offset": s.entry.end_offset,
+                "gaps": len(s.entry.gaps),
+                "gap_offsets": s.entry.gap_offsets,
+            }
+            for s in states.values()
+        ]
+        return BackupResult(manifest, run, rows, time.monotonic() - started)
+
+    def _plan_partition(
+        self,
+        manifest: Manifest,
+        marks: tuple[int, int],
+        topic: TopicEntry,
+        partition: int,
+        horizon_ms: int | None,
+        run: RunEntry,
+    ) -> _PartitionRun:
+        low, high = marks
+        entry = manifest.partitions.get((topic.name, partition))
+        pending: list[tuple[int, int]] = []
+        if entry is None:
+            start = low if self.config.start_offset == "earliest" else high
+            entry = PartitionEntry(topic.name, partition, start, start, low)
+            manifest.partitions[(topic.name, partition)] = entry
+        start = entry.end_offset
+        if start < low:
+            # Retention (or DeleteRecords) removed offsets since the last run: an honest gap.
+            pending.append((start, low - 1))
+            self.progress.message(
+                f"{topic.name}-{partition}: offsets {start}..{low - 1} are gone at the source"
+            )
+            start = low
+        if start > high:
+            raise BackupError(
+                f"{topic.name}-{partition}: the backup already holds offsets up to {start} but the source "
+                f"ends at {high} (was the topic re-created? use a new backup_id)"
+            )
+        entry.log_start_offset = low
+        run.ranges[f"{topic.name}-{partition}"] = [start, start]
+        target = None if self.config.continuous else high
+        builder = SegmentBuilder(
+            self.codec, self.config.compression_level, self.config.batch_max_bytes, horizon_ms
+        )
+        progress = PartitionProgress(topic.name, partition, (high - start) if target is not None else None)
+        state = _PartitionRun(entry, builder, progress, start, target, pending)
+        state.done = target is not None and start >= target
+        return state
+
+    def _consume(
+        self, manifest: Manifest, consumer: Any, states: dict[TopicPartition, _PartitionRun], run: RunEntry
+    ) -> None:
+        todo = [tp for tp, s in states.items() if not s.done]
+        if not todo:
+            return
+        consumer.assign([KAFKA.TopicPartition(t, p, states[(t, p)].next_offset) for t, p in todo])
+        remaining = len(todo)
+        poll_s = self.config.poll_interval_ms / 1000
+        last_progress = time.monotonic()
+        last_checkpoint = time.monotonic()
+        segment_max = self.config.segment_max_bytes
+        log_append_time = KAFKA.TIMESTAMP_LOG_APPEND_TIME
+        while remaining and not self.stop.is_set():
+            messages = consumer.consume(CONSUME_BATCH, timeout=min(poll_s, 0.5))
+            consumed_ms = self.clock.now_ms()
+            touched: set[TopicPartition] = set()
+            for msg in messages:
+                tp = (msg.topic(), msg.partition())
+                state = states[tp]
+                error = msg.error()
+                if error is not None:
+                    if error.code() != PARTITION_EOF:
+                        raise self.client.fail(f"cannot read {tp[0]}-{tp[1]}", KAFKA.KafkaException(error))
+                    if state.target is not None and not state.done:
+                        if 0 <= msg.offset() < state.target:
+                            # read_committed stops at an open transaction (the LSO): end there.
+                            self.progress.message(
+                                f"{tp[0]}-{tp[1]}: readable data ends at {msg.offset()}, before the "
+                                f"high watermark {state.target} (an open transaction?)"
+                            )
+                            state.target = max(msg.offset(), state.next_offset)
+                        state.done = True
+                        remaining -= 1
+                    continue
+                offset = msg.offset()
+                if state.done or offset < state.next_offset:
+                    continue
+                if state.target is not None and offset >= state.target:
+                    state.done = True
+                    remaining -= 1
+                    continue
+                if offset > state.next_offset:
+                    state.pending_gaps.append((state.next_offset, offset - 1))
+                ts_type, timestamp = msg.timestamp()
+                key, value = msg.key(), msg.value()
+                state.builder.add(
+                    offset,
+                    timestamp,
+                    TimestampType.LOG_APPEND_TIME
+                    if ts_type == log_append_time
+                    else TimestampType.CREATE_TIME,
+                    key,
+                    value,
+                    msg.headers() or (),
+                    consumed_ms,
+                )
+                state.next_offset = offset + 1
+                state.progress.records += 1
+                state.progress.bytes += (len(key) if key else 0) + (len(value) if value else 0)
+                touched.add(tp)
+                if state.target is not None and state.next_offset >= state.target:
+                    state.done = True
+                    remaining -= 1
+                if state.builder.size >= segment_max:
+                    self._commit_file(manifest, state, run)
+            now = time.monotonic()
+            if self.config.continuous and now - last_checkpoint >= self.config.checkpoint_interval_ms / 1000:
+                for state in states.values():
+                    if not state.builder.empty:
+                        self._commit_file(manifest, state, run)
+                last_checkpoint = now
+            if now - last_progress >= PROGRESS_EVERY_S:
+                last_progress = now
+                for tp in touched:
+                    state = states[tp]
+                    state.progress.done = state.next_offset - run.ranges[f"{tp[0]}-{tp[1]}"][0]
+                    self.progress.update(state.progress)
+        for state in states.values():
+            state.progress.done = state.next_offset - run.ranges[state.progress.name][0]
+            self.progress.update(state.progress)
+
+    def _finish_partition(self, state: _PartitionRun) -> None:
+        """A snapshot partition that reached its target: the offsets after its last record are gaps."""
+        if state.target is not None and state.next_offset < state.target:
+            state.pending_gaps.append((state.next_offset, state.target - 1))
+            state.next_offset = state.target
+
+    def _fail(
+        self,
+        manifest: Manifest,
+        states: dict[TopicPartition, _PartitionRun],
+        run: RunEntry,
+        exc: BaseException,
+    ) -> None:
+        """Commit what was consumed (so a re-run resumes there), and mark the run incomplete."""
+        run.status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        run.error = str(exc) or type(exc).__name__
+        run.finished_ms = self.clock.now_ms()
+        manifest.status = STATUS_INCOMPLETE
+        try:
+            for state in states.values():
+                self._commit_file(manifest, state, run)
+            self._save(manifest)
+        except Exception as second:  # noqa: BLE001 - the first error is the one to report
+            self.progress.message(f"could not record the failed run: {second}")
+
+
+def run_backup(
+    config: BackupConfig,
+    *,
+    storage: Storage | None = None,
+    progress: Progress | None = None,
+    stop: threading.Event | None = None,
+    clock: Clock | None = None,
+) -> BackupResult:
+    """Run one backup of ``config`` (see the module docstring)."""
+    return BackupRun(config, storage=storage, progress=progress, stop=stop, clock=clock).run()

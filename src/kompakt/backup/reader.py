@@ -1,0 +1,111 @@
+"""Reading a backup for a restore: which partitions, and their verified batches in offset order.
+
+Both restore paths (protocol and offline) and the dry run share this, so they check the same
+things the same way: the manifest is complete (unless ``allow_incomplete``), the requested topics
+are in it, and every file matches its sha256 before any record is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from kompakt.backup.config import RestoreConfig
+from kompakt.backup.erasure import RecordFilter
+from kompakt.backup.errors import BackupError, CorruptBackupError
+from kompakt.backup.manifest import (
+    STATUS_COMPLETE,
+    FileEntry,
+    Manifest,
+    PartitionEntry,
+    TopicEntry,
+    load_manifest,
+)
+from kompakt.backup.segment import verify_segment
+from kompakt.backup.storage import Storage
+from kompakt.records.batch import RecordBatchView
+
+
+def policy_set(policy: str) -> frozenset[str]:
+    """``cleanup.policy`` as a set ("compact,delete" == "delete, compact")."""
+    return frozenset(p.strip().lower() for p in policy.split(",") if p.strip())
+
+
+@dataclass
+class RestoreSource:
+    """The backup side of a restore: the manifest, the chosen topics and the filters."""
+
+    storage: Storage
+    manifest: Manifest
+    topics: list[TopicEntry]
+    record_filter: RecordFilter
+
+    @classmethod
+    def open(cls, config: RestoreConfig, storage: Storage | None = None) -> RestoreSource:
+        store = storage if storage is not None else config.storage.open()
+        manifest = load_manifest(store, config.backup_id)
+        if manifest.status != STATUS_COMPLETE and not config.allow_incomplete:
+            last = manifest.runs[-1] if manifest.runs else None
+            why = f" (run {last.run} {last.status}: {last.error})" if last and last.error else ""
+            raise BackupError(
+                f"backup {config.backup_id!r} is incomplete{why}; re-run the backup to finish it, "
+                "or set restore.allow_incomplete: true to restore what it holds"
+            )
+        if config.topics:
+            missing = [t for t in config.topics if t not in manifest.topics]
+            if missing:
+                raise BackupError(
+                    f"topic(s) {', '.join(map(repr, missing))} are not in backup {config.backup_id!r}"
+                )
+            topics = [manifest.topics[t] for t in config.topics]
+        else:
+            topics = [manifest.topics[t] for t in sorted(manifest.topics)]
+        unknown = [t for t in config.topic_mapping if t not in manifest.topics]
+        if unknown:
+            raise BackupError(f"restore.topic_mapping names topic(s) not in the backup: {', '.join(unknown)}")
+        record_filter = RecordFilter(config.time_window_start, config.time_window_end, config.erasure)
+        return cls(store, manifest, topics, record_filter)
+
+    def partitions(self, topic: str) -> list[PartitionEntry]:
+        return [p for (t, _), p in sorted(self.manifest.partitions.items()) if t == topic]
+
+    def files(self, entry: PartitionEntry) -> list[FileEntry]:
+        """The partition's files in offset order, without those wholly outside the time window."""
+        return [
+            f
+            for f in sorted(entry.files, key=lambda f: f.first_offset)
+            if not self.record_filter.skips_file(f.min_timestamp, f.max_timestamp)
+        ]
+
+    def read_file(self, entry: FileEntry) -> tuple[bytes, list[RecordBatchView]]:
+        key = f"{self.manifest.backup_id}/{entry.path}"
+        try:
+            data = self.storage.get(key)
+        except BackupError as exc:
+            raise CorruptBackupError(f"{entry.path}: {exc}") from None
+        batches = verify_segment(
+            data,
+            name=entry.path,
+            sha256=entry.sha256,
+            first_offset=entry.first_offset,
+            last_offset=entry.last_offset,
+            records=entry.records,
+        )
+        return data, batches
+
+    def verify_all(self) -> list[str]:
+        """Read and check every file a restore would use; returns the problems found (all of them)."""
+        problems: list[str] = []
+        for topic in self.topics:
+            for entry in self.partitions(topic.name):
+                for file in self.files(entry):
+                    try:
+                        self.read_file(file)
+                    except CorruptBackupError as exc:
+                        problems.append(str(exc))
+        return problems
+
+    def iter_batches(self, entry: PartitionEntry) -> Iterator[tuple[FileEntry, bytes, list[RecordBatchView]]]:
+        for file in self.files(entry):
+            data, batches = self.read_file(file)
+            yield file, data, batches

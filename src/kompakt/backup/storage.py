@@ -1,0 +1,223 @@
+"""Where backups live: a directory or an S3 bucket, behind one small interface.
+
+Every object is written whole and atomically (a temporary file renamed into place, or one S3 PUT),
+so a reader sees either the old object or the new one and never half a file: that is what lets
+the manifest be the single commit point of a backup. Keys are ``/``-separated paths relative to
+the storage root (``<backup_id>/manifest.json``).
+
+boto3 is imported lazily, so filesystem backups do not need it installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Protocol
+
+from kompakt.backup.errors import StorageError
+
+
+class Storage(Protocol):
+    """The operations backup and restore need from a backend."""
+
+    def describe(self) -> str:
+        """A human-readable location (``/backups`` or ``s3://bucket/prefix``)."""
+        ...
+
+    def put(self, key: str, data: bytes) -> None:
+        """Write ``data`` at ``key`` atomically, replacing any previous object."""
+        ...
+
+    def get(self, key: str) -> bytes:
+        """Read the whole object; StorageError when it is missing or unreadable."""
+        ...
+
+    def exists(self, key: str) -> bool: ...
+
+    def list(self, prefix: str) -> list[str]:
+        """Keys under ``prefix`` (a folder path ending in ``/`` or empty), sorted."""
+        ...
+
+    def check_writable(self) -> None:
+        """Fail early (before any data is copied) when the location cannot be written."""
+        ...
+
+
+class FilesystemStorage:
+    """A directory; writes go through a temporary file, fsync and rename."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).expanduser()
+
+    def describe(self) -> str:
+        return str(self.root)
+
+    def _path(self, key: str) -> Path:
+        parts = [p for p in key.split("/") if p]
+        if any(p in (".", "..") for p in parts):
+            raise StorageError(f"invalid storage key {key!r}")
+        return self.root.joinpath(*parts)
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(tmp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+            dir_fd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError as exc:
+            raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+    def get(self, key: str) -> bytes:
+        path = self._path(key)
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            raise StorageError(f"{path} does not exist") from None
+        except OSError as exc:
+            raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def list(self, prefix: str) -> list[str]:
+        base = self._path(prefix) if prefix else self.root
+        if not base.is_dir():
+            return []
+        keys = []
+        for path in base.rglob("*"):
+            if path.is_file() and not path.name.endswith(".tmp"):
+                keys.append(path.relative_to(self.root).as_posix())
+        return sorted(keys)
+
+    def check_writable(self) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create {self.root}: {exc.strerror or exc}") from None
+        if not os.access(self.root, os.W_OK):
+            raise StorageError(f"{self.root} is not writable")
+
+
+def _boto3() -> Any:
+    """boto3, untyped (it ships no annotations), imported only when an S3 backend is used."""
+    try:
+        return importlib.import_module("boto3")
+    except ImportError:
+        raise StorageError("the s3 backend needs boto3 (pip install boto3)") from None
+
+
+class S3Storage:
+    """An S3 (or S3-compatible: MinIO, moto, Ceph) bucket and key prefix.
+
+    A PUT of one object is atomic in S3, so no temporary keys are needed. Credentials come from
+    the usual boto3 chain (environment, profile, instance role); ``endpoint_url`` points at a
+    compatible server.
+    """
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        client: Any = None,
+    ) -> None:
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.endpoint_url = endpoint_url
+        if client is None:
+            boto3 = _boto3()
+            config = importlib.import_module("botocore.config").Config(
+                retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=10, read_timeout=60
+            )
+            client = boto3.client("s3", endpoint_url=endpoint_url, region_name=region, config=config)
+        self.client = client
+
+    def describe(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _fail(self, action: str, key: str, exc: Exception) -> StorageError:
+        response = getattr(exc, "response", None) or {}
+        error = response.get("Error", {}) if isinstance(response, dict) else {}
+        code = error.get("Code") or type(exc).__name__
+        message = error.get("Message") or str(exc)
+        return StorageError(f"cannot {action} s3://{self.bucket}/{self._key(key)}: {code}: {message}")
+
+    def put(self, key: str, data: bytes) -> None:
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+        except Exception as exc:  # noqa: BLE001 - botocore raises many unrelated types
+            raise self._fail("write", key, exc) from None
+
+    def get(self, key: str) -> bytes:
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+            body: bytes = response["Body"].read()
+            return body
+        except Exception as exc:  # noqa: BLE001
+            raise self._fail("read", key, exc) from None
+
+    def exists(self, key: str) -> bool:
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+            return True
+        except Exception as exc:  # noqa: BLE001
+            response = getattr(exc, "response", None) or {}
+            code = str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
+            if code in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise self._fail("read", key, exc) from None
+
+    def list(self, prefix: str) -> list[str]:
+        full = self._key(prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
+        keys: list[str] = []
+        try:
+            paginator = self.client.get_paginator("list_objects_v2")
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=full):
+                for item in page.get("Contents", []):
+                    key = str(item["Key"])
+                    keys.append(key[len(self.prefix) + 1 :] if self.prefix else key)
+        except Exception as exc:  # noqa: BLE001
+            raise self._fail("list", prefix, exc) from None
+        return sorted(keys)
+
+    def check_writable(self) -> None:
+        """Write and delete a probe object: a missing bucket or a read-only policy fails here."""
+        probe = ".kompakt-write-probe"
+        self.put(probe, b"")
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self._key(probe))
+        except Exception as exc:  # noqa: BLE001
+            raise self._fail("delete", probe, exc) from None
+
+
+def parse_location(location: str, *, endpoint_url: str | None = None) -> Storage:
+    """``s3://bucket/prefix`` or a directory path, for the ``list`` and ``describe`` commands."""
+    if location.startswith("s3://"):
+        rest = location[len("s3://") :]
+        bucket, _, prefix = rest.partition("/")
+        if not bucket:
+            raise StorageError(f"{location!r} names no bucket")
+        return S3Storage(bucket, prefix, endpoint_url=endpoint_url)
+    return FilesystemStorage(location)

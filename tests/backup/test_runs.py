@@ -1,0 +1,117 @@
+"""Runs that fail, get interrupted or never end: the manifest never claims more than it holds."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from backup.conftest import backup_config, create_topic, produce
+from clients.conftest import BrokerProcess
+from kompakt.backup.backup import BackupResult, run_backup
+from kompakt.backup.config import parse_restore_config
+from kompakt.backup.errors import BackupError, StorageError
+from kompakt.backup.manifest import load_manifest
+from kompakt.backup.reader import RestoreSource
+from kompakt.backup.storage import FilesystemStorage
+
+pytestmark = [pytest.mark.clients, pytest.mark.xdist_group("backup")]
+
+
+class FlakyStorage(FilesystemStorage):
+    """Fails the n-th write of a segment file, like a full disk or a dropped connection."""
+
+    def __init__(self, root: Path, fail_at: int) -> None:
+        super().__init__(root)
+        self.segment_puts = 0
+        self.fail_at = fail_at
+
+    def put(self, key: str, data: bytes) -> None:
+        if key.endswith(".log"):
+            self.segment_puts += 1
+            if self.segment_puts == self.fail_at:
+                raise StorageError(f"cannot write {key}: No space left on device")
+        super().put(key, data)
+
+
+def test_failed_run_is_incomplete_and_resumes(broker: BrokerProcess, tmp_path: Path) -> None:
+    create_topic(broker, "flaky", 1)
+    produce(broker, "flaky", [(f"f{i}".encode(), b"z" * 2000) for i in range(300)])
+    config = backup_config(
+        broker,
+        tmp_path,
+        "flaky",
+        topics=["flaky"],
+        backup={"compression": "none", "segment_max_bytes": 100_000, "batch_max_bytes": 20_000},
+    )
+    storage = FlakyStorage(tmp_path, fail_at=3)
+    with pytest.raises(StorageError, match="No space left"):
+        run_backup(config, storage=storage)
+    manifest = load_manifest(storage, "flaky")
+    assert manifest.status == "incomplete"
+    assert manifest.runs[-1].status == "failed" and "No space" in (manifest.runs[-1].error or "")
+    entry = manifest.partitions[("flaky", 0)]
+    assert 0 < entry.end_offset < 300
+    assert entry.records == entry.end_offset == sum(f.records for f in entry.files)
+    # A restore refuses an incomplete backup unless asked.
+    restore = {
+        "backup_id": "flaky",
+        "target": {"bootstrap_servers": broker.bootstrap},
+        "storage": {"path": str(tmp_path)},
+    }
+    with pytest.raises(BackupError, match="incomplete"):
+        RestoreSource.open(parse_restore_config(restore))
+
+    result = run_backup(config, storage=FilesystemStorage(tmp_path))
+    assert result.manifest.status == "complete"
+    entry = result.manifest.partitions[("flaky", 0)]
+    assert (entry.records, entry.end_offset, entry.gaps) == (300, 300, [])
+    offsets = [o for f in entry.files for o in (f.first_offset, f.last_offset)]
+    assert offsets == sorted(offsets) and entry.files[0].first_offset == 0
+    assert [r.status for r in result.manifest.runs] == ["failed", "complete"]
+
+
+def test_continuous_mode_until_stopped(broker: BrokerProcess, tmp_path: Path) -> None:
+    create_topic(broker, "cont", 2)
+    produce(broker, "cont", [(b"a", b"1")], partition=0)
+    config = backup_config(
+        broker,
+        tmp_path,
+        "cont",
+        topics=["cont"],
+        backup={"continuous": True, "poll_interval_ms": 100, "checkpoint_interval_ms": 100},
+    )
+    stop = threading.Event()
+    outcome: list[BackupResult | BaseException] = []
+
+    def target() -> None:
+        try:
+            outcome.append(run_backup(config, stop=stop))
+        except BaseException as exc:  # noqa: BLE001 - surfaced by the assertion below
+            outcome.append(exc)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    storage = FilesystemStorage(tmp_path)
+    deadline = time.monotonic() + 30
+    produced = False
+    try:
+        while True:
+            assert time.monotonic() < deadline, "continuous backup did not pick up new records"
+            if storage.exists("cont/manifest.json"):
+                manifest = load_manifest(storage, "cont")
+                if manifest.records >= 1 and not produced:
+                    produce(broker, "cont", [(b"b", b"2"), (b"c", b"3")], partition=1)
+                    produced = True
+                if manifest.records == 3:
+                    break
+            thread.join(0.05)
+    finally:
+        stop.set()
+        thread.join(30)
+    (result,) = outcome
+    assert isinstance(result, BackupResult), result
+    assert result.manifest.status == "complete" and result.run.mode == "continuous"
+    assert result.manifest.partitions[("cont", 1)].end_offset == 2
