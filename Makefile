@@ -14,17 +14,21 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-# Debian packages and npm modules used by the client-compatibility tests (kcat, kafkajs).
+# Debian packages and npm modules used by the tests: kcat (client compatibility), chromium (the
+# log map in a headless browser), kafkajs and playwright-core from npm.
 system-deps:
-	@if ! command -v kcat >/dev/null 2>&1; then \
+	@if ! command -v kcat >/dev/null 2>&1 || [ ! -x /usr/bin/chromium ]; then \
 		if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; \
-		else echo "kcat not installed and cannot apt-get; kcat tests will fail"; fi; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat chromium >/dev/null; \
+		else echo "kcat/chromium not installed and cannot apt-get; their tests will fail"; fi; \
 	fi
 
 js-deps:
-	@if command -v npm >/dev/null 2>&1 && [ -f tests/js/package.json ] && [ ! -d tests/js/node_modules/kafkajs ]; then \
-		cd tests/js && npm install --silent --no-audit --no-fund; \
+	@if command -v npm >/dev/null 2>&1 && [ ! -d tests/js/node_modules/kafkajs ]; then \
+		cd tests/js && npm ci --silent --no-audit --no-fund; \
+	fi
+	@if command -v npm >/dev/null 2>&1 && [ ! -d tests/web/js/node_modules/playwright-core ]; then \
+		cd tests/web/js && npm ci --silent --no-audit --no-fund; \
 	fi
 
 run: $(STAMP)

@@ -769,6 +769,11 @@ def explain_partition(source: PartitionSource, configs: ConfigInput, now_ms: int
         start,
         now_ms,
     )
+    if eligible and not configs.broker.log_cleaner_enable:
+        verdict += (
+            "; but log.cleaner.enable=false, so no cleaner thread runs: only compact-now cleans it "
+            "(and its retention waits too)"
+        )
     return PartitionExplain(
         topic=source.topic,
         partition=source.partition,
@@ -892,6 +897,8 @@ def _max_lag(
     enabled = max_lag < LONG_MAX
     deadline: int | None = None
     detail = "max.compaction.lag.ms is not set: no deadline"
+    if config.max_compaction_lag_ms == 0:
+        detail = "max.compaction.lag.ms is 0, which disables it (KIP-354): no deadline"
     if enabled:
         estimates = estimated_earliest_timestamps(infos, max_segment_ms(config))
         dirty_non_active = [

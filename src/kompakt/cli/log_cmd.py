@@ -392,6 +392,10 @@ def explain_command(
         float, typer.Option("--bootstrap-timeout", help="Seconds to wait for the cluster.")
     ] = 10.0,
     output: OutputOpt = OutputFormat.TABLE,
+    html: Annotated[
+        Path | None,
+        typer.Option("--html", help="Write the log map as one self-contained HTML file instead."),
+    ] = None,
 ) -> None:
     """Why a partition is or is not compacting, with the numbers and the event that will change it."""
     from kompakt.cleaner.explain import ConfigInput, explain_partition, source_from_files
@@ -407,6 +411,7 @@ def explain_command(
             bootstrap, sorted({p.topic for p in target.partitions}), bootstrap_timeout
         )
     reports = []
+    sources = []
     for part in target.partitions:
         overrides: dict[str, str] = {}
         origins: dict[str, str] = {}
@@ -420,10 +425,18 @@ def explain_command(
                 origins[name] = origin
         inp = ConfigInput(overrides, origins, broker, "--broker-config")
         try:
-            report = explain_partition(source_from_files(part, target.data_dir), inp, now_ms)
+            source = source_from_files(part, target.data_dir)
+            report = explain_partition(source, inp, now_ms)
         except ConfigError as exc:
             raise CliUsageError(f"{part.name}: {exc}") from None
         reports.append(report)
+        sources.append(source)
+    if html is not None:
+        from kompakt.server.web import export_page
+
+        html.write_text(export_page(list(zip(reports, sources, strict=True)), now_ms, str(path)), "utf-8")
+        console.print(f"wrote the log map of {len(reports)} partitions to {html}", markup=False)
+        return
     if output is OutputFormat.JSON:
         emit_json([r.to_dict() for r in reports])
         return

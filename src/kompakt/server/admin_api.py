@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -131,6 +131,9 @@ class AdminApi:
         self._background_lock = threading.Lock()
         self._registry = CollectorRegistry(auto_describe=False)
         self._registry.register(_Collector(self))
+        #: Called with ``(log, "before")`` and ``(log, "after")`` around each compact-now of a
+        #: partition (the log map keeps a sample of records from both sides); errors are logged.
+        self.compact_hooks: list[Callable[[PartitionLog, str], None]] = []
 
     # ------------------------------------------------------------------ lookups
 
@@ -299,13 +302,22 @@ class AdminApi:
         return {"topic": topic, "partitions": [self._compact_one(cleaner, lg) for lg in logs]}
 
     def _compact_one(self, cleaner: LogCleaner, partition_log: PartitionLog) -> dict[str, Any]:
+        self._run_compact_hooks(partition_log, "before")
         started = self.clock.monotonic_ms()
         try:
             results = cleaner.compact_now(partition_log, from_start=True)
         except TimeoutError as exc:
             raise AdminApiError(409, f"{partition_log.name} is busy: {exc}") from exc
         seconds = (self.clock.monotonic_ms() - started) / 1000
+        self._run_compact_hooks(partition_log, "after")
         return {"partition": partition_log.partition, **_clean_stats(results, seconds)}
+
+    def _run_compact_hooks(self, partition_log: PartitionLog, phase: str) -> None:
+        for hook in list(self.compact_hooks):
+            try:
+                hook(partition_log, phase)
+            except Exception:
+                log.exception("compact hook %r (%s) failed for %s", hook, phase, partition_log.name)
 
     def compact_in_background(self, topic: str, partition: int | None = None) -> dict[str, Any]:
         """Start compacting each partition in a worker thread; returns at once (HTTP 202)."""

@@ -17,6 +17,9 @@ Routes (query parameters; ``POST`` bodies may instead be a JSON object with the 
 ``GET  /v1/clock``                         the manual clock (409 on the system clock)
 ``POST /v1/clock/advance?by=25h`` or ``?ms=N``  move the manual clock forward
 ``GET  /metrics``                          Prometheus text exposition
+``GET  /``                                 the log map page (HTML; polls the two routes below)
+``GET  /v1/map[?topic=T]``                 every partition as the map draws it, cleaning order
+``GET  /v1/map/partition?topic=T&partition=P``  one partition's detail, with record samples
 =========================================  =====================================================
 
 Errors are ``{"error": "..."}`` with a 4xx/5xx status.
@@ -38,6 +41,8 @@ import h11
 
 from kompakt.server.admin_api import AdminApi, AdminApiError
 from kompakt.server.manual_clock import parse_duration_ms
+from kompakt.server.web import page_html
+from kompakt.server.web.live import live_map_for
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +51,7 @@ DEFAULT_ADMIN_PORT = 9192
 MAX_BODY_BYTES = 1024 * 1024
 _READ_SIZE = 64 * 1024
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+HTML_CONTENT_TYPE = "text/html; charset=utf-8"
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +166,20 @@ def _metrics(api: AdminApi, p: Params) -> HttpResponse:
     return HttpResponse(200, api.metrics_text(), PROMETHEUS_CONTENT_TYPE)
 
 
+def _index(api: AdminApi, p: Params) -> HttpResponse:
+    return HttpResponse(200, page_html().encode(), HTML_CONTENT_TYPE)
+
+
+def _map(api: AdminApi, p: Params) -> HttpResponse:
+    return json_response(200, live_map_for(api).overview(p.get_str("topic")))
+
+
+def _map_partition(api: AdminApi, p: Params) -> HttpResponse:
+    partition = p.get_int("partition", required=True)
+    assert partition is not None
+    return json_response(200, live_map_for(api).partition(_topic(p), partition))
+
+
 def _topic(p: Params) -> str:
     topic = p.get_str("topic", required=True)
     assert topic is not None
@@ -177,6 +197,9 @@ ROUTES: dict[str, dict[str, Route]] = {
     "/v1/clock": {"GET": _clock},
     "/v1/clock/advance": {"POST": _clock_advance},
     "/metrics": {"GET": _metrics},
+    "/": {"GET": _index},
+    "/v1/map": {"GET": _map},
+    "/v1/map/partition": {"GET": _map_partition},
 }
 
 
@@ -211,6 +234,7 @@ class AdminHttpServer:
         dispatch: Callable[[Callable[[], HttpResponse]], Awaitable[HttpResponse]] | None = None,
     ) -> None:
         self.api = api
+        live_map_for(api)  # hooks compact-now now, so the first clean already keeps record samples
         self.host = host
         self.port = port
         self._dispatch = dispatch or asyncio.to_thread
