@@ -24,6 +24,7 @@ lookups are one ``np.searchsorted``; appends write 8 bytes with ``pwrite`` at th
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar, Final, Protocol
 
@@ -85,7 +86,7 @@ class OsFileOps:
 DEFAULT_FILE_OPS: Final[FileOps] = OsFileOps()
 
 
-class FixedWidthIndex:
+class FixedWidthIndex(ABC):
     """A memory-resident, lazily loaded array of fixed-width entries backed by one file.
 
     Subclasses define the entry layout (``dtype``) and the meaning of the two columns: ``_keys``
@@ -149,14 +150,17 @@ class FixedWidthIndex:
         self._entries = count
         self._loaded = True
 
+    @abstractmethod
     def _columns(self, table: npt.NDArray[np.void]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        raise NotImplementedError
+        """The searched column and the other one, as int64, from the file's records."""
 
+    @abstractmethod
     def _sanity_check(self, keys: npt.NDArray[np.int64], values: npt.NDArray[np.int64]) -> None:
-        raise NotImplementedError
+        """Raise CorruptIndexError if the loaded entries cannot be a valid index of this kind."""
 
+    @abstractmethod
     def _encode(self, key: int, value: int) -> bytes:
-        raise NotImplementedError
+        """One entry's bytes."""
 
     def sanity_check(self) -> None:
         """Load the file now; raise CorruptIndexError if it is not a valid index."""
