@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from kompakt.cleaner.explain import PartitionSource, _scan, iso_ms
+from kompakt.cleaner.explain_report import PartitionSource, iso_ms
 from kompakt.cleaner.planning import LONG_MAX
 
 MAP_FORMAT_VERSION: Final = 1
@@ -52,7 +52,9 @@ TIER_NOT_COMPACTED: Final = 0
 def segment_tombstones(source: PartitionSource) -> list[dict[str, Any]]:
     """Per segment of ``source``: records, tombstones and the delete horizons stamped in its
     batches (``stamped_batches``, ``min_horizon_ms``, ``max_horizon_ms``; None when unstamped)."""
-    scan = _scan(source)
+    from kompakt.cleaner.explain_scan import scan_partition  # native kernels: loaded on first use
+
+    scan = scan_partition(source)
     n_segments = len(scan.segments)
     batch_segment = np.asarray(scan.batches.segment, dtype=np.int64)
     tombstones = np.zeros(n_segments, dtype=np.int64)

@@ -12,7 +12,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from kompakt.cleaner.explain import PartitionExplain, PartitionSource
+    from kompakt.cleaner.explain_report import PartitionExplain, PartitionSource
 
 PAGE_RESOURCE: Final = "index.html"
 #: The page reads its data from this element; ``null`` means "live: poll the admin endpoint".
