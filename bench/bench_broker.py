@@ -6,10 +6,19 @@ Prints one JSON object on its last stdout line:
   largest that fits ``message.max.bytes``), round-robin over the partitions; MB/s and records/s
   from the first ``produce()`` to the last delivery acknowledgement. kompakt writes to its
   segments (``bytes_on_disk`` sums the ``.log`` files afterwards); Tansu keeps everything in memory.
-* ``consume``: a fresh consumer reads the whole topic from the beginning; MB/s of values.
+* ``consume``: a fresh consumer reads the whole topic from the beginning; MB/s of values. The
+  read is repeated (``KOMPAKT_BENCH_CONSUME_RUNS``, default 3) and the median run is reported,
+  with every run's MB/s in ``runs_mb_per_s``: on a shared machine one run can lose half its CPU.
+* Both client loops run with Python's cyclic garbage collector paused (:func:`client_loop`): it
+  found nothing to collect but spent about a sixth of the consumer's CPU walking the Message
+  objects, a client cost that hid the brokers' own. Same for both brokers.
 * ``startup``: seconds from spawning ``kompakt serve`` to its ready line (it prints it once the
-  socket listens), on an empty data directory and on one with 1,000 pre-created partitions.
+  socket listens), on an empty data directory and on one with 1,000 pre-created partitions; the
+  median of three starts, every start in ``*_runs_s``.
 * ``idle_rss_mb``: VmRSS of the broker process after it has been idle for a second.
+* ``server_cpu_s`` (in ``produce`` and ``consume``): CPU seconds (user + system) the broker process
+  used during that phase. On a shared machine throughput varies with what else runs; the CPU
+  the broker spends per gigabyte is the steadier measure of its own cost.
 
 Environment: ``KOMPAKT_BENCH_BROKER_MB`` (topic size, default 1024), ``KOMPAKT_BENCH_BROKER_PARTITIONS``
 (default 4), ``KOMPAKT_BENCH_DIR`` (where the data directories go, default a temporary directory),
@@ -19,6 +28,7 @@ Environment: ``KOMPAKT_BENCH_BROKER_MB`` (topic size, default 1024), ``KOMPAKT_B
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -37,13 +47,18 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import admin as _kafka_admin
+from confluent_kafka.admin import AdminClient
 
 MIB = 1 << 20
 VALUE_BYTES = 1024
 TOTAL_BYTES = int(float(os.environ.get("KOMPAKT_BENCH_BROKER_MB", "1024")) * MIB)
 PARTITIONS = int(os.environ.get("KOMPAKT_BENCH_BROKER_PARTITIONS", "4"))
+STARTUP_RUNS = 3
+CONSUME_RUNS = max(1, int(os.environ.get("KOMPAKT_BENCH_CONSUME_RUNS", "3")))
 STARTUP_PARTITIONS = 1000
+#: ``confluent_kafka.admin`` re-exports ``NewTopic`` without declaring it for type checkers.
+KAFKA_ADMIN: Any = _kafka_admin
 READY = re.compile(r"^kompakt ready: listening on (?P<host>[^:]+):(?P<port>\d+)")
 DEADLINE_S = 60.0
 
@@ -59,6 +74,12 @@ def rss_mb(pid: int) -> float:
     match = re.search(r"VmRSS:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
     assert match is not None
     return int(match.group(1)) / 1024
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (from ``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
@@ -153,7 +174,7 @@ def tansu(binary: str) -> Iterator[Running]:
 
 def create_topic(bootstrap: str, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    admin.create_topics([KAFKA_ADMIN.NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     deadline = time.monotonic() + DEADLINE_S
     while True:  # wait until metadata shows every partition
         metadata = admin.list_topics(topic, timeout=10)
@@ -164,7 +185,29 @@ def create_topic(bootstrap: str, topic: str) -> None:
             raise RuntimeError(f"{topic} never showed up in the metadata")
 
 
+@contextmanager
+def client_loop() -> Iterator[None]:
+    """Pause the cyclic garbage collector around a client loop (records are freed by refcount)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def produce(bootstrap: str, topic: str, count: int) -> dict[str, float]:
+    with client_loop():
+        return _produce(bootstrap, topic, count)
+
+
+def consume(bootstrap: str, topic: str, count: int) -> dict[str, float]:
+    with client_loop():
+        return _consume(bootstrap, topic, count)
+
+
+def _produce(bootstrap: str, topic: str, count: int) -> dict[str, float]:
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -206,7 +249,7 @@ def produce(bootstrap: str, topic: str, count: int) -> dict[str, float]:
     }
 
 
-def consume(bootstrap: str, topic: str, count: int) -> dict[str, float]:
+def _consume(bootstrap: str, topic: str, count: int) -> dict[str, float]:
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -248,11 +291,20 @@ def consume(bootstrap: str, topic: str, count: int) -> dict[str, float]:
     }
 
 
-def workload(bootstrap: str, topic: str) -> dict[str, dict[str, float]]:
+def workload(bootstrap: str, topic: str, pid: int) -> dict[str, dict[str, Any]]:
     count = TOTAL_BYTES // VALUE_BYTES
     create_topic(bootstrap, topic)
+    before = cpu_s(pid)
     produced = produce(bootstrap, topic, count)
-    consumed = consume(bootstrap, topic, count)
+    produced["server_cpu_s"] = round(cpu_s(pid) - before, 2)
+    runs = []
+    for _ in range(CONSUME_RUNS):
+        before = cpu_s(pid)
+        run = consume(bootstrap, topic, count)
+        run["server_cpu_s"] = round(cpu_s(pid) - before, 2)
+        runs.append(run)
+    consumed: dict[str, Any] = dict(sorted(runs, key=lambda r: r["mb_per_s"])[len(runs) // 2])
+    consumed["runs_mb_per_s"] = [r["mb_per_s"] for r in runs]
     return {"produce": produced, "consume": consumed}
 
 
@@ -260,6 +312,15 @@ def idle_rss(process: subprocess.Popen[bytes]) -> float:
     """VmRSS after a second of idleness (a benchmark may wait; a test would poll)."""
     time.sleep(1.0)
     return round(rss_mb(process.pid), 1)
+
+
+def startup(data_dir: Path) -> tuple[float, list[float]]:
+    """Median spawn-to-ready seconds over ``STARTUP_RUNS`` starts, and every run."""
+    runs = []
+    for _ in range(STARTUP_RUNS):
+        with kompakt(data_dir) as broker:
+            runs.append(round(broker.ready_s, 3))
+    return sorted(runs)[len(runs) // 2], runs
 
 
 def prepare_partitions(data_dir: Path, partitions: int) -> None:
@@ -286,17 +347,19 @@ def main() -> int:
     }
     try:
         # Startup and idle memory, empty data directory, then 1,000 pre-created partitions.
+        result["kompakt_startup_empty_s"], runs = startup(root / "empty")
+        result["kompakt_startup_empty_runs_s"] = runs
         with kompakt(root / "empty") as broker:
-            result["kompakt_startup_empty_s"] = round(broker.ready_s, 3)
             result["kompakt_idle_rss_mb"] = idle_rss(broker.process)
         prepare_partitions(root / "many", STARTUP_PARTITIONS)
+        result["kompakt_startup_1000_partitions_s"], runs = startup(root / "many")
+        result["kompakt_startup_1000_partitions_runs_s"] = runs
         with kompakt(root / "many") as broker:
-            result["kompakt_startup_1000_partitions_s"] = round(broker.ready_s, 3)
             result["kompakt_idle_rss_1000_partitions_mb"] = idle_rss(broker.process)
         shutil.rmtree(root / "many", ignore_errors=True)
 
         with kompakt(root / "data") as broker:
-            result["kompakt"] = workload(broker.bootstrap, "bench")
+            result["kompakt"] = workload(broker.bootstrap, "bench", broker.process.pid)
             result["kompakt"]["rss_after_mb"] = round(rss_mb(broker.process.pid), 1)
         on_disk = sum(f.stat().st_size for f in (root / "data").glob("bench-*/*.log"))
         result["kompakt"]["bytes_on_disk"] = on_disk
@@ -308,7 +371,7 @@ def main() -> int:
         else:
             try:
                 with tansu(binary) as broker:
-                    result["tansu"] = workload(broker.bootstrap, "bench")
+                    result["tansu"] = workload(broker.bootstrap, "bench", broker.process.pid)
                     result["tansu"]["startup_s"] = round(broker.ready_s, 3)
                     result["tansu"]["rss_after_mb"] = round(rss_mb(broker.process.pid), 1)
             except (RuntimeError, OSError, KafkaException) as exc:  # report, keep kompakt's figures

@@ -89,7 +89,10 @@ def start_broker(data_dir: Path, *extra: str) -> BrokerProcess:
         if remaining <= 0 or process.poll() is not None:
             process.kill()
             raise AssertionError(f"broker did not become ready:\n{stderr_path.read_text()}")
-        readable, _, _ = select.select([process.stdout], [], [], remaining)
+        # poll(), not select(): a long test session can hold more than FD_SETSIZE descriptors.
+        poller = select.poll()
+        poller.register(process.stdout, select.POLLIN | select.POLLHUP)
+        readable = poller.poll(remaining * 1000)
         if not readable:
             continue
         line = process.stdout.readline()

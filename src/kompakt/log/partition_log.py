@@ -32,7 +32,7 @@ from kompakt.log.producer_state import ProducerStateManager
 from kompakt.log.recovery import load_partition_dir
 from kompakt.log.retention import deletable_count, passes_for
 from kompakt.log.roll import random_roll_jitter_ms, roll_reason
-from kompakt.log.segment import CLEANED_SUFFIX, LogSegment, batch_positions
+from kompakt.log.segment import CLEANED_SUFFIX, FileSlice, LogSegment, batch_positions
 from kompakt.log.segments import LogSegments, ManualScheduler, Scheduler, delete_later, swap_in
 from kompakt.log.txn_index import AbortedTxn
 from kompakt.records.batch import RecordBatchView, set_base_offset, set_max_timestamp_log_append
@@ -66,6 +66,21 @@ class FetchResult:
     log_start_offset: int
     last_stable_offset: int
     aborted_transactions: tuple[AbortedTxn, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SliceFetchResult:
+    """:class:`FetchResult` whose batches stay in the segment file (``b""`` when there are none)."""
+
+    records: FileSlice | bytes
+    high_watermark: int
+    log_start_offset: int
+    last_stable_offset: int
+    aborted_transactions: tuple[AbortedTxn, ...] | None = None
+
+
+#: Ranges smaller than this are read into memory: for them a copy is cheaper than a descriptor.
+ZERO_COPY_MIN_BYTES: Final = 64 * 1024
 
 
 class PartitionLog:
@@ -360,6 +375,67 @@ class PartitionLog:
             records = self._read_locked(offset, max_bytes, bound, min_one_message)
             aborted = self.collect_aborted_transactions(offset, bound) if read_committed else None
             return FetchResult(records, hw, self._log_start_offset, lso, aborted)
+
+    def read_slice(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        min_one_message: bool = True,
+        read_committed: bool = False,
+    ) -> SliceFetchResult:
+        """:meth:`read` for sending with ``sendfile``: large ranges come back as a :class:`FileSlice`.
+
+        The same batches as :meth:`read`; ranges under :data:`ZERO_COPY_MIN_BYTES`, and any range
+        when no descriptor is left to duplicate, are returned as bytes.
+        """
+        with self.lock:
+            hw = self._high_watermark
+            lso = self.last_stable_offset
+            bound = lso if read_committed else hw
+            records = self._read_slice_locked(offset, max_bytes, bound, min_one_message)
+            aborted = self.collect_aborted_transactions(offset, bound) if read_committed else None
+            return SliceFetchResult(records, hw, self._log_start_offset, lso, aborted)
+
+    def _read_slice_locked(
+        self, offset: int, max_bytes: int, max_offset: int, min_one_message: bool
+    ) -> FileSlice | bytes:
+        segment = self._first_segment_to_read(offset, max_offset)
+        if segment is None:
+            return b""
+        if max_offset < self._log_end_offset or max_bytes < ZERO_COPY_MIN_BYTES:
+            return self._read_locked(offset, max_bytes, max_offset, min_one_message)
+        while segment is not None:
+            try:
+                result = segment.read_slice(offset, max_bytes, None, min_one_message)
+            except OSError as exc:  # out of descriptors: serve a copy instead
+                log.debug("zero-copy read of %s failed (%s); copying", self.name, exc)
+                return self._read_locked(offset, max_bytes, max_offset, min_one_message)
+            if result is not None:
+                records = result[1]
+                if records is None:
+                    return b""
+                if records.size < ZERO_COPY_MIN_BYTES:
+                    data = bytes(records)
+                    records.close()
+                    return data
+                return records
+            segment = self.segments.higher(segment.base_offset)
+        return b""
+
+    def _first_segment_to_read(self, offset: int, max_offset: int) -> LogSegment | None:
+        """The segment holding ``offset`` (None when nothing is readable); raises when out of range."""
+        if offset < self._log_start_offset:
+            raise self._out_of_range(offset, below=True)
+        leo = self._log_end_offset
+        if offset > leo:
+            raise self._out_of_range(offset, below=False)
+        if offset == max_offset or max_offset < offset <= leo:
+            return None
+        segment = self.segments.floor(offset)
+        if segment is None:
+            raise self._out_of_range(offset, below=False)
+        return segment
 
     def _read_locked(self, offset: int, max_bytes: int, max_offset: int, min_one_message: bool) -> bytes:
         if offset < self._log_start_offset:

@@ -44,6 +44,53 @@ DELETED_SUFFIX: Final = ".deleted"
 SEGMENT_EXTENSIONS: Final = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 LONG_MAX: Final = 2**63 - 1
 _CHUNK: Final = 1 << 16
+#: Bytes read at a time while walking batch headers to find the end of a zero-copy range.
+_HEADER_WINDOW: Final = 1 << 12
+
+
+class FileSlice:
+    """A byte range of a segment's ``.log`` with its own descriptor, for ``sendfile``.
+
+    The descriptor is a ``dup`` of the segment's: it keeps the inode open after the cleaner renames
+    the segment to ``.deleted`` and the delayed delete closes the segment's own descriptor, so the
+    range stays readable whatever happens to the segment. Only whole, already written batches are
+    ever sliced, and appends only extend a file, so the bytes under a slice never change.
+
+    ``len()`` is the byte count and ``bytes()`` reads the range (tests, fallbacks); :meth:`close`
+    releases the descriptor (also done when the object is collected).
+    """
+
+    __slots__ = ("_fd", "position", "size")
+
+    def __init__(self, fd: int, position: int, size: int) -> None:
+        self._fd = os.dup(fd)
+        self.position = position
+        self.size = size
+
+    def fileno(self) -> int:
+        if self._fd < 0:
+            raise ValueError("FileSlice is closed")
+        return self._fd
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __bytes__(self) -> bytes:
+        data = os.pread(self.fileno(), self.size, self.position)
+        if len(data) != self.size:
+            raise CorruptRecordError(f"segment range of {self.size} bytes ends after {len(data)} bytes")
+        return data
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"FileSlice(position={self.position}, size={self.size})"
 
 
 def segment_file_name(base_offset: int, extension: str, suffix: str = "") -> str:
@@ -396,7 +443,53 @@ class LogSegment:
         if end <= found.position:
             return found.position, b""
         data = self.read_bytes(found.position, end - found.position)
-        return found.position, data[: self._whole_batches_end(found.position, data)]
+        whole = self._whole_batches_end(found.position, data)
+        return found.position, data if whole == len(data) else data[:whole]
+
+    def read_slice(
+        self, start_offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = False
+    ) -> tuple[int, FileSlice | None] | None:
+        """:meth:`read` without reading: the same whole batches as a :class:`FileSlice` (None if empty).
+
+        The end of the range is found by walking batch headers from the offset index entry at or
+        before the byte limit, so only a few small reads happen whatever the size of the range.
+        """
+        if max_size < 0:
+            raise ValueError(f"Invalid max size {max_size} for log read from segment {self.log_path}")
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        limit_position = self._size if max_position is None else min(max_position, self._size)
+        adjusted = max(max_size, found.size) if min_one_message else max_size
+        end = self._whole_batches_end_in_file(
+            found.position, found.size, min(limit_position, found.position + adjusted)
+        )
+        if end <= found.position:
+            return found.position, None
+        return found.position, FileSlice(self._file(), found.position, end - found.position)
+
+    def _whole_batches_end_in_file(self, start: int, first_size: int, limit: int) -> int:
+        """End of the whole batches from ``start`` (a batch of ``first_size``) that fit ``limit``."""
+        if start + first_size > limit:
+            return start
+        anchor = self.offset_index.floor_position(limit)
+        pos = anchor if anchor > start + first_size else start + first_size
+        fd = self._file()
+        window = b""
+        window_start = pos
+        while pos + LOG_OVERHEAD <= limit:
+            offset_in_window = pos - window_start
+            if offset_in_window < 0 or offset_in_window + LOG_OVERHEAD > len(window):
+                window = os.pread(fd, min(_HEADER_WINDOW, limit - pos), pos)
+                window_start, offset_in_window = pos, 0
+                if len(window) < LOG_OVERHEAD:
+                    break
+            size = int.from_bytes(window[offset_in_window + 8 : offset_in_window + 12], "big", signed=True)
+            size += LOG_OVERHEAD
+            if size < BATCH_OVERHEAD or pos + size > limit:
+                break
+            pos += size
+        return pos
 
     def _whole_batches_end(self, start: int, data: bytes) -> int:
         """Length of the longest prefix of ``data`` made of whole batches (index-assisted)."""

@@ -12,8 +12,11 @@ raise a variety of exception types on hostile input.
 
 Encoding (:func:`encode_response`): kio's writers call ``write(chunk)`` repeatedly; a list-collecting
 writer keeps record memoryviews as they are (no copy) and the server hands the list to
-``transport.writelines``. The response header version comes from the response class
-(``__header_schema__``), which already knows that ApiVersions always answers with header v0.
+``transport.writelines``. A records field may also hold a :class:`FileRange` (a byte range of a
+segment file): kio only takes its ``len()`` and passes it on to ``write``, so it lands in the chunk
+list as it is and the server sends it with ``sendfile``. The response header version comes from the
+response class (``__header_schema__``), which already knows that ApiVersions always answers with
+header v0.
 
 Building (:func:`build`, :func:`build_response`): handlers describe a response as nested mappings
 holding the union of the fields of every version they serve; the builder keeps only the fields the
@@ -21,16 +24,40 @@ target version has and converts plain values (``int`` error codes and millisecon
 types. One handler body therefore serves every version of its API.
 """
 
+# ruff: noqa: E402 - kio is imported after hiding hypothesis from it (see _hide_hypothesis)
+
 from __future__ import annotations
 
 import datetime
 import functools
 import struct
+import sys
 import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, fields, is_dataclass
 from types import NoneType, UnionType
-from typing import IO, TypeAlias, TypeVar, cast
+from typing import IO, Protocol, TypeAlias, TypeVar, cast
+
+
+def _hide_hypothesis() -> bool:
+    """Keep kio from registering hypothesis strategies for its types while it is first imported.
+
+    kio does that whenever hypothesis (a test-only dependency of kompakt) can be imported, which
+    costs about 0.2 s at every start of the broker and the CLI. A process that imported hypothesis
+    before kio (the test suite, through the pytest plugin) keeps the strategies.
+    """
+    if "hypothesis" in sys.modules or "kio" in sys.modules:
+        return False
+    sys.modules["hypothesis"] = None  # type: ignore[assignment]  # makes ``import hypothesis`` fail
+    return True
+
+
+_HIDDEN = _hide_hypothesis()
+try:
+    import kio.static.primitive  # noqa: F401 - the module that looks for hypothesis
+finally:
+    if _HIDDEN:
+        del sys.modules["hypothesis"]
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.api_versions.v0.response import ApiVersion as _ApiVersionV0
@@ -51,6 +78,7 @@ __all__ = [
     "DecodedRequest",
     "Entity",
     "ErrorCode",
+    "FileRange",
     "MalformedRequest",
     "ProtocolError",
     "RequestHeader",
@@ -60,6 +88,7 @@ __all__ = [
     "api_name",
     "build",
     "build_response",
+    "close_chunks",
     "decode_request",
     "decode_response",
     "duration_ms",
@@ -74,8 +103,26 @@ __all__ = [
 E = TypeVar("E")
 
 RequestHeader: TypeAlias = RequestHeaderV1 | RequestHeaderV2
+
+
+class FileRange(Protocol):
+    """Record bytes left in a file: ``size`` bytes at ``position`` of the descriptor ``fileno()``.
+
+    Put one in a records field to have the server send it with ``sendfile``; ``bytes()`` reads it
+    (tests and fallbacks), ``close()`` releases it once it is sent.
+    """
+
+    position: int
+    size: int
+
+    def fileno(self) -> int: ...
+    def __len__(self) -> int: ...
+    def __bytes__(self) -> bytes: ...
+    def close(self) -> None: ...
+
+
 #: What :func:`encode_response` returns: the size prefix, then the encoded pieces, in order.
-Chunks: TypeAlias = list[bytes | memoryview]
+Chunks: TypeAlias = list[bytes | memoryview | FileRange]
 
 _PEEK = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
@@ -127,7 +174,7 @@ class _ChunkWriter:
         self.chunks: Chunks = [b""]
         self.size = 0
 
-    def write(self, chunk: bytes | memoryview) -> int:
+    def write(self, chunk: bytes | memoryview | FileRange) -> int:
         length = chunk.nbytes if isinstance(chunk, memoryview) else len(chunk)
         self.chunks.append(chunk)
         self.size += length
@@ -217,6 +264,13 @@ def encode_request(request: RequestPayload, correlation_id: int, client_id: str 
     entity_writer(header_class)(writer.writable, header)
     entity_writer(type(request))(writer.writable, request)
     return b"".join(bytes(chunk) for chunk in writer.finish())
+
+
+def close_chunks(chunks: Chunks) -> None:
+    """Release the file ranges of an encoded response (after it is sent, or when it never will be)."""
+    for chunk in chunks:
+        if not isinstance(chunk, bytes | bytearray | memoryview):
+            chunk.close()
 
 
 def decode_response(frame: bytes | memoryview, api_key: int, version: int) -> tuple[int, ResponsePayload]:

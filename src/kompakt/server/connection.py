@@ -8,6 +8,14 @@ are unaffected: each has its own task.
 
 A frame that cannot be decoded, or a handler that raises, closes this connection after one log
 line; the server and the other connections keep going.
+
+Reading: the stream's transport is switched to :class:`FrameProtocol`, a buffered protocol that
+receives a large frame (a Produce request) straight into a buffer of its own size with
+``recv_into``, instead of the chain of copies of ``StreamReader`` (socket → bytes → reader buffer
+→ bytes → frame assembly → frame). Small frames are cut out of one reusable receive buffer. It
+reads ahead up to :data:`_READ_AHEAD` bytes of whole frames while the current request is served,
+then pauses the socket. The stream writer keeps working: flow control and ``connection_lost`` are
+passed on to the original stream protocol, so ``drain()`` and ``wait_closed()`` behave as before.
 """
 
 from __future__ import annotations
@@ -16,12 +24,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TypeVar
+from collections import deque
+from typing import TypeVar, cast
 
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.dispatch import Dispatcher
 from kompakt.protocol import codec
-from kompakt.protocol.framing import FrameReader, FrameTooLarge
+from kompakt.protocol.framing import FrameTooLarge
 from kompakt.server.request_metrics import RequestMetrics, kafka_request_name
 
 log = logging.getLogger(__name__)
@@ -29,6 +38,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _READ_SIZE = 256 * 1024
+#: Frames at least this large are received straight into a buffer of their own.
+_OWN_BUFFER_BYTES = 64 * 1024
+#: Bytes of whole frames read ahead of the request being served before the socket is paused.
+_READ_AHEAD = 8 * 1024 * 1024
 #: Responses (and chunks) up to this size are joined before they are written.
 _JOIN_LIMIT = 64 * 1024
 
@@ -56,6 +69,153 @@ async def wait_deferred(deferred: Deferred[T]) -> T:
     return await future
 
 
+class FrameProtocol(asyncio.BufferedProtocol):
+    """Splits the byte stream into request frames (without their size prefix) as it arrives.
+
+    Frames go to :meth:`next_frames` in order; a size prefix outside ``0..max_frame_bytes`` ends the
+    stream with :class:`FrameTooLarge` once the frames before it are taken. ``stream`` is the
+    protocol this one replaces; it keeps receiving the write-side callbacks.
+    """
+
+    def __init__(self, stream: asyncio.BaseProtocol, max_frame_bytes: int) -> None:
+        self._stream = stream
+        self._max_frame_bytes = max_frame_bytes
+        self._transport: asyncio.Transport | None = None
+        self._buffer = bytearray(_READ_SIZE)
+        self._start = 0  # first unparsed byte of _buffer
+        self._end = 0  # end of the received bytes in _buffer
+        self._frame: bytearray | None = None  # a large frame being received into its own buffer
+        self._frame_filled = 0
+        self._frames: deque[bytes | memoryview] = deque()
+        self._queued_bytes = 0
+        self._paused = False
+        self._eof = False
+        self._error: Exception | None = None
+        self._waiter: asyncio.Future[None] | None = None
+
+    def attach(self, transport: asyncio.Transport, buffered: bytes | bytearray, at_eof: bool) -> None:
+        """Take over ``transport``'s reads, starting with what the old protocol had buffered."""
+        self._transport = transport
+        transport.set_protocol(self)
+        view = memoryview(buffered)
+        while view and self._error is None:
+            target = memoryview(self.get_buffer(len(view)))
+            n = min(len(target), len(view))
+            target[:n] = view[:n]
+            view = view[n:]
+            self.buffer_updated(n)
+        if at_eof:
+            self._eof = True
+        transport.resume_reading()  # the stream reader may have paused it
+
+    async def next_frames(self) -> list[bytes | memoryview]:
+        """Every frame received so far, waiting for at least one; empty at the end of the stream."""
+        while not self._frames:
+            if self._error is not None:
+                raise self._error
+            if self._eof:
+                return []
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        frames = list(self._frames)
+        self._frames.clear()
+        self._queued_bytes = 0
+        if self._paused and self._error is None and self._transport is not None:
+            self._paused = False
+            self._transport.resume_reading()
+        return frames
+
+    # ------------------------------------------------------------------ asyncio callbacks
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            return memoryview(self._frame)[self._frame_filled :]
+        if self._start == self._end:
+            # Between frames: read a little at first, so that most of a large frame lands in its
+            # own buffer rather than being copied there from this one.
+            self._start = self._end = 0
+            return memoryview(self._buffer)[:_OWN_BUFFER_BYTES]
+        if self._end == len(self._buffer):  # move the partial frame to the front
+            pending = self._end - self._start
+            self._buffer[:pending] = self._buffer[self._start : self._end]
+            self._start, self._end = 0, pending
+        return memoryview(self._buffer)[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        frame = self._frame
+        if frame is not None:
+            self._frame_filled += nbytes
+            if self._frame_filled == len(frame):
+                self._frame = None
+                self._push(memoryview(frame).toreadonly())
+            return
+        self._end += nbytes
+        self._split()
+
+    def _split(self) -> None:
+        buffer = self._buffer
+        start, end = self._start, self._end
+        view = memoryview(buffer)
+        while end - start >= 4:
+            size = int.from_bytes(buffer[start : start + 4], "big", signed=True)
+            if size < 0 or size > self._max_frame_bytes:
+                self._fail(FrameTooLarge(size, self._max_frame_bytes))
+                return
+            available = end - start - 4
+            if available >= size:
+                self._push(bytes(view[start + 4 : start + 4 + size]))
+                start += 4 + size
+                continue
+            if size >= _OWN_BUFFER_BYTES:
+                frame = bytearray(size)
+                frame[:available] = view[start + 4 : end]
+                self._frame, self._frame_filled = frame, available
+                start = end
+            break
+        self._start, self._end = start, end
+
+    def _push(self, frame: bytes | memoryview) -> None:
+        self._frames.append(frame)
+        self._queued_bytes += len(frame)
+        if self._queued_bytes >= _READ_AHEAD and not self._paused and self._transport is not None:
+            self._paused = True
+            self._transport.pause_reading()
+        self._wake()
+
+    def _fail(self, error: Exception) -> None:
+        self._error = error
+        if self._transport is not None and not self._paused:
+            self._paused = True
+            self._transport.pause_reading()
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._wake()
+        return True  # keep the write side open: answer what was received before the EOF
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._eof = True
+        if exc is not None and self._error is None:
+            self._error = exc if isinstance(exc, ConnectionError) else ConnectionError(str(exc))
+        self._wake()
+        self._stream.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._stream.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._stream.resume_writing()
+
+
 class Connection:
     """Serves one accepted socket until the peer closes, a protocol error, or :meth:`stop`."""
 
@@ -71,7 +231,7 @@ class Connection:
         self._metrics = request_metrics
         self._reader = reader
         self._writer = writer
-        self._frames = FrameReader(max_frame_bytes)
+        self._max_frame_bytes = max_frame_bytes
         peer = writer.get_extra_info("peername")
         self.client_host: str = peer[0] if isinstance(peer, tuple) else str(peer or "")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
@@ -85,7 +245,7 @@ class Connection:
 
     async def run(self) -> None:
         try:
-            await self._loop()
+            await self._loop(self._take_over_reads())
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
             log.debug("connection %s: %s", self.peer, exc)
         finally:
@@ -93,15 +253,24 @@ class Connection:
             with contextlib.suppress(ConnectionError, OSError):
                 await self._writer.wait_closed()
 
-    async def _loop(self) -> None:
+    def _take_over_reads(self) -> FrameProtocol:
+        transport = cast(asyncio.Transport, self._writer.transport)
+        protocol = FrameProtocol(transport.get_protocol(), self._max_frame_bytes)
+        reader = self._reader
+        # What the stream reader received before the switch (usually nothing): StreamReader keeps
+        # it in ``_buffer``, which has no public accessor that does not await.
+        buffered = getattr(reader, "_buffer", b"")
+        protocol.attach(transport, bytes(buffered), reader.at_eof() or bool(getattr(reader, "_eof", False)))
+        return protocol
+
+    async def _loop(self, protocol: FrameProtocol) -> None:
         while not self._stopping:
-            data = await self._reader.read(_READ_SIZE)
-            if not data:
-                return
             try:
-                frames = self._frames.feed(data)
+                frames = await protocol.next_frames()
             except FrameTooLarge as exc:
                 log.warning("closing connection %s: %s", self.peer, exc)
+                return
+            if not frames:
                 return
             self._idle = False
             for frame in frames:
@@ -120,7 +289,7 @@ class Connection:
             if refusal is None:
                 log.warning("closing connection %s: %s (%s)", self.peer, exc, codec.api_name(exc.api_key))
                 return False
-            self._writer.writelines(refusal)
+            await self._send(refusal)
             return True
         except codec.MalformedRequest as exc:
             log.warning("closing connection %s: %s", self.peer, exc)
@@ -146,12 +315,45 @@ class Connection:
                 request.api_version,
             )
             return False
-        self._write(chunks)
+        await self._send(chunks)
         self._record(request.api_key, started)
         return True
 
-    def _write(self, chunks: codec.Chunks) -> None:
-        """Queue a response without copying its record data more than once.
+    async def _send(self, chunks: codec.Chunks) -> None:
+        """Write one response in order, then release its file ranges.
+
+        Bytes go through the transport without being copied more than once (see
+        :meth:`_write_bytes`); a :class:`~kompakt.protocol.codec.FileRange` (Fetch records left in
+        a segment file) goes straight from the page cache to the socket with ``sendfile``, after
+        the transport has flushed what precedes it.
+        """
+        try:
+            pending: list[bytes | memoryview] = []
+            for chunk in chunks:
+                if isinstance(chunk, bytes | bytearray | memoryview):
+                    pending.append(chunk)
+                    continue
+                if pending:
+                    self._write_bytes(pending)
+                    pending = []
+                await self._sendfile(chunk)
+            if pending:
+                self._write_bytes(pending)
+        finally:
+            codec.close_chunks(chunks)
+
+    async def _sendfile(self, chunk: codec.FileRange) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            with open(chunk.fileno(), "rb", buffering=0, closefd=False) as file:
+                sent = await loop.sendfile(self._writer.transport, file, chunk.position, chunk.size)
+        except (OSError, RuntimeError) as exc:  # peer gone, or transport closing
+            raise ConnectionError(f"sendfile failed: {exc}") from exc
+        if sent != chunk.size:  # the file shrank under us: the frame cannot be completed
+            raise ConnectionError(f"sendfile sent {sent} of {chunk.size} bytes")
+
+    def _write_bytes(self, chunks: list[bytes | memoryview]) -> None:
+        """Queue byte chunks without copying record data more than once.
 
         ``StreamWriter.writelines`` (Python 3.11) joins every chunk into one new bytes object, then
         slices and re-buffers what the socket did not take: three copies of a Fetch response's
@@ -160,9 +362,9 @@ class Connection:
         rest is copied, once, into the transport's buffer.
         """
         if sum(len(chunk) for chunk in chunks) <= _JOIN_LIMIT:
-            self._writer.writelines(chunks)
+            self._writer.write(b"".join(chunks))
             return
-        small: list[bytes | bytearray | memoryview] = []
+        small: list[bytes | memoryview] = []
         for chunk in chunks:
             if len(chunk) < _JOIN_LIMIT:
                 small.append(chunk)
@@ -170,7 +372,7 @@ class Connection:
             if small:
                 self._writer.write(b"".join(small))
                 small.clear()
-            self._writer.write(chunk)
+            self._writer.write(memoryview(chunk))
         if small:
             self._writer.write(b"".join(small))
 

@@ -17,6 +17,10 @@ partition has an error), the handler parks a waiter in ``broker.fetch_waiters`` 
 re-reads and answers. A fetch that raced with an append (high watermark moved between the read
 and the registration) is completed at once, so no append is missed.
 
+Zero copy: partitions are read with :meth:`PartitionLog.read_slice`, so large record ranges stay in
+the segment files as :class:`~kompakt.log.segment.FileSlice` objects inside the response and the
+server sends them with ``sendfile``; the connection closes them once the response is written.
+
 Fetch sessions are declined: the answer always has session_id 0 and error NONE, which the
 protocol allows and every client handles by sending full fetches.
 """
@@ -78,11 +82,18 @@ class ReadResult:
     #: High watermark seen per readable partition, to detect appends racing a parked fetch.
     high_watermarks: dict[tuple[str, int], int] = field(default_factory=dict)
 
+    def close(self) -> None:
+        """Release the file ranges of a read that will not be answered."""
+        for entry in self.entries:
+            records = entry["records"]
+            if not isinstance(records, bytes | bytearray | memoryview):
+                cast(codec.FileRange, records).close()
+
 
 def _entry(
     index: int,
     code: codec.ErrorCode,
-    records: bytes | memoryview = b"",
+    records: bytes | memoryview | codec.FileRange = b"",
     high_watermark: int = -1,
     last_stable_offset: int = -1,
     log_start_offset: int = -1,
@@ -115,7 +126,7 @@ def read_partitions(
             result.has_error = True
             continue
         try:
-            fetched = partition_log.read(
+            fetched = partition_log.read_slice(
                 want.fetch_offset,
                 min(max(want.max_bytes, 0), remaining),
                 min_one_message=result.total_bytes == 0,
@@ -200,6 +211,7 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> HandlerResult:
     first = read_partitions(broker, wanted, max_bytes, read_committed)
     if first.total_bytes >= min_bytes or max_wait_ms <= 0 or first.has_error or not wanted:
         return _response(request, wanted, first)
+    first.close()
 
     deferred: Deferred[codec.ResponsePayload] = Deferred()
     timer: list[TimerHandle] = []
