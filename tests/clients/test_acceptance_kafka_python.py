@@ -89,6 +89,12 @@ def group_consumer(bootstrap: str, group: str, topic: str) -> KafkaConsumer:
         session_timeout_ms=SESSION_TIMEOUT_MS,
         heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
     )
+    # Know the topic's partitions before joining: a leader that joins with no metadata for a topic
+    # created a moment ago assigns nothing, and kafka-python only notices at its next metadata
+    # refresh (metadata.max.age.ms, 5 minutes by default).
+    deadline = time.monotonic() + DEADLINE_S
+    while not consumer.partitions_for_topic(topic):
+        assert time.monotonic() < deadline, f"no metadata for {topic}"
     consumer.subscribe([topic])
     return consumer
 
