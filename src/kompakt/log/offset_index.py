@@ -99,13 +99,15 @@ class FixedWidthIndex(ABC):
 
     def __init__(
         self,
-        path: Path,
+        path: Path | str,
         base_offset: int,
         max_index_size: int,
         *,
         file_ops: FileOps = DEFAULT_FILE_OPS,
     ) -> None:
-        self.path = path
+        # The ``Path`` object is built on first use: opening thousands of segments needs only names.
+        self._path_str = os.fspath(path)
+        self._path: Path | None = path if isinstance(path, Path) else None
         self.base_offset = base_offset
         self._ops = file_ops
         self._max_entries = max(max_index_size // self.entry_size, 0)
@@ -115,6 +117,20 @@ class FixedWidthIndex(ABC):
         self._keys: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._values: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._fd: int | None = None
+
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            self._path = Path(self._path_str)
+        return self._path
+
+    @path.setter
+    def path(self, path: Path) -> None:
+        self._path = path
+        self._path_str = os.fspath(path)
+
+    def _exists(self) -> bool:
+        return os.path.exists(self._path_str)
 
     # ------------------------------------------------------------------ loading
 
@@ -129,12 +145,18 @@ class FixedWidthIndex(ABC):
     def _ensure_loaded(self) -> None:
         if self._loaded:
             return
-        raw = self.path.read_bytes() if self.path.exists() else b""
+        raw = _read_file(self._path_str)
         if len(raw) % self.entry_size != 0:
             raise CorruptIndexError(
                 f"Index file {self.path} is corrupt, found {len(raw)} bytes which is "
                 f"neither positive nor a multiple of {self.entry_size}."
             )
+        if not raw:
+            self._keys = np.zeros(16, dtype=np.int64)
+            self._values = np.zeros(16, dtype=np.int64)
+            self._entries = 0
+            self._loaded = True
+            return
         table = np.frombuffer(raw, dtype=self.dtype)
         keys, values = self._columns(table)
         # A preallocated file that was never trimmed (unclean shutdown) ends in zero slots.
@@ -222,7 +244,7 @@ class FixedWidthIndex(ABC):
         if not self._loaded and not self._preallocated:
             return
         self._ensure_loaded()
-        if self._fd is None and self.path.exists() and self.path.stat().st_size == self.size_bytes:
+        if self._fd is None and _file_size(self._path_str) == self.size_bytes:
             self._preallocated = False
             return
         fd = self._open_for_write()
@@ -232,7 +254,7 @@ class FixedWidthIndex(ABC):
     def _truncate_entries(self, count: int) -> None:
         """Keep the first ``count`` entries; the freed slots become zeros again on disk."""
         self._ensure_loaded()
-        if count >= self._entries and self.path.exists():
+        if count >= self._entries and self._exists():
             return
         self._entries = min(count, self._entries)
         fd = self._open_for_write()
@@ -266,13 +288,13 @@ class FixedWidthIndex(ABC):
             self._fd = None
 
     def rename_to(self, path: Path) -> None:
-        if self.path.exists():
+        if self._exists():
             self._ops.rename(self.path, path)
         self.path = path
 
     def delete_if_exists(self) -> bool:
         self.close_handler()
-        if self.path.exists():
+        if self._exists():
             self._ops.unlink(self.path)
             return True
         return False
@@ -283,6 +305,37 @@ class FixedWidthIndex(ABC):
         if n == 0:
             return -1
         return int(np.searchsorted(self._keys[:n], key, side="right")) - 1
+
+
+def _read_file(path: str) -> bytes:
+    """The whole content of ``path``; empty when it does not exist (no buffered file object)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return b""
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return b""
+        chunks = []
+        position = 0
+        while position < size:
+            chunk = os.pread(fd, size - position, position)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            position += len(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _file_size(path: str) -> int | None:
+    """The size of ``path``, or None when it does not exist."""
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return None
 
 
 _OFFSET_DTYPE: Final = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])

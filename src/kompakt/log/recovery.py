@@ -17,7 +17,8 @@ Steps (Kafka's ``LogLoader``, kafka-log-cleaner.md §2.13 and §3.10):
    valid batch and later empty/garbage segments are deleted. Corruption followed by valid data
    is not a crash artefact: the partition goes offline (:class:`PartitionOfflineError` naming the
    file and byte position) and nothing is deleted.
-7. With no segments left, create one at the log start offset; resize the active indexes.
+7. With no segments left, create one at the log start offset. The active segment's indexes are
+   preallocated on its first append (an idle partition leaves its files as they are).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +55,7 @@ log = logging.getLogger(__name__)
 
 _INDEX_EXTENSIONS = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _KNOWN_FILES = frozenset({"partition.metadata", "leader-epoch-checkpoint"})
+_CANONICAL_NAME = re.compile(r"[0-9]{20}\.(?:log|index|timeindex|txnindex)")
 
 
 @dataclass(slots=True)
@@ -71,13 +75,29 @@ def _extension(name: str) -> str:
     return "." + parts[1] if len(parts) > 1 else ""
 
 
+def _list_dir(directory: Path) -> frozenset[str]:
+    """The names in ``directory`` (one ``listdir``: no per-file ``stat`` on the open path)."""
+    return frozenset(os.listdir(directory))
+
+
 def remove_temp_files_and_complete_swaps(
-    directory: Path, config: LogConfig, now_ms: int, file_ops: FileOps = DEFAULT_FILE_OPS
-) -> None:
-    """Steps 1-4: delete ``.deleted``/``.cleaned`` leftovers and finish or drop ``.swap`` files."""
+    directory: Path,
+    config: LogConfig,
+    now_ms: int,
+    file_ops: FileOps = DEFAULT_FILE_OPS,
+    names: Collection[str] | None = None,
+) -> bool:
+    """Steps 1-4: delete ``.deleted``/``.cleaned`` leftovers and finish or drop ``.swap`` files.
+
+    ``names`` is a fresh listing of ``directory`` when the caller has one. Returns whether any
+    file was found to delete or rename (the caller's listing is then stale).
+    """
+    if names is None:
+        names = _list_dir(directory)
     cleaned: list[Path] = []
     swaps: list[Path] = []
-    for name in sorted(os.listdir(directory)):
+    deleted = False
+    for name in sorted(names):
         if not name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)):
             continue
         path = directory / name
@@ -86,12 +106,13 @@ def remove_temp_files_and_complete_swaps(
         if name.endswith(DELETED_SUFFIX):
             log.info("Deleting stray temporary file %s", path)
             file_ops.unlink(path)
+            deleted = True
         elif name.endswith(CLEANED_SUFFIX):
             cleaned.append(path)
         else:
             swaps.append(path)
     if not cleaned and not swaps:
-        return
+        return deleted
     offsets_cleaned = [o for o in (parse_offset_from_name(p.name) for p in cleaned) if o is not None]
     min_cleaned = min(offsets_cleaned, default=None)
     kept_swaps: list[Path] = []
@@ -139,23 +160,40 @@ def remove_temp_files_and_complete_swaps(
     for path in kept_swaps:
         target = path.with_name(path.name[: -len(SWAP_SUFFIX)])
         file_ops.rename(path, target)
+    return True
 
 
 def open_segments(
-    directory: Path, config: LogConfig, now_ms: int, rng: random.Random, file_ops: FileOps = DEFAULT_FILE_OPS
+    directory: Path,
+    config: LogConfig,
+    now_ms: int,
+    rng: random.Random,
+    file_ops: FileOps = DEFAULT_FILE_OPS,
+    names: Collection[str] | None = None,
 ) -> LogSegments:
-    """Step 5: one lazy :class:`LogSegment` per ``.log`` file; orphaned indexes deleted."""
+    """Step 5: one lazy :class:`LogSegment` per ``.log`` file; orphaned indexes deleted.
+
+    ``names`` is a fresh listing of ``directory`` when the caller has one (a set, for lookups).
+    """
     segments = LogSegments()
-    names = set(os.listdir(directory))
+    if names is None:
+        names = _list_dir(directory)
     for name in sorted(names):
-        offset = parse_offset_from_name(name)
-        ext = _extension(name)
-        if offset is None or name != f"{offset:020d}{ext}":
-            if name not in _KNOWN_FILES and not name.endswith((".tmp", ".snapshot")):
-                log.warning("Found unknown file %s in %s; leaving it alone", name, directory)
-            continue
+        if _CANONICAL_NAME.fullmatch(name):
+            # The common case, a plain ``<20 digits>.<extension>`` name, without the general parse.
+            offset = int(name[:20])
+            ext = name[20:]
+        else:
+            parsed = parse_offset_from_name(name)
+            ext = _extension(name)
+            if parsed is None or name != f"{parsed:020d}{ext}":
+                if name not in _KNOWN_FILES and not name.endswith((".tmp", ".snapshot")):
+                    log.warning("Found unknown file %s in %s; leaving it alone", name, directory)
+                continue
+            offset = parsed
+        prefix = name[: len(name) - len(ext)]
         if ext in _INDEX_EXTENSIONS:
-            if f"{offset:020d}{LOG_SUFFIX}" not in names:
+            if prefix + LOG_SUFFIX not in names:
                 log.warning(
                     "Found an orphaned index file %s, with no corresponding log file", directory / name
                 )
@@ -173,8 +211,9 @@ def open_segments(
             roll_jitter_ms=random_roll_jitter_ms(config, rng),
             created_ms=now_ms,
             file_ops=file_ops,
+            lazy_size=True,
         )
-        if f"{offset:020d}{INDEX_SUFFIX}" not in names or f"{offset:020d}{TIME_INDEX_SUFFIX}" not in names:
+        if prefix + INDEX_SUFFIX not in names or prefix + TIME_INDEX_SUFFIX not in names:
             log.info("Missing index for segment %s; rebuilding it", segment.log_path)
             segment.rebuild_indexes()
             segment.on_become_inactive()
@@ -259,8 +298,10 @@ def load_partition_dir(
 ) -> LoadedLog:
     """Run every load step for one partition directory and return its segments and offsets."""
     rng = rng or random.Random()  # noqa: S311 - jitter, not security
-    remove_temp_files_and_complete_swaps(directory, config, now_ms, file_ops)
-    segments = open_segments(directory, config, now_ms, rng, file_ops)
+    names = _list_dir(directory)
+    if remove_temp_files_and_complete_swaps(directory, config, now_ms, file_ops, names):
+        names = _list_dir(directory)
+    segments = open_segments(directory, config, now_ms, rng, file_ops, names)
     truncated = 0
     if not had_clean_shutdown and not segments.is_empty():
         truncated = recover_unflushed(segments, recovery_point, topic_partition, now_ms)
@@ -277,7 +318,7 @@ def load_partition_dir(
         )
     active = segments.active
     log_end_offset = active.read_next_offset()
-    active.resize_indexes(config.segment_index_bytes)
+    active.resize_indexes_on_first_append(config.segment_index_bytes)
     first = segments.first
     assert first is not None
     start = max(log_start_offset, first.base_offset)

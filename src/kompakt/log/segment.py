@@ -138,7 +138,10 @@ class LogSegment:
         suffix: str = "",
         file_ops: FileOps = DEFAULT_FILE_OPS,
         size: int | None = None,
+        lazy_size: bool = False,
     ) -> None:
+        """``size`` is the ``.log`` length when the caller knows it; else the file is ``stat``-ed now,
+        or on first use with ``lazy_size`` (opening thousands of segments that are never read)."""
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -147,25 +150,18 @@ class LogSegment:
         self.created_ms = created_ms
         self._suffix = suffix
         self._ops = file_ops
-        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX, suffix)
-        self.offset_index_raw = OffsetIndex(
-            directory / segment_file_name(base_offset, INDEX_SUFFIX, suffix),
-            base_offset,
-            max_index_size,
-            file_ops=file_ops,
-        )
-        self.time_index_raw = TimeIndex(
-            directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX, suffix),
-            base_offset,
-            max_index_size,
-            file_ops=file_ops,
-        )
-        self.txn_index = TransactionIndex(
-            directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX, suffix),
-            base_offset,
-            file_ops=file_ops,
-        )
-        self._size = self.log_path.stat().st_size if size is None else size
+        # Paths and index objects are built on first use: opening a directory of thousands of
+        # segments then costs one ``stat`` per ``.log`` (none when the caller knows the size).
+        self._dir = os.fspath(directory)
+        self._log_path: Path | None = None
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        self._txn_index: TransactionIndex | None = None
+        #: ``segment.index.bytes`` to preallocate the indexes to on the first append (active segment).
+        self._pending_resize: int | None = None
+        if size is None and not lazy_size:
+            size = os.stat(self._file_path(LOG_SUFFIX)).st_size
+        self._known_size = size
         self._fd: int | None = None
         self._bytes_since_last_index_entry = 0
         self._max_timestamp_so_far: int | None = None
@@ -238,6 +234,45 @@ class LogSegment:
             file_ops=file_ops,
         )
 
+    # ------------------------------------------------------------------ paths and index objects (lazy)
+
+    def _file_path(self, extension: str) -> str:
+        return os.path.join(self._dir, segment_file_name(self.base_offset, extension, self._suffix))
+
+    @property
+    def log_path(self) -> Path:
+        if self._log_path is None:
+            self._log_path = self.directory / segment_file_name(self.base_offset, LOG_SUFFIX, self._suffix)
+        return self._log_path
+
+    @property
+    def offset_index_raw(self) -> OffsetIndex:
+        """The offset index object without the load-time checks (built on first access)."""
+        if self._offset_index is None:
+            self._offset_index = OffsetIndex(
+                self._file_path(INDEX_SUFFIX), self.base_offset, self.max_index_size, file_ops=self._ops
+            )
+        return self._offset_index
+
+    @property
+    def time_index_raw(self) -> TimeIndex:
+        """The time index object without the load-time checks (built on first access)."""
+        if self._time_index is None:
+            self._time_index = TimeIndex(
+                self._file_path(TIME_INDEX_SUFFIX), self.base_offset, self.max_index_size, file_ops=self._ops
+            )
+        return self._time_index
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        if self._txn_index is None:
+            self._txn_index = TransactionIndex(
+                self.directory / segment_file_name(self.base_offset, TXN_INDEX_SUFFIX, self._suffix),
+                self.base_offset,
+                file_ops=self._ops,
+            )
+        return self._txn_index
+
     # ------------------------------------------------------------------ indexes (lazy, self-healing)
 
     @property
@@ -250,27 +285,69 @@ class LogSegment:
         self._check_indexes()
         return self.time_index_raw
 
+    def _check_offset_index(self) -> None:
+        """Load the offset index; raise CorruptIndexError if it cannot index this segment's ``.log``."""
+        index = self.offset_index_raw
+        index.sanity_check()
+        if index.entries:
+            last = index.last_offset
+            if last - self.base_offset > INT32_MAX:
+                raise CorruptIndexError(f"index {index.path} points past its segment")
+            if index.lookup(last)[1] >= self._size:
+                raise CorruptIndexError(f"index {index.path} points past the end of the log")
+
+    def _rebuild_corrupt(self, exc: CorruptIndexError) -> None:
+        log.warning("Found a corrupt index for %s (%s); rebuilding it from the log", self.log_path, exc)
+        self.rebuild_indexes()
+
     def _check_indexes(self) -> None:
         if self.offset_index_raw.is_loaded and self.time_index_raw.is_loaded:
             return
         try:
-            self.offset_index_raw.sanity_check()
+            self._check_offset_index()
             self.time_index_raw.sanity_check()
-            last = self.offset_index_raw.last_offset
-            if self.offset_index_raw.entries and last - self.base_offset > INT32_MAX:
-                raise CorruptIndexError(f"index {self.offset_index_raw.path} points past its segment")
-            if self.offset_index_raw.entries and self.offset_index_raw.lookup(last)[1] >= self._size:
-                raise CorruptIndexError(f"index {self.offset_index_raw.path} points past the end of the log")
         except CorruptIndexError as exc:
-            log.warning("Found a corrupt index for %s (%s); rebuilding it from the log", self.log_path, exc)
-            self.rebuild_indexes()
+            self._rebuild_corrupt(exc)
+
+    def _checked_offset_index(self) -> OffsetIndex:
+        """The offset index, checked (and rebuilt if corrupt) without loading the time index.
+
+        A loaded offset index was either checked here or by :meth:`_check_indexes`, or rebuilt.
+        """
+        index = self.offset_index_raw
+        if not index.is_loaded:
+            try:
+                self._check_offset_index()
+            except CorruptIndexError as exc:
+                self._rebuild_corrupt(exc)
+        return index
 
     def resize_indexes(self, max_index_size: int) -> None:
         """Preallocate both indexes: the segment is (again) the active one."""
+        self._pending_resize = None
         self.offset_index.resize(max_index_size)
         self.time_index.resize(max_index_size)
 
+    def resize_indexes_on_first_append(self, max_index_size: int) -> None:
+        """:meth:`resize_indexes` deferred to the first append (an active segment just opened).
+
+        Preallocation only reserves room for appends, so an active segment that is never written
+        again is neither loaded nor resized, and its files stay as the last clean close left them.
+        """
+        self._pending_resize = max_index_size
+
     # ------------------------------------------------------------------ basic facts
+
+    @property
+    def _size(self) -> int:
+        size = self._known_size
+        if size is None:
+            size = self._known_size = os.stat(self._file_path(LOG_SUFFIX)).st_size
+        return size
+
+    @_size.setter
+    def _size(self, size: int) -> None:
+        self._known_size = size
 
     @property
     def size(self) -> int:
@@ -378,10 +455,30 @@ class LogSegment:
 
     def read_next_offset(self) -> int:
         """The offset after the last batch, or the base offset for an empty segment."""
-        position = self.offset_index.lookup(self.offset_index.last_offset)[1]
+        size = self._size
+        if size == 0:
+            return self.base_offset
+        if size <= self.index_interval_bytes:
+            # Every index entry lies past ``index.interval.bytes`` of appended data (it is written only
+            # once more than that many bytes precede it) and before the end of the log, so a valid
+            # index of so small a segment is empty: the scan starts at 0 and the index stays unread.
+            position = 0
+        else:
+            index = self._checked_offset_index()
+            position = index.lookup(index.last_offset)[1]
         next_offset = self.base_offset
-        for _pos, view in self.iter_batches(position, headers_only=True):
-            next_offset = view.next_offset
+        # Only reads: a segment without a descriptor (just opened) gets a read-only one for the scan.
+        transient = self._fd is None
+        if transient:
+            self._fd = os.open(self._file_path(LOG_SUFFIX), os.O_RDONLY)
+        try:
+            for _pos, view in self.iter_batches(position, headers_only=True):
+                next_offset = view.next_offset
+        finally:
+            if transient:
+                fd, self._fd = self._fd, None
+                if fd is not None:
+                    os.close(fd)
         return next_offset
 
     # ------------------------------------------------------------------ append
@@ -397,6 +494,8 @@ class LogSegment:
         n = len(records)
         if n == 0:
             return
+        if self._pending_resize is not None:
+            self.resize_indexes(self._pending_resize)
         position = self._size
         if position == 0:
             self._rolling_based_timestamp = largest_timestamp
@@ -619,6 +718,7 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """Write the final time-index entry and trim every preallocated file (on roll)."""
+        self._pending_resize = None
         ts = self.max_timestamp_so_far
         if ts >= 0:
             self.time_index.maybe_append(ts, self.offset_of_max_timestamp_so_far, skip_full_check=True)
@@ -630,13 +730,17 @@ class LogSegment:
     def flush(self) -> None:
         if self._fd is not None:
             self._ops.fsync(self._fd)
-        self.offset_index_raw.flush()
-        self.time_index_raw.flush()
+        if self._offset_index is not None:
+            self._offset_index.flush()
+        if self._time_index is not None:
+            self._time_index.flush()
         self.txn_index.flush()
 
     def close(self) -> None:
         """Final time-index entry, trim, release descriptors. The segment can be read again later."""
-        if self.offset_index_raw.is_loaded or self._max_timestamp_so_far is not None:
+        self._pending_resize = None
+        offset_index = self._offset_index
+        if (offset_index is not None and offset_index.is_loaded) or self._max_timestamp_so_far is not None:
             self.on_become_inactive()
         elif self._preallocated_bytes:
             self._truncate_file(self._size)
@@ -646,8 +750,18 @@ class LogSegment:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-        self.offset_index_raw.close_handler()
-        self.time_index_raw.close_handler()
+        if self._offset_index is not None:
+            self._offset_index.close_handler()
+        if self._time_index is not None:
+            self._time_index.close_handler()
+
+    def _resolve_size(self) -> None:
+        """Fix a lazily known size before the file moves away (a missing file counts as empty)."""
+        if self._known_size is None:
+            try:
+                self._known_size = os.stat(self._file_path(LOG_SUFFIX)).st_size
+            except FileNotFoundError:
+                self._known_size = 0
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename every existing file of the segment from ``old_suffix`` to ``new_suffix``."""
@@ -658,10 +772,11 @@ class LogSegment:
             name = path.name[: len(path.name) - len(old_suffix)] if old_suffix else path.name
             return path.with_name(name + new_suffix)
 
+        self._resolve_size()
         new_log = renamed(self.log_path)
         if self.log_path.exists():
             self._ops.rename(self.log_path, new_log)
-        self.log_path = new_log
+        self._log_path = new_log
         self.offset_index_raw.rename_to(renamed(self.offset_index_raw.path))
         self.time_index_raw.rename_to(renamed(self.time_index_raw.path))
         self.txn_index.rename_to(renamed(self.txn_index.path))
@@ -669,16 +784,17 @@ class LogSegment:
 
     def delete_files(self) -> None:
         """Physically remove the files (after the ``.deleted`` delay)."""
+        self._resolve_size()
         self.close_handlers()
-        for path in (self.log_path,):
-            if path.exists():
-                self._ops.unlink(path)
+        if self.log_path.exists():
+            self._ops.unlink(self.log_path)
         self.offset_index_raw.delete_if_exists()
         self.time_index_raw.delete_if_exists()
         self.txn_index.delete_if_exists()
 
     def __repr__(self) -> str:
-        return f"LogSegment(base_offset={self.base_offset}, size={self._size}, path={self.log_path.name})"
+        name = segment_file_name(self.base_offset, LOG_SUFFIX, self._suffix)
+        return f"LogSegment(base_offset={self.base_offset}, size={self._known_size}, path={name})"
 
 
 def batch_positions(buf: bytes | bytearray | memoryview) -> list[int]:
