@@ -21,7 +21,7 @@ What a persistent implementation must do (Kafka's behaviour):
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -112,6 +112,17 @@ class OffsetStore(Protocol):
         ...
 
 
+def select_offsets(
+    offsets: Mapping[tuple[str, int], CommittedOffset], topic: str | None, partition: int | None
+) -> dict[tuple[str, int], CommittedOffset]:
+    """The committed offsets of one topic and/or partition (``None`` matches every one)."""
+    return {
+        key: value
+        for key, value in offsets.items()
+        if (topic is None or key[0] == topic) and (partition is None or key[1] == partition)
+    }
+
+
 class InMemoryOffsetStore:
     """A dict per group; lost on restart. Thread-safe (commits may come from handler threads)."""
 
@@ -145,12 +156,7 @@ class InMemoryOffsetStore:
         self, group: str, topic: str | None = None, partition: int | None = None
     ) -> dict[tuple[str, int], CommittedOffset]:
         with self._lock:
-            offsets = self._offsets.get(group, {})
-            return {
-                key: value
-                for key, value in offsets.items()
-                if (topic is None or key[0] == topic) and (partition is None or key[1] == partition)
-            }
+            return select_offsets(self._offsets.get(group, {}), topic, partition)
 
     def delete_group(self, group: str) -> int:
         with self._lock:

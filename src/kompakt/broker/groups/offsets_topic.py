@@ -33,7 +33,7 @@ import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from kompakt.broker.groups.offsets import CommittedOffset
+from kompakt.broker.groups.offsets import CommittedOffset, select_offsets
 from kompakt.broker.groups.offsets import GroupMemberRecord as GroupMemberRecord
 from kompakt.broker.groups.offsets import GroupMetadataRecord as GroupMetadataRecord
 from kompakt.clock import Clock
@@ -386,12 +386,7 @@ class TopicOffsetStore:
         self, group: str, topic: str | None = None, partition: int | None = None
     ) -> dict[tuple[str, int], CommittedOffset]:
         with self._lock:
-            offsets = self._offsets.get(group, {})
-            return {
-                key: value
-                for key, value in offsets.items()
-                if (topic is None or key[0] == topic) and (partition is None or key[1] == partition)
-            }
+            return select_offsets(self._offsets.get(group, {}), topic, partition)
 
     def _tombstones(self, group: str, keys: Collection[tuple[str, int]], with_metadata: bool) -> None:
         now_ms = self._clock.now_ms()
