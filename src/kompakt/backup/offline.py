@@ -27,7 +27,6 @@ offset in the snapshot valid as it is, and the groups can be committed after the
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ from kompakt.backup.erasure import FilterCounts
 from kompakt.backup.errors import BackupError
 from kompakt.backup.progress import NoProgress, PartitionProgress, Progress
 from kompakt.backup.reader import RestoreSource, policy_set
-from kompakt.backup.restore import RestorePlan, TopicPlan, _plan_topics
+from kompakt.backup.restore import RestorePlan, RestoreTotals, TopicPlan, _plan_topics
 from kompakt.backup.storage import Storage
 from kompakt.clock import Clock, SystemClock
 from kompakt.errors import KompaktError
@@ -53,27 +52,8 @@ from kompakt.records.record import decode_records
 FOREVER_MS = 2**62
 
 
-@dataclass
-class OfflineResult:
-    plan: RestorePlan
-    partitions: list[dict[str, Any]]
-    counts: FilterCounts
-    records: int
-    bytes: int
-    seconds: float
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "backup_id": self.plan.backup_id,
-            "target": self.plan.target,
-            "records": self.records,
-            "bytes": self.bytes,
-            "erased": self.counts.erased,
-            "tombstoned": self.counts.tombstoned,
-            "outside_window": self.counts.outside_window,
-            "seconds": round(self.seconds, 3),
-            "mb_per_s": round(self.bytes / 1e6 / self.seconds, 2) if self.seconds > 0 else None,
-        }
+OfflineResult = RestoreTotals
+"""An offline restore's result: the same totals as a protocol restore, without group offsets."""
 
 
 def _is_empty(log: PartitionLog) -> bool:

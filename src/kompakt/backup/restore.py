@@ -207,10 +207,11 @@ def plan_restore(
 
 
 @dataclass
-class RestoreResult:
+class RestoreTotals:
+    """What a restore did, whichever path it took (protocol or offline)."""
+
     plan: RestorePlan
     partitions: list[dict[str, Any]]
-    groups: dict[str, dict[str, dict[str, int]]]
     counts: FilterCounts
     records: int
     bytes: int
@@ -225,10 +226,19 @@ class RestoreResult:
             "erased": self.counts.erased,
             "tombstoned": self.counts.tombstoned,
             "outside_window": self.counts.outside_window,
-            "groups": len(self.groups),
             "seconds": round(self.seconds, 3),
             "mb_per_s": round(self.bytes / 1e6 / self.seconds, 2) if self.seconds > 0 else None,
         }
+
+
+@dataclass
+class RestoreResult(RestoreTotals):
+    """A restore through the protocol, which also restores consumer-group offsets."""
+
+    groups: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        return {**super().summary(), "groups": len(self.groups)}
 
 
 class _Deliveries:
@@ -361,7 +371,9 @@ def run_restore(
     finally:
         reporter.end()
     groups = _restore_groups(client, plan, deliveries, group_offsets, anchor_of) if plan.groups else {}
-    return RestoreResult(plan, rows, groups, counts, total_records, total_bytes, time.monotonic() - started)
+    return RestoreResult(
+        plan, rows, counts, total_records, total_bytes, time.monotonic() - started, groups=groups
+    )
 
 
 GroupKey = tuple[str, int]
