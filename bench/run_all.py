@@ -1,6 +1,6 @@
 """Run every benchmark in bench/ and print one JSON document.
 
-Each benchmark is a script that prints a JSON object on its last stdout line; it runs in its own
+Each benchmark is a script that prints a JSON object at the end of its stdout; it runs in its own
 process so page cache, JIT and allocator state do not leak between them. Figures are only
 meaningful next to the baseline each script measures in the same run (these machines are noisy).
 """
@@ -22,6 +22,16 @@ BENCHES = [
 ]
 
 
+def _last_json(stdout: str) -> object:
+    """The benchmark's JSON: its last line, or the whole output when it is pretty-printed."""
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    try:
+        return json.loads(lines[-1])
+    except json.JSONDecodeError:
+        start = stdout.rfind("\n{")
+        return json.loads(stdout[start + 1 :] if start >= 0 else stdout)
+
+
 def main() -> int:
     here = Path(__file__).parent
     results: dict[str, object] = {}
@@ -38,7 +48,7 @@ def main() -> int:
             results[name] = {"error": proc.stderr.strip().splitlines()[-5:]}
             failed = True
             continue
-        results[name.removesuffix(".py")] = json.loads(lines[-1])
+        results[name.removesuffix(".py")] = _last_json(proc.stdout)
     print(json.dumps(results, indent=2))
     return 1 if failed else 0
 
