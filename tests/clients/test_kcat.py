@@ -12,15 +12,13 @@ import pytest
 
 from .conftest import BrokerProcess
 
-pytestmark = [
-    pytest.mark.clients,
-    pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed"),
-]
+pytestmark = pytest.mark.clients
 
 TIMEOUT_S = 30
 
 
 def kcat(broker: BrokerProcess, *args: str, stdin: str | None = None) -> str:
+    assert shutil.which("kcat") is not None, "kcat is missing: `make test` installs it with apt-get"
     result = subprocess.run(
         ["kcat", "-b", broker.bootstrap, *args],
         input=stdin,
