@@ -108,6 +108,30 @@ def test_first_batch_whole_beyond_max_bytes_then_only_whole_batches(
     assert base_offsets(first.records) == [0, 1] and second.records == b""
 
 
+def test_broker_fetch_max_bytes_caps_the_request(
+    clock: FakeClock, log_manager: LogManager, timers: ManualTimers
+) -> None:
+    """``fetch.max.bytes`` bounds the response below what the client asked (Kafka's min rule)."""
+    from kompakt.log.config import BrokerConfig
+
+    log_manager.create_topic("big", 1)
+    partition_log = log_manager.get_log("big", 0)
+    for offset in range(3):
+        partition_log.append_with_offsets(batch_at(offset, b"k", value=b"x" * 1000))
+    broker = Broker.create(
+        clock=clock,
+        log_manager=log_manager,
+        timers=timers,
+        broker_config=BrokerConfig.from_properties({"fetch.max.bytes": "2500"}),
+    )
+    values = fetch_values([("big", 0, 0)], max_bytes=1_000_000, partition_max_bytes=1_000_000)
+    records = call(Dispatcher(broker), ApiKey.FETCH, V, values).responses[0].partitions[0].records
+    assert base_offsets(records) == [0, 1]  # two ~1 KB batches fit 2,500 bytes, the third does not
+    values = fetch_values([("big", 0, 0)], max_bytes=10, partition_max_bytes=10)
+    records = call(Dispatcher(broker), ApiKey.FETCH, V, values).responses[0].partitions[0].records
+    assert base_offsets(records) == [0]  # the first batch is still whole
+
+
 def test_read_uncommitted_has_null_aborted_list(dispatcher: Dispatcher, gappy: str) -> None:
     assert fetch_one(dispatcher, gappy, 0).aborted_transactions is None
     committed = fetch_one(dispatcher, gappy, 0, isolation_level=1)

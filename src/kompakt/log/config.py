@@ -437,6 +437,10 @@ class BrokerConfig:
         return self.get_int("message.max.bytes")
 
     @property
+    def fetch_max_bytes(self) -> int:
+        return self.get_int("fetch.max.bytes")
+
+    @property
     def log_retention_check_interval_ms(self) -> int:
         return self.get_int("log.retention.check.interval.ms")
 

@@ -24,6 +24,7 @@ _BROKER_SECTION = (
     "log.retention.check.interval.ms",
     "offsets.retention.minutes",
     "socket.request.max.bytes",
+    "fetch.max.bytes",
 )
 
 

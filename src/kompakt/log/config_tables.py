@@ -256,6 +256,8 @@ _BROKER_ONLY_DEFS: tuple[ConfigDef, ...] = (
        dynamic=False),
     _b("socket.request.max.bytes", INT, 104_857_600, "Largest request size in bytes.", Range(1),
        dynamic=False),
+    _b("fetch.max.bytes", INT, 57_671_680, "Largest Fetch response in bytes (smaller of this and the "
+       "request's max_bytes; the first batch is still returned whole).", Range(0), dynamic=False),
     _b("offsets.retention.minutes", INT, 10_080, "Retention of committed offsets of empty groups.",
        Range(1), dynamic=False),
     _b("offsets.topic.num.partitions", INT, 50, "Partitions of __consumer_offsets.", Range(1),

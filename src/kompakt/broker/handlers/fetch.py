@@ -6,6 +6,8 @@ Reading (kafka-log-cleaner.md §4 and kafka-protocol-and-clients.md §4.2–4.4)
   the response is returned whole even beyond the limits (KIP-74), after that a batch is included
   only when it fits both the partition's ``partition_max_bytes`` and what is left of the
   response's ``max_bytes``. Batches are never split: librdkafka stalls on a partial batch;
+* the response's limit is the smaller of the request's ``max_bytes`` and the broker's
+  ``fetch.max.bytes`` (55 MiB by default, as Kafka);
 * every partition carries ``log_start_offset``, ``high_watermark`` and ``last_stable_offset``
   (also on OFFSET_OUT_OF_RANGE, because librdkafka resets to the cached log start offset);
 * ``records`` is empty bytes, never null, on error partitions (librdkafka loops on null);
@@ -203,7 +205,7 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> HandlerResult:
     broker = ctx.broker
     req = cast(_Request, request)
     wanted = _requested(req)
-    max_bytes = req.max_bytes
+    max_bytes = min(req.max_bytes, broker.broker_config.fetch_max_bytes)  # Kafka's rule
     read_committed = req.isolation_level == READ_COMMITTED
     min_bytes = req.min_bytes
     max_wait_ms = codec.duration_ms(req.max_wait)
