@@ -34,15 +34,17 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
 import h11
 
 from kompakt.server.admin_api import AdminApi, AdminApiError
 from kompakt.server.manual_clock import parse_duration_ms
-from kompakt.server.web import page_html
-from kompakt.server.web.live import live_map_for
+
+if TYPE_CHECKING:
+    from kompakt.log.partition_log import PartitionLog
+    from kompakt.server.web.live import LiveMap
 
 log = logging.getLogger(__name__)
 
@@ -167,17 +169,19 @@ def _metrics(api: AdminApi, p: Params) -> HttpResponse:
 
 
 def _index(api: AdminApi, p: Params) -> HttpResponse:
+    from kompakt.server.web import page_html
+
     return HttpResponse(200, page_html().encode(), HTML_CONTENT_TYPE)
 
 
 def _map(api: AdminApi, p: Params) -> HttpResponse:
-    return json_response(200, live_map_for(api).overview(p.get_str("topic")))
+    return json_response(200, _live_map(api).overview(p.get_str("topic")))
 
 
 def _map_partition(api: AdminApi, p: Params) -> HttpResponse:
     partition = p.get_int("partition", required=True)
     assert partition is not None
-    return json_response(200, live_map_for(api).partition(_topic(p), partition))
+    return json_response(200, _live_map(api).partition(_topic(p), partition))
 
 
 def _topic(p: Params) -> str:
@@ -222,6 +226,25 @@ def handle_request(api: AdminApi, method: str, target: str, body: bytes) -> Http
         return error_response(500, f"{type(exc).__name__}: {exc}")
 
 
+def _live_map(api: AdminApi) -> LiveMap:
+    """The log map's live state (loaded on first use: it brings the explain engine)."""
+    from kompakt.server.web.live import live_map_for
+
+    return live_map_for(api)
+
+
+def _hook_live_map(api: AdminApi) -> None:
+    """Create the live map at the first compact-now, so that its samples cover that clean too."""
+
+    def first_compact(partition_log: PartitionLog, phase: str) -> None:
+        with contextlib.suppress(ValueError):
+            api.compact_hooks.remove(first_compact)
+        live = _live_map(api)  # registers the map's own hook for the phases to come
+        live.on_compact(partition_log, phase)
+
+    api.compact_hooks.append(first_compact)
+
+
 class AdminHttpServer:
     """Serves :func:`handle_request` over HTTP/1.1 keep-alive connections on the running loop."""
 
@@ -234,7 +257,7 @@ class AdminHttpServer:
         dispatch: Callable[[Callable[[], HttpResponse]], Awaitable[HttpResponse]] | None = None,
     ) -> None:
         self.api = api
-        live_map_for(api)  # hooks compact-now now, so the first clean already keeps record samples
+        _hook_live_map(api)  # so the first compact-now already keeps record samples for the map
         self.host = host
         self.port = port
         self._dispatch = dispatch or asyncio.to_thread

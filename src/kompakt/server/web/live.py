@@ -89,7 +89,7 @@ class LiveMap:
         self._samples: dict[TopicPartition, dict[str, Any]] = {}
         self._pending_before: dict[TopicPartition, dict[str, Any]] = {}
         self._seen_clean_ms: dict[TopicPartition, int | None] = {}
-        api.compact_hooks.append(self._on_compact)
+        api.compact_hooks.append(self.on_compact)
 
     # ------------------------------------------------------------------ samples
 
@@ -100,7 +100,7 @@ class LiveMap:
             "records": read_sample(partition_log, self.sample_size),
         }
 
-    def _on_compact(self, partition_log: PartitionLog, phase: str) -> None:
+    def on_compact(self, partition_log: PartitionLog, phase: str) -> None:
         tp = (partition_log.topic, partition_log.partition)
         snapshot = self._snapshot(partition_log, "compact now")
         last = self._last_clean_ms(tp)
