@@ -25,9 +25,7 @@ the log overwrites the batch's max timestamp and timestamp type (``set_max_times
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
-
-import numpy as np
+from typing import TYPE_CHECKING, Final
 
 from kompakt.errors import (
     CompressionError,
@@ -37,6 +35,7 @@ from kompakt.errors import (
     RecordListTooLargeError,
     RecordTooLargeError,
 )
+from kompakt.lazy_import import LazyModule
 from kompakt.log.config import LogConfig
 from kompakt.records.batch import (
     BATCH_OVERHEAD,
@@ -46,6 +45,11 @@ from kompakt.records.batch import (
     TimestampType,
 )
 from kompakt.records.compression import Compression, decompress
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = LazyModule("numpy", globals(), "np")  # loaded on first use, not at broker start
 
 LOG_APPEND_TIME: Final = "LogAppendTime"
 _INT64_MIN: Final = -(2**63)

@@ -26,13 +26,17 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import ClassVar, Final, Protocol
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, ClassVar, Final, Protocol, cast
 
 from kompakt.errors import CorruptIndexError, InvalidOffsetError
+from kompakt.lazy_import import LazyModule
 from kompakt.log import files
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    np = LazyModule("numpy", globals(), "np")  # loaded by the first index read, not at start
 
 INT32_MAX: Final = 0x7FFFFFFF
 
@@ -86,16 +90,21 @@ class OsFileOps:
 DEFAULT_FILE_OPS: Final[FileOps] = OsFileOps()
 
 
+#: Columns of an index not loaded yet; replaced, never written, when the file is first read.
+_EMPTY: npt.NDArray[np.int64] = cast("npt.NDArray[np.int64]", ())
+
+
 class FixedWidthIndex(ABC):
     """A memory-resident, lazily loaded array of fixed-width entries backed by one file.
 
-    Subclasses define the entry layout (``dtype``) and the meaning of the two columns: ``_keys``
+    Subclasses define the entry layout (``layout``) and the meaning of the two columns: ``_keys``
     is the searched column (relative offsets or timestamps), ``_values`` the other one. Not
     thread-safe: the owning :class:`~kompakt.log.segment.LogSegment` is used under its log's lock.
     """
 
     entry_size: ClassVar[int]
-    dtype: ClassVar[np.dtype[np.void]]
+    #: numpy dtype fields of one entry (big-endian, as Kafka writes them).
+    layout: ClassVar[list[tuple[str, str]]]
 
     def __init__(
         self,
@@ -114,8 +123,8 @@ class FixedWidthIndex(ABC):
         self._preallocated = False
         self._loaded = False
         self._entries = 0
-        self._keys: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
-        self._values: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._keys: npt.NDArray[np.int64] = _EMPTY
+        self._values: npt.NDArray[np.int64] = _EMPTY
         self._fd: int | None = None
 
     @property
@@ -157,7 +166,7 @@ class FixedWidthIndex(ABC):
             self._entries = 0
             self._loaded = True
             return
-        table = np.frombuffer(raw, dtype=self.dtype)
+        table = np.frombuffer(raw, dtype=np.dtype(self.layout))
         keys, values = self._columns(table)
         # A preallocated file that was never trimmed (unclean shutdown) ends in zero slots.
         nonzero = np.flatnonzero((keys != 0) | (values != 0))
@@ -338,14 +347,11 @@ def _file_size(path: str) -> int | None:
         return None
 
 
-_OFFSET_DTYPE: Final = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
-
-
 class OffsetIndex(FixedWidthIndex):
     """Maps offsets to ``.log`` byte positions. Not thread-safe (guarded by the log lock)."""
 
     entry_size = 8
-    dtype = _OFFSET_DTYPE
+    layout = [("relative_offset", ">i4"), ("position", ">i4")]
 
     def _columns(self, table: npt.NDArray[np.void]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         return table["relative_offset"].astype(np.int64), table["position"].astype(np.int64)

@@ -30,10 +30,10 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from kompakt.errors import PartitionOfflineError
+from kompakt.lazy_import import LazyModule
 from kompakt.log.config import LogConfig
 from kompakt.log.files import parse_offset_from_name
 from kompakt.log.offset_index import DEFAULT_FILE_OPS, FileOps
@@ -50,6 +50,11 @@ from kompakt.log.segment import (
 )
 from kompakt.log.segments import LogSegments
 from kompakt.records.batch import BATCH_OVERHEAD, MAGIC_V2, RecordBatchView
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = LazyModule("numpy", globals(), "np")  # loaded on first use, not at broker start
 
 log = logging.getLogger(__name__)
 

@@ -18,15 +18,18 @@ Preallocation, trimming, lazy loading and rebuild-on-corruption work exactly as 
 
 from __future__ import annotations
 
-from typing import Final
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Final
 
 from kompakt.errors import CorruptIndexError, InvalidOffsetError
+from kompakt.lazy_import import LazyModule
 from kompakt.log.offset_index import INT32_MAX, FixedWidthIndex
 
-_TIME_DTYPE: Final = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    np = LazyModule("numpy", globals(), "np")  # loaded by the first index read, not at start
+
 NO_TIMESTAMP: Final = -1
 
 
@@ -34,7 +37,7 @@ class TimeIndex(FixedWidthIndex):
     """Maps timestamps to offsets. Not thread-safe (guarded by the log lock)."""
 
     entry_size = 12
-    dtype = _TIME_DTYPE
+    layout = [("timestamp", ">i8"), ("relative_offset", ">i4")]
 
     def _columns(self, table: npt.NDArray[np.void]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         return table["timestamp"].astype(np.int64), table["relative_offset"].astype(np.int64)
