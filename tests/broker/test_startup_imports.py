@@ -1,8 +1,9 @@
 """``kompakt serve`` loads only what accepting connections needs; the rest loads on first use.
 
 Start time is mostly import time. numpy (first Produce, Fetch or index read), prometheus_client
-(first ``/metrics`` scrape) and the log map's explain engine (first map request) stay out of the
-start path; this test keeps a refactoring from pulling them back in unnoticed.
+(first ``/metrics`` scrape), the log map's explain engine (first map request) and typer (any
+command line but a plain ``kompakt serve``) stay out of the start path; this test keeps a
+refactoring from pulling them back in unnoticed.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ DEFERRED = (
     "kompakt.server.web.live",
     "kompakt.cleaner.explain_report",
     "kompakt.cleaner.kernels",
+    "typer",
+    "click",
+    "rich",
 )
 
 

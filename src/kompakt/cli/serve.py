@@ -29,13 +29,12 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import re
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
-
-import typer
 
 from kompakt.clock import Clock, SystemClock
 from kompakt.errors import ConfigError
@@ -169,48 +168,47 @@ async def run_broker(settings: AppSettings, clock: Clock | None = None) -> None:
     print("kompakt stopped", file=sys.stderr, flush=True)
 
 
-def serve_command(
-    data_dir: Annotated[
-        Path | None,
-        typer.Option("--data-dir", help="Data directory (default: log.dirs, else ./kompakt-data)."),
-    ] = None,
-    host: Annotated[str | None, typer.Option("--host", help="Listen address (default 127.0.0.1).")] = None,
-    port: Annotated[
-        int | None, typer.Option("--port", help="Port to listen on (default 9092; 0 = any free port).")
-    ] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="A server.properties file.")] = None,
-    override: Annotated[
-        list[str] | None,
-        typer.Option("--override", help="Set a broker config, name=value (repeatable); wins over --config."),
-    ] = None,
-    admin_port: Annotated[
-        int | None,
-        typer.Option(
-            "--admin-port",
-            help=f"Admin HTTP endpoint port (default {DEFAULT_ADMIN_PORT}; 0 = any free port, "
-            "the default with --port 0; -1 = none).",
-        ),
-    ] = None,
-    admin_host: Annotated[
-        str | None,
-        typer.Option("--admin-host", help="Admin endpoint address (default 127.0.0.1; it has no auth)."),
-    ] = None,
-    clock: Annotated[
-        str,
-        typer.Option(
-            "--clock",
-            help="'system', or 'manual' (testing mode: log and cleaner time moves only via the admin "
-            "endpoint; protocol timeouts keep real time).",
-        ),
-    ] = "system",
+def _parse_int(value: str) -> int:
+    if not _INT.fullmatch(value):
+        raise ValueError(value)
+    return int(value)
+
+
+_INT = re.compile(r"-?[0-9]+")
+
+#: ``kompakt serve``'s options: flag -> (parameter of :func:`run_serve`, converter, repeatable).
+#: The fast start parses plain command lines with this table; the typer command in
+#: ``kompakt.cli.serve_command`` declares the same options with their help (a test checks they
+#: agree), so ``kompakt serve --help`` and unusual command lines get typer's handling.
+SERVE_OPTIONS: dict[str, tuple[str, Callable[[str], object], bool]] = {
+    "--data-dir": ("data_dir", Path, False),
+    "--host": ("host", str, False),
+    "--port": ("port", _parse_int, False),
+    "--config": ("config", Path, False),
+    "--override": ("override", str, True),
+    "--admin-port": ("admin_port", _parse_int, False),
+    "--admin-host": ("admin_host", str, False),
+    "--clock": ("clock", str, False),
+}
+
+
+def run_serve(
+    data_dir: Path | None = None,
+    host: str | None = None,
+    port: int | None = None,
+    config: Path | None = None,
+    override: list[str] | None = None,
+    admin_port: int | None = None,
+    admin_host: str | None = None,
+    clock: str = "system",
 ) -> None:
-    """Run the broker: Kafka's wire protocol on --host:--port, logs in --data-dir."""
+    """Run the broker until SIGTERM/SIGINT; a usage error is one ``error:`` line and exit code 2."""
     try:
         settings = build_settings(data_dir, host, port, config, override or [], admin_host, admin_port)
         broker_clock = build_clock(clock)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(2) from None
+        raise SystemExit(2) from None
     for warning in settings.broker_config.deprecation_warnings():
         print(f"warning: {warning}", file=sys.stderr)
     asyncio.run(run_broker(settings, broker_clock))
