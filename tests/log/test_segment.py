@@ -99,3 +99,27 @@ def test_suffix_rename_and_delete(tmp_path: Path) -> None:
     assert seg.log_path.name == "00000000000000000007.log"
     seg.delete_files()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_header_scans_skip_large_batches_and_find_every_offset(tmp_path: Path) -> None:
+    """Batches larger and smaller than the read chunk, mixed: header scans see every batch and
+    offset lookups land on the batch holding the offset (sparse index, so scans do the work)."""
+    seg = LogSegment.create(tmp_path, 0, index_interval_bytes=200_000, max_index_size=10 * 1024)
+    sizes = [10, 300_000, 20, 20, 90_000, 5000, 10, 300_000, 10]
+    offset = 0
+    expected: list[tuple[int, int]] = []
+    for size in sizes:
+        values = [b"v" * size, b"w"]
+        append(seg, offset, *values)
+        expected.append((offset, offset + len(values) - 1))
+        offset += len(values)
+    full = [(view.base_offset, view.last_offset) for _, view in seg.iter_batches()]
+    headers = [(view.base_offset, view.last_offset) for _, view in seg.iter_batches(headers_only=True)]
+    small_first = [
+        (v.base_offset, v.last_offset) for _, v in seg.iter_batches(headers_only=True, first_read=100)
+    ]
+    assert full == headers == small_first == expected
+    for base, last in expected:
+        for target in (base, last):
+            found = seg.translate_offset(target)
+            assert found is not None and (found.base_offset, found.last_offset) == (base, last)

@@ -418,17 +418,24 @@ class LogSegment:
     # ------------------------------------------------------------------ header scanning
 
     def iter_batches(
-        self, start_position: int = 0, end_position: int | None = None, *, headers_only: bool = False
+        self,
+        start_position: int = 0,
+        end_position: int | None = None,
+        *,
+        headers_only: bool = False,
+        first_read: int = _CHUNK,
     ) -> Iterator[tuple[int, RecordBatchView]]:
         """``(file position, view)`` for each whole batch from ``start_position``, stopping at a torn tail.
 
         Views point into a reused read buffer and are valid only until the next iteration. With
         ``headers_only`` a batch larger than the read chunk is not read beyond its 61-byte header.
+        ``first_read`` sizes the first read (a lookup that expects its batch close by reads less).
         """
         end = self._size if end_position is None else min(end_position, self._size)
         pos = start_position
+        read_size = first_read
         while pos + LOG_OVERHEAD <= end:
-            chunk = self.read_bytes(pos, min(_CHUNK, end - pos))
+            chunk = self.read_bytes(pos, min(read_size, end - pos))
             cpos = 0
             while cpos + LOG_OVERHEAD <= len(chunk):
                 size = int.from_bytes(chunk[cpos + 8 : cpos + 12], "big", signed=True) + LOG_OVERHEAD
@@ -436,6 +443,11 @@ class LogSegment:
                     return
                 if cpos + size <= len(chunk):
                     yield pos + cpos, RecordBatchView(chunk, cpos)
+                elif headers_only and cpos + BATCH_OVERHEAD <= len(chunk):
+                    # The header is in hand; the rest of a batch larger than the chunk is skipped,
+                    # and the next read is a header window (large batches tend to follow large ones).
+                    yield pos + cpos, RecordBatchView(chunk, cpos)
+                    read_size = _HEADER_WINDOW
                 elif cpos == 0:
                     whole = self.read_bytes(pos, BATCH_OVERHEAD if headers_only else size)
                     yield pos, RecordBatchView(whole, 0)
@@ -447,7 +459,9 @@ class LogSegment:
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchLocation | None:
         """The first batch at or after ``starting_position`` whose last offset is >= ``offset``."""
         position = max(self.offset_index.lookup(offset)[1], starting_position)
-        for pos, view in self.iter_batches(position, headers_only=True):
+        # The index has an entry every index.interval.bytes, so the batch is usually within a
+        # header window of the entry: one small read for a Fetch, whatever the batch size.
+        for pos, view in self.iter_batches(position, headers_only=True, first_read=_HEADER_WINDOW):
             last = view.last_offset
             if last >= offset:
                 return BatchLocation(pos, view.size, view.base_offset, last)
