@@ -168,13 +168,14 @@ async def run_broker(settings: AppSettings, clock: Clock | None = None) -> None:
     print("kompakt stopped", file=sys.stderr, flush=True)
 
 
+_INT = re.compile(r"-?[0-9]+")
+
+
 def _parse_int(value: str) -> int:
     if not _INT.fullmatch(value):
         raise ValueError(value)
     return int(value)
 
-
-_INT = re.compile(r"-?[0-9]+")
 
 #: ``kompakt serve``'s options: flag -> (parameter of :func:`run_serve`, converter, repeatable).
 #: The fast start parses plain command lines with this table; the typer command in

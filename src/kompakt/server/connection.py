@@ -355,20 +355,8 @@ class Connection:
         chunk, so the socket takes the first chunks straight from the segment buffers and only the
         rest is copied, once, into the transport's buffer.
         """
-        if sum(len(chunk) for chunk in chunks) <= _JOIN_LIMIT:
-            self._writer.write(b"".join(chunks))
-            return
-        small: list[bytes | memoryview] = []
-        for chunk in chunks:
-            if len(chunk) < _JOIN_LIMIT:
-                small.append(chunk)
-                continue
-            if small:
-                self._writer.write(b"".join(small))
-                small.clear()
-            self._writer.write(memoryview(chunk))
-        if small:
-            self._writer.write(b"".join(small))
+        for view in _coalesce(chunks):
+            self._writer.write(view)
 
     def _record(self, api_key: int, started: float, *, failed: bool = False) -> None:
         if self._metrics is not None:
@@ -381,7 +369,8 @@ _IOV_MAX = 1024
 
 
 def _coalesce(chunks: list[bytes | memoryview]) -> list[memoryview]:
-    """Byte views for ``writev``: runs of small chunks (kio writes field by field) joined."""
+    """Byte views to write: runs of small chunks (kio writes field by field) joined, large ones
+    (record data) as they are, so a small response is one write and records are not copied."""
     views: list[memoryview] = []
     small: list[bytes | memoryview] = []
     for chunk in chunks:
