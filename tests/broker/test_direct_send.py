@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import socket
+import threading
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from kompakt.log.segment import FileSlice
-from kompakt.server.connection import _DirectSender
+from kompakt.server import connection
+from kompakt.server.connection import _DirectSender, copies_file_ranges
 
 
-def test_bytes_and_file_ranges_arrive_in_order_through_a_slow_reader(tmp_path: Path) -> None:
+@pytest.mark.parametrize("copy", [True, False], ids=["pread-write", "sendfile"])
+def test_bytes_and_file_ranges_arrive_in_order_through_a_slow_reader(tmp_path: Path, copy: bool) -> None:
     rng = random.Random(7)
     blob = rng.randbytes(6 << 20)  # larger than any socket buffer: sendfile must wait and resume
     path = tmp_path / "segment.log"
@@ -29,7 +36,7 @@ def test_bytes_and_file_ranges_arrive_in_order_through_a_slow_reader(tmp_path: P
             writer.transport.set_write_buffer_limits(high=0)
             writer.write(sent_before)
             await writer.drain()
-            sender = _DirectSender(writer.transport)
+            sender = _DirectSender(writer.transport, copy=copy)
             with open(path, "rb") as file:
                 chunks: list[object] = [*head, FileSlice(file.fileno(), 1000, len(blob) - 2000), *middle]
                 chunks += [FileSlice(file.fileno(), 0, 1000), *tail]
@@ -74,3 +81,79 @@ def test_bytes_and_file_ranges_arrive_in_order_through_a_slow_reader(tmp_path: P
     got = asyncio.run(scenario())
     assert len(got) == len(expected)
     assert got == expected
+
+
+def serve_one_range(path: Path, position: int, size: int, **sender: Any) -> bytes:
+    """What a peer on loopback receives when a sender writes one file range."""
+
+    async def scenario() -> bytes:
+        failure: list[BaseException] = []
+
+        async def serve(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            direct = _DirectSender(writer.transport, **sender)
+            try:
+                with open(path, "rb") as file:
+                    await direct.send([FileSlice(file.fileno(), position, size)])  # type: ignore[list-item]
+            except BaseException as exc:  # noqa: BLE001 - handed to the test
+                failure.append(exc)
+            finally:
+                direct.close()
+                writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
+        data = await asyncio.wait_for(reader.read(), 30)
+        writer.close()
+        server.close()
+        await server.wait_closed()
+        if failure:
+            raise failure[0]
+        return data
+
+    return asyncio.run(scenario())
+
+
+def test_a_range_not_in_the_page_cache_is_read_in_a_worker_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blob = random.Random(3).randbytes(3 << 20)
+    path = tmp_path / "cold.log"
+    path.write_bytes(blob)
+    real_preadv = os.preadv
+    nowait_reads: list[int] = []
+    threaded_reads: list[str] = []
+
+    def preadv(fd: int, buffers: list[memoryview], offset: int, flags: int = 0) -> int:
+        if flags:  # the event loop's page-cache-only attempt: pretend the pages are on disk
+            nowait_reads.append(offset)
+            raise BlockingIOError
+        threaded_reads.append(threading.current_thread().name)
+        return real_preadv(fd, buffers, offset)
+
+    monkeypatch.setattr(connection, "_NOWAIT", 8)
+    monkeypatch.setattr(connection.os, "preadv", preadv)
+    got = serve_one_range(path, 100, len(blob) - 100, copy=True)
+    assert got == blob[100:]
+    assert len(nowait_reads) == len(threaded_reads) == 3  # 1 MiB pieces
+    assert threading.main_thread().name not in threaded_reads
+
+
+def test_a_file_that_shrank_under_a_copied_range_fails_the_send(tmp_path: Path) -> None:
+    path = tmp_path / "short.log"
+    path.write_bytes(b"x" * 1000)
+    with pytest.raises(ConnectionError, match="bytes unsent"):
+        serve_one_range(path, 0, 5000, copy=True)
+
+
+def test_local_peers_get_copies_and_remote_ones_sendfile() -> None:
+    left, right = socket.socketpair()
+    with left, right:
+        assert copies_file_ranges(left)  # a Unix socket
+    server = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(server.getsockname())
+    accepted, _ = server.accept()
+    with server, client, accepted:
+        assert copies_file_ranges(accepted)
+    unconnected = socket.socket()
+    with unconnected:
+        assert not copies_file_ranges(unconnected)
