@@ -2,7 +2,7 @@
 
 Prints one JSON object on its last stdout line:
 
-* Both brokers run side by side and take turns: ``KOMPAKT_BENCH_ROUNDS`` (default 3) rounds, each
+* Both brokers run side by side and take turns: ``KOMPAKT_BENCH_ROUNDS`` (default 5) rounds, each
   a fresh 1 GB produce into a new topic then a full consume of it, on each broker, the first
   broker alternating between rounds, so machine noise falls on both series alike. Every figure
   is the median run; ``runs_mb_per_s`` lists all, ``ratios`` also gives the per-round ratios.
@@ -72,7 +72,7 @@ TOTAL_BYTES = int(float(os.environ.get("KOMPAKT_BENCH_BROKER_MB", "1024")) * MIB
 PARTITIONS = int(os.environ.get("KOMPAKT_BENCH_BROKER_PARTITIONS", "4"))
 STARTUP_RUNS = 5
 WARMUP_BYTES = 16 * MIB
-ROUNDS = max(1, int(os.environ.get("KOMPAKT_BENCH_ROUNDS", "3")))
+ROUNDS = max(1, int(os.environ.get("KOMPAKT_BENCH_ROUNDS", "5")))
 STARTUP_PARTITIONS = 1000
 #: ``confluent_kafka.admin`` re-exports ``NewTopic`` without declaring it for type checkers.
 KAFKA_ADMIN: Any = _kafka_admin

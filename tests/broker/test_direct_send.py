@@ -157,3 +157,73 @@ def test_local_peers_get_copies_and_remote_ones_sendfile() -> None:
     unconnected = socket.socket()
     with unconnected:
         assert not copies_file_ranges(unconnected)
+    remote = FakeSocket(peer=("203.0.113.9", 40000), local=("198.51.100.2", 9092))
+    assert not copies_file_ranges(remote)  # type: ignore[arg-type]
+    own_address = FakeSocket(peer=("198.51.100.2", 40000), local=("198.51.100.2", 9092))
+    assert copies_file_ranges(own_address)  # type: ignore[arg-type]
+    mapped = FakeSocket(
+        peer=("::ffff:127.0.0.1", 40000, 0, 0), local=("::", 9092, 0, 0), family=socket.AF_INET6
+    )
+    assert copies_file_ranges(mapped)  # type: ignore[arg-type]
+
+
+class FakeSocket:
+    """Just the addresses :func:`copies_file_ranges` looks at (no second interface to test with)."""
+
+    def __init__(
+        self,
+        *,
+        peer: tuple[object, ...],
+        local: tuple[object, ...],
+        family: socket.AddressFamily = socket.AF_INET,
+    ) -> None:
+        self.family = family
+        self._peer, self._local = peer, local
+
+    def getpeername(self) -> tuple[object, ...]:
+        return self._peer
+
+    def getsockname(self) -> tuple[object, ...]:
+        return self._local
+
+
+def test_a_send_cancelled_during_a_threaded_read_does_not_recycle_the_buffer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "cold.log"
+    path.write_bytes(b"y" * 4096)
+    reading = threading.Event()
+    release = threading.Event()
+    filled: list[memoryview] = []
+
+    def preadv(fd: int, buffers: list[memoryview], offset: int, flags: int = 0) -> int:
+        if flags:
+            raise BlockingIOError
+        filled.append(buffers[0])
+        reading.set()
+        release.wait(10)  # the worker thread is still using the buffer after the cancellation
+        return 0
+
+    monkeypatch.setattr(connection, "_NOWAIT", 8)
+    monkeypatch.setattr(connection.os, "preadv", preadv)
+    monkeypatch.setattr(connection, "_BUFFERS", connection._CopyBuffers())
+
+    async def scenario() -> None:
+        left, right = socket.socketpair()
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, left)
+        sender = _DirectSender(transport, copy=True)
+        with open(path, "rb") as file:
+            task = asyncio.create_task(sender.send([FileSlice(file.fileno(), 0, 4096)]))  # type: ignore[list-item]
+            await asyncio.to_thread(reading.wait, 10)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        release.set()
+        sender.close()
+        transport.close()
+        right.close()
+
+    asyncio.run(scenario())
+    assert filled
+    assert all(idle.obj is not filled[0].obj for idle in connection._BUFFERS._idle)

@@ -384,7 +384,7 @@ class PartitionLog:
         min_one_message: bool = True,
         read_committed: bool = False,
     ) -> SliceFetchResult:
-        """:meth:`read` for sending with ``sendfile``: large ranges come back as a :class:`FileSlice`.
+        """:meth:`read` for sending from the file: large ranges come back as a :class:`FileSlice`.
 
         The same batches as :meth:`read`; ranges under :data:`ZERO_COPY_MIN_BYTES`, and any range
         when no descriptor is left to duplicate, are returned as bytes.

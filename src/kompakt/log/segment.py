@@ -49,7 +49,7 @@ _HEADER_WINDOW: Final = 1 << 12
 
 
 class FileSlice:
-    """A byte range of a segment's ``.log`` with its own descriptor, for ``sendfile``.
+    """A byte range of a segment's ``.log`` with its own descriptor, sent from the file by the server.
 
     The descriptor is a ``dup`` of the segment's: it keeps the inode open after the cleaner renames
     the segment to ``.deleted`` and the delayed delete closes the segment's own descriptor, so the

@@ -14,7 +14,8 @@ Encoding (:func:`encode_response`): kio's writers call ``write(chunk)`` repeated
 writer keeps record memoryviews as they are (no copy) and the server hands the list to
 ``transport.writelines``. A records field may also hold a :class:`FileRange` (a byte range of a
 segment file): kio only takes its ``len()`` and passes it on to ``write``, so it lands in the chunk
-list as it is and the server sends it with ``sendfile``. The response header version comes from the
+list as it is and the server sends it from the file (``sendfile``, or a page-cache read and a
+write to a peer on the same host). The response header version comes from the
 response class (``__header_schema__``), which already knows that ApiVersions always answers with
 header v0.
 
@@ -123,7 +124,7 @@ RequestHeader: TypeAlias = RequestHeaderV1 | RequestHeaderV2
 class FileRange(Protocol):
     """Record bytes left in a file: ``size`` bytes at ``position`` of the descriptor ``fileno()``.
 
-    Put one in a records field to have the server send it with ``sendfile``; ``bytes()`` reads it
+    Put one in a records field to have the server send it from the file; ``bytes()`` reads it
     (tests and fallbacks), ``close()`` releases it once it is sent.
     """
 

@@ -21,7 +21,8 @@ and the registration) is completed at once, so no append is missed.
 
 Zero copy: partitions are read with :meth:`PartitionLog.read_slice`, so large record ranges stay in
 the segment files as :class:`~kompakt.log.segment.FileSlice` objects inside the response and the
-server sends them with ``sendfile``; the connection closes them once the response is written.
+server sends them from the file (``sendfile``, or a page-cache read and a write to a peer on the
+same host, which is cheaper over loopback); the connection closes them once the response is written.
 
 Fetch sessions are declined: the answer always has session_id 0 and error NONE, which the
 protocol allows and every client handles by sending full fetches.
