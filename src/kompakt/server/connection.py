@@ -334,7 +334,8 @@ class Connection:
         A response of bytes only goes through the transport (see :meth:`_write_bytes`). One that
         holds a :class:`~kompakt.protocol.codec.FileRange` (Fetch records left in a segment file)
         is written by :class:`_DirectSender` once the transport has flushed everything before it:
-        the bytes with ``writev`` and the records straight from the page cache with ``sendfile``.
+        the bytes with ``writev``, the records from the page cache (``sendfile``, or a read into a
+        reused buffer and a write for a peer on this host).
         """
         try:
             if all(isinstance(chunk, bytes | bytearray | memoryview) for chunk in chunks):
