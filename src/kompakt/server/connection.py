@@ -388,9 +388,9 @@ def _coalesce(chunks: list[bytes | memoryview]) -> list[memoryview]:
     return views
 
 
-#: Bytes of a file range read per ``pread`` when a range is copied rather than ``sendfile``d. Below
-#: 256 KiB the Python loop per piece shows; above 1 MiB the buffer no longer fits the CPU caches
-#: (measured over loopback: 1 MiB fastest, 0.37 s/GB of sender CPU).
+#: Bytes of a file range read per ``pread`` when a range is copied rather than ``sendfile``d.
+#: Measured over loopback and in the consume benchmark: 1 MiB did best; at 64-256 KiB the loop per
+#: piece costs more sender CPU per byte, and 2 or 4 MiB pieces were no better.
 _COPY_PIECE = 1 << 20
 #: Copy buffers kept for reuse between responses (one is in use per response being written).
 _IDLE_BUFFERS = 4
@@ -422,7 +422,7 @@ def copies_file_ranges(sock: socket.socket) -> bool:
     loopback device too) copies every byte out of the socket either way, and the page-cache
     fragments ``sendfile`` queues cost both ends more than one copy into ordinary socket buffers:
     measured on a 2-vCPU VM, 512 MB from the page cache to a reader on 127.0.0.1 took 0.57-0.75
-    CPU-s/GB of sender time with ``sendfile`` against 0.35-0.38 with ``pread`` + ``send`` (and the
+    CPU-s/GB of sender time with ``sendfile`` against 0.35-0.47 with ``pread`` + ``send`` (and the
     reader 0.24-0.29 against 0.12). Towards a network card ``sendfile`` is the copy-free path.
     """
     if sock.family == socket.AF_UNIX:
