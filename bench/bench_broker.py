@@ -22,15 +22,23 @@ Prints one JSON object on its last stdout line:
   segments (``bytes_on_disk_per_round`` sums the first round's ``.log`` files before the topic is
   deleted); Tansu keeps everything in memory.
 * ``consume``: a fresh consumer reads the whole topic from the beginning; MB/s of values.
-  ``max.partition.fetch.bytes`` is 2 MiB (8 MiB responses over 4 partitions): librdkafka
-  receives each response into one buffer, and at 32 MiB (8 MiB per partition) glibc maps and
-  unmaps that buffer for every response, a page fault per 4 KiB. Measured against kompakt:
-  client CPU 1.19 s/GB at 2 MiB vs 1.44 at 8 MiB; Tansu's consume rate is the same at 1, 4 and
-  8 MiB (415, 402, 416 MB/s), so the setting favours neither broker. ``fetch.queue.backoff.ms``
+  ``max.partition.fetch.bytes`` is 2 MiB (8 MiB responses over 4 partitions). Larger fetches
+  bring nothing measurable: with the client memory settings below, in one broker process
+  alternating, kompakt 930 MB/s at 8 MiB vs 952 at 2 MiB in one series of 4 and 1,120 vs 846 in
+  another of 3; Tansu 409 vs 404 (and 415, 402, 416 at 1, 4, 8 MiB without those settings).
+  Without them, glibc maps and unmaps a 32 MiB response buffer for every response, a page fault
+  per 4 KiB. ``fetch.queue.backoff.ms``
   is 0: librdkafka postpones a partition's next fetch by up to this long (1 s by default) once
   its local queue holds ``queued.min.messages``, so a broker fast enough to fill the queue then
   waits on a client timer. Measured: kompakt 887 vs 817 MB/s (4 runs each), Tansu 449 vs 461
   (its queue never fills).
+* The client process keeps the memory it frees (:func:`steady_client_memory`: glibc's
+  ``M_TRIM_THRESHOLD`` 1 GiB and ``M_MMAP_THRESHOLD`` 64 MiB): librdkafka receives each Fetch
+  response into one buffer of its size and the consumer frees 10,000 values a batch; with
+  glibc's defaults that memory goes back to the kernel and comes back as fresh pages, each
+  first touch a page fault (on this VM, also a host fault). Same process, alternating, 2 MiB
+  partition fetches: kompakt 912 vs 770 MB/s (librdkafka's fetch thread 0.47-0.52 vs 0.60-1.07
+  CPU-s/GB), Tansu 415 vs 362 MB/s.
 * Both client loops run with Python's cyclic garbage collector paused (:func:`client_loop`): it
   found nothing to collect but spent about a sixth of the consumer's CPU walking the Message
   objects, a client cost that hid the brokers' own. Same for both brokers, as is the consume
@@ -52,6 +60,7 @@ Environment: ``KOMPAKT_BENCH_BROKER_MB`` (topic size, default 1024), ``KOMPAKT_B
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import json
 import os
@@ -427,7 +436,22 @@ def prepare_partitions(data_dir: Path, partitions: int) -> None:
         manager.close()
 
 
+def steady_client_memory() -> None:
+    """Keep freed client memory in this process instead of returning it to the kernel (glibc only).
+
+    Applies to every client of both brokers alike; see the module docstring for the figures.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc: nothing to tune
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
+    libc.mallopt(m_mmap_threshold, 64 * MIB)
+    libc.mallopt(m_trim_threshold, 1 << 30)
+
+
 def main() -> int:
+    steady_client_memory()
     base = os.environ.get("KOMPAKT_BENCH_DIR")
     root = Path(tempfile.mkdtemp(prefix="bench-broker-", dir=base))
     result: dict[str, Any] = {
