@@ -1,7 +1,8 @@
 """``kompakt serve`` loads only what accepting connections needs; the rest loads on first use.
 
 Start time is mostly import time. numpy (first Produce, Fetch or index read), prometheus_client
-(first ``/metrics`` scrape), the log map's explain engine (first map request) and typer (any
+(first ``/metrics`` scrape), the log map's explain engine (first map request), crc32c (first
+checksum; its package imports importlib.metadata), h11 (first admin request) and typer (any
 command line but a plain ``kompakt serve``) stay out of the start path; this test keeps a
 refactoring from pulling them back in unnoticed.
 """
@@ -23,6 +24,9 @@ DEFERRED = (
     "typer",
     "click",
     "rich",
+    "crc32c",
+    "importlib.metadata",
+    "h11",
 )
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import crc32c
-
+from kompakt.lazy_import import LazyModule
 from kompakt.records.batch import (
     ATTR_CONTROL,
     ATTR_DELETE_HORIZON,
@@ -27,6 +27,11 @@ from kompakt.records.batch import (
 from kompakt.records.compression import Compression, compress
 from kompakt.records.record import Header
 from kompakt.records.varint import encode_varint
+
+if TYPE_CHECKING:
+    import crc32c
+else:  # loaded on the first checksum (see kompakt.records.batch)
+    crc32c = LazyModule("crc32c", globals(), "crc32c")
 
 
 @dataclass(frozen=True, slots=True)
