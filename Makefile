@@ -44,6 +44,7 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 
 test: $(STAMP) system-deps js-deps lint
+	$(PY) -m compileall -q src/kompakt
 	$(PY) -m kompakt.cleaner.warmup
 	$(PY) -m pytest -q -n 2 --dist loadgroup tests
 
