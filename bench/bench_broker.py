@@ -36,9 +36,11 @@ Prints one JSON object on its last stdout line:
   ``M_TRIM_THRESHOLD`` 1 GiB and ``M_MMAP_THRESHOLD`` 64 MiB): librdkafka receives each Fetch
   response into one buffer of its size and the consumer frees 10,000 values a batch; with
   glibc's defaults that memory goes back to the kernel and comes back as fresh pages, each
-  first touch a page fault (on this VM, also a host fault). Same process, alternating, 2 MiB
-  partition fetches: kompakt 912 vs 770 MB/s (librdkafka's fetch thread 0.47-0.52 vs 0.60-1.07
-  CPU-s/GB), Tansu 415 vs 362 MB/s.
+  first touch a page fault (on this VM, also a host fault). Measured alternating in one process
+  (where the raised mmap threshold stayed raised, so this isolates the trim threshold): kompakt
+  912 vs 770 MB/s median of 4 (librdkafka's fetch thread 0.47-0.52 vs 0.60-1.07 CPU-s/GB),
+  Tansu 415 vs 362 median of 3; in fresh processes, both settings against neither, two
+  processes of three consumes each: kompakt 673-833 vs 681-757, Tansu 252-419 vs 230-393.
 * Both client loops run with Python's cyclic garbage collector paused (:func:`client_loop`): it
   found nothing to collect but spent about a sixth of the consumer's CPU walking the Message
   objects, a client cost that hid the brokers' own. Same for both brokers, as is the consume
