@@ -555,12 +555,7 @@ class _DirectSender:
                     raise
                 if read == 0:  # the file shrank under us: the frame cannot be completed
                     raise ConnectionError(f"read stopped with {remaining} of {chunk.size} bytes unsent")
-                view = target[:read]
-                while view:
-                    try:
-                        view = view[os.write(self._fd, view) :]
-                    except BlockingIOError:
-                        registered = await self._writable(loop, registered)
+                registered = await self._write_all(loop, [target[:read]], registered)
                 position += read
                 remaining -= read
         finally:
