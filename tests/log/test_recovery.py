@@ -206,7 +206,11 @@ def test_zero_filled_tail_is_torn(tmp_path: Path) -> None:
     assert keys(h.log) == [0, 1, 2]
 
 
-def test_flipped_byte_in_the_middle_takes_partition_offline(tmp_path: Path) -> None:
+def quarantined(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if ".corrupt-" in p.name}
+
+
+def test_flipped_byte_below_the_recovery_point_takes_partition_offline(tmp_path: Path) -> None:
     h = LogHarness(tmp_path / "t-0", config(index_interval_bytes=1))
     for i in range(6):
         h.log.append(kv(i))
@@ -217,23 +221,58 @@ def test_flipped_byte_in_the_middle_takes_partition_offline(tmp_path: Path) -> N
     data[position] ^= 0xFF
     path.write_bytes(bytes(data))
     with pytest.raises(PartitionOfflineError) as err:
-        h.open(had_clean_shutdown=False)
-    assert f"{path} at byte {2 * SIZE}" in str(err.value)
-    assert path.stat().st_size == len(data), "nothing is truncated"
-    # A clean shutdown does not re-validate, so the log opens (Kafka's behaviour).
-    h.open(had_clean_shutdown=True)
+        h.open(had_clean_shutdown=False, recovery_point=6)
+    message = str(err.value)
+    assert f"{path} at byte {2 * SIZE}" in message
+    assert "valid only up to offset 2, below its recovery point 6" in message
+    assert "a valid batch follows at byte" in message
+    assert f"kompakt log repair {h.directory}" in message
+    assert path.read_bytes() == bytes(data), "nothing is truncated"
+    assert quarantined(h.directory) == {}
+    # A clean shutdown does not re-validate CRCs, so the log opens (Kafka's behaviour).
+    h.open(had_clean_shutdown=True, recovery_point=6)
     assert h.log.log_end_offset == 6
 
 
-def test_corruption_followed_by_valid_later_segment_is_offline(tmp_path: Path) -> None:
+def test_flipped_byte_above_the_recovery_point_is_cut_into_quarantine(tmp_path: Path) -> None:
+    """Kafka's LogLoader.recoverLog cuts at the first invalid batch above the recovery point even
+    when valid batches follow; kompakt does too, but keeps the bytes beside the segment."""
+    h = LogHarness(tmp_path / "t-0", config(index_interval_bytes=1))
+    for i in range(6):
+        h.log.append(kv(i))
+    h.log.close()
+    path = h.directory / "00000000000000000000.log"
+    data = bytearray(path.read_bytes())
+    data[2 * SIZE + 40] ^= 0xFF
+    path.write_bytes(bytes(data))
+    reopened = h.open(had_clean_shutdown=False, recovery_point=2)
+    assert keys(reopened) == [0, 1]
+    assert quarantined(h.directory) == {"00000000000000000000.log.corrupt-2": bytes(data[2 * SIZE :])}
+    assert path.stat().st_size == 2 * SIZE
+    assert reopened.append(kv(9)).first_offset == 2
+    # A second unclean start neither quarantines again nor fails.
+    reopened.close_without_flush()
+    again = h.open(had_clean_shutdown=False, recovery_point=2)
+    assert keys(again) == [0, 1, 2]
+    assert list(quarantined(h.directory)) == ["00000000000000000000.log.corrupt-2"]
+
+
+def test_corruption_followed_by_later_segments_quarantines_them_all(tmp_path: Path) -> None:
     h = make_log(tmp_path, n=12)
     h.log.close()
     path = h.directory / "00000000000000000000.log"
     data = bytearray(path.read_bytes())
     data[-5] ^= 0xFF  # the last batch of the first segment, but segments 5 and 10 follow
     path.write_bytes(bytes(data))
-    with pytest.raises(PartitionOfflineError):
-        h.open(had_clean_shutdown=False)
+    later_bases = (f"{5:020d}", f"{10:020d}")
+    later = {p.name: p.read_bytes() for p in h.directory.iterdir() if p.name[:20] in later_bases}
+    reopened = h.open(had_clean_shutdown=False)
+    assert keys(reopened) == [0, 1, 2, 3]
+    assert [s.base_offset for s in reopened.segments] == [0]
+    moved = quarantined(h.directory)
+    assert moved.pop("00000000000000000000.log.corrupt-4") == bytes(data[4 * SIZE :])
+    assert moved == {f"{name}.corrupt-4": content for name, content in later.items()}
+    assert reopened.append(kv(4)).first_offset == 4
 
 
 def test_recovery_point_skips_validation_of_flushed_segments(tmp_path: Path) -> None:
