@@ -12,6 +12,8 @@ from kompakt.errors import PartitionOfflineError
 from kompakt.log.files import FaultInjectingFileOps, SimulatedCrashError, use_file_ops
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segment import LogSegment
+from kompakt.records.batch import iter_batches
+from kompakt.records.record import decode_records
 
 SIZE = len(kv(0))
 
@@ -303,3 +305,98 @@ def test_clean_segments_with_concurrent_segment_deletion(tmp_path: Path) -> None
     assert [s.base_offset for s in h.log.segments] == [0, 2]
     assert h.log.delete_old_segments(h.clock.now_ms()) == 1
     assert [s.base_offset for s in h.log.segments] == [2]
+
+
+def test_lone_stray_log_swap_leaves_no_orphan_swap_files(tmp_path: Path) -> None:
+    """Issue 14 item 6: recovering a stray ``X.log.swap`` writes ``X.index.swap`` and
+    ``X.timeindex.swap``; they are renamed with it, as Kafka's LogLoader renames every swap file."""
+    h = make_log(tmp_path, n=5)
+    h.log.roll()
+    h.log.close()
+    other = LogHarness(tmp_path / "u-0", config(index_interval_bytes=1))
+    other.log.truncate_fully_and_start_at(100)
+    for i in range(3):
+        other.log.append(kv(100 + i))
+    other.log.close()
+    shutil.copy(other.directory / f"{100:020d}.log", h.directory / f"{100:020d}.log.swap")
+    h.open(had_clean_shutdown=False, recovery_point=5)
+    names = sorted(p.name for p in h.directory.iterdir())
+    assert [n for n in names if n.endswith(".swap")] == []
+    assert {f"{100:020d}.log", f"{100:020d}.index", f"{100:020d}.timeindex"} <= set(names)
+    assert [s.base_offset for s in h.log.segments] == [0, 5, 100]
+    assert h.log.log_end_offset == 103
+    assert [o for o, _ in all_records(h.log)][-3:] == [100, 101, 102]
+    h.reopen(clean=True)
+    assert h.log.log_end_offset == 103
+    assert sorted(p.name for p in h.directory.iterdir()) == names
+
+
+def torn_after_clean_shutdown(tmp_path: Path, cut_bytes: int) -> tuple[LogHarness, Path, bytes]:
+    """Six records closed cleanly, then the active segment loses its last ``cut_bytes`` bytes."""
+    h = LogHarness(tmp_path / "t-0", config(index_interval_bytes=1))
+    for i in range(6):
+        h.log.append(kv(i))
+    h.log.close()
+    path = h.directory / "00000000000000000000.log"
+    data = path.read_bytes()
+    path.write_bytes(data[:-cut_bytes])
+    return h, path, data
+
+
+def test_torn_active_tail_after_clean_shutdown_below_the_recovery_point_is_offline(tmp_path: Path) -> None:
+    """Issue 14 item 5: a clean shutdown checkpoints the recovery point at the log end offset, so a
+    torn tail found at the next start is flushed data that is damaged: offline, named, nothing cut.
+    Before the fix the log opened at offset 5, and offset 5 appended behind the torn bytes could
+    not be read back."""
+    h, path, data = torn_after_clean_shutdown(tmp_path, 10)
+    with pytest.raises(PartitionOfflineError) as err:
+        h.open(had_clean_shutdown=True, recovery_point=6)
+    message = str(err.value)
+    assert f"{path} at byte {5 * SIZE}" in message
+    assert "found at start-up after a clean shutdown" in message
+    assert "valid only up to offset 5, below its recovery point 6" in message
+    assert f"kompakt log repair {h.directory}" in message
+    assert path.read_bytes() == data[:-10]
+    assert quarantined(h.directory) == {}
+
+
+def test_torn_active_tail_after_clean_shutdown_above_the_recovery_point_is_quarantined(
+    tmp_path: Path,
+) -> None:
+    """Issue 14 item 5: with no recovery point covering the tail (no checkpoint entry) the torn
+    batch is cut into quarantine at start-up, and the next append is readable."""
+    h, path, data = torn_after_clean_shutdown(tmp_path, 10)
+    reopened = h.open(had_clean_shutdown=True, recovery_point=0)
+    assert reopened.log_end_offset == 5
+    assert quarantined(h.directory) == {"00000000000000000000.log.corrupt-5": data[5 * SIZE : -10]}
+    assert path.stat().st_size == 5 * SIZE
+    info = reopened.append(kv(50))
+    assert info.first_offset == 5
+    assert [(o, k) for o, k in all_records(reopened)][-1] == (5, b"0050")
+    assert read_values(reopened, 5) == [b"0050"]
+    reopened.close()
+    again = h.open(had_clean_shutdown=True, recovery_point=6)
+    assert again.log_end_offset == 6
+    assert list(quarantined(h.directory)) == ["00000000000000000000.log.corrupt-5"]
+
+
+def test_garbage_after_the_last_batch_after_clean_shutdown_is_quarantined(tmp_path: Path) -> None:
+    """Bytes after the last whole batch hold no acknowledged offset (the cut is at the recovery
+    point, not below it): they are moved to quarantine and the log is served from offset 6."""
+    h = LogHarness(tmp_path / "t-0", config())
+    for i in range(6):
+        h.log.append(kv(i))
+    h.log.close()
+    path = h.directory / "00000000000000000000.log"
+    with path.open("ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x06\x00\x00\x01\x00garbage")
+    reopened = h.open(had_clean_shutdown=True, recovery_point=6)
+    assert reopened.log_end_offset == 6
+    assert list(quarantined(h.directory)) == ["00000000000000000000.log.corrupt-6"]
+    assert reopened.append(kv(6)).first_offset == 6
+    assert read_values(reopened, 6) == [b"0006"]
+
+
+def read_values(log: PartitionLog, offset: int) -> list[bytes | None]:
+    data = log.read(offset, 1 << 20).records
+    return [r.value for v in iter_batches(data) for r in decode_records(v) if r.offset >= offset]
