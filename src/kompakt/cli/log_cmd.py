@@ -266,14 +266,20 @@ def verify_command(
     path: Annotated[Path, typer.Argument(help="A segment file, a partition directory or a data directory.")],
     output: OutputOpt = OutputFormat.TABLE,
 ) -> None:
-    """Check CRCs, framing, offsets, indexes and checkpoints; exit 1 on any defect."""
+    """Check CRCs, framing, offsets, indexes and checkpoints; exit 1 on any defect.
+
+    Also lists the quarantine files beside the segments (bytes recovery or ``log repair`` cut
+    off a log): they are not part of the log and not defects, but an operator should know.
+    """
     target = _target(path)
     report = verify_target(target)
     defects = report.defects
+    quarantine = _quarantine_rows(target)
     if output is OutputFormat.JSON:
         emit_json(
             {
                 "ok": report.ok,
+                "quarantine": quarantine,
                 "path": str(target.path),
                 "partitions": [
                     {
@@ -309,6 +315,11 @@ def verify_command(
             ],
             title=f"verify {target.path}",
         )
+        if quarantine:
+            emit_table(
+                [{k: row[k] for k in ("file", "bytes", "cut_offset", "source")} for row in quarantine],
+                title="quarantined bytes (cut off the log by recovery or log repair; not part of it)",
+            )
         for defect in defects:
             console.print(f"DEFECT {defect.describe()}", markup=False, highlight=False)
     if defects:
@@ -317,6 +328,25 @@ def verify_command(
         raise CliError(f"verification failed: {first.describe()}{more}")
     if output is OutputFormat.TABLE:
         console.print(f"ok: {report.checked_files} segment files verified, no defects", markup=False)
+
+
+def _quarantine_rows(target: LogTarget) -> list[dict[str, Any]]:
+    """The quarantine files of every partition ``target`` covers (of one segment for a file)."""
+    from kompakt.log.quarantine import list_quarantine_files
+
+    only = target.segment.path.name if target.segment is not None else None
+    return [
+        {
+            "partition": part.name,
+            "file": str(q.path),
+            "bytes": q.size,
+            "cut_offset": q.cut_offset,
+            "source": q.source,
+        }
+        for part in target.partitions
+        for q in list_quarantine_files(part.path)
+        if only is None or q.source == only
+    ]
 
 
 # --------------------------------------------------------------------------------------------
