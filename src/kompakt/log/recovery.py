@@ -42,7 +42,7 @@ import logging
 import os
 import random
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -63,6 +63,7 @@ from kompakt.log.segment import (
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     LogSegment,
+    ValidationResult,
 )
 from kompakt.log.segments import LogSegments
 from kompakt.records.batch import BATCH_OVERHEAD, MAGIC_V2, RecordBatchView
@@ -318,22 +319,38 @@ def recover_unflushed(
     A cut below the recovery point would remove flushed data: the partition goes offline instead.
     """
     unflushed = segments.values(recovery_point)
-    for i, segment in enumerate(unflushed):
-        result = segment.rebuild_indexes()
-        if result.error is None:
-            continue
-        cut_offset = result.next_offset if result.next_offset is not None else segment.base_offset
-        reason = result.error
-        beyond = has_valid_data_after(segment, result.valid_bytes, cut_offset)
+    cut = find_first_cut(unflushed, LogSegment.rebuild_indexes)
+    if cut is None:
+        return 0, []
+    _refuse_below_recovery_point(cut, recovery_point, topic_partition, "by crash recovery")
+    truncated = cut.segment.size - cut.position + sum(other.size for other in cut.later)
+    moves = apply_cut(cut, segments, topic_partition=topic_partition, now_ms=now_ms, file_ops=file_ops)
+    return truncated, moves
+
+
+def find_first_cut(
+    candidates: Sequence[LogSegment], validate: Callable[[LogSegment], ValidationResult]
+) -> Cut | None:
+    """Where Kafka's ``LogLoader.recoverLog`` cuts ``candidates`` (consecutive segments, in order).
+
+    ``validate`` walks one segment (:meth:`LogSegment.rebuild_indexes` in recovery, a read-only
+    :meth:`LogSegment.validate` for a dry run). At the first segment with an invalid batch the log
+    is cut after its last valid batch and every later candidate goes; None when all are valid.
+    The reason says whether a valid batch follows in the same segment (an operator's first clue
+    whether this is a torn write or damage in the middle).
+    """
+    for i, segment in enumerate(candidates):
+        with segment.reading_only():  # the .log is only read here (its indexes may be rewritten)
+            result = validate(segment)
+            if result.error is None:
+                continue
+            cut_offset = result.next_offset if result.next_offset is not None else segment.base_offset
+            reason = result.error
+            beyond = has_valid_data_after(segment, result.valid_bytes, cut_offset)
         if beyond is not None:
             reason += f"; a valid batch follows at byte {beyond}"
-        later = tuple(unflushed[i + 1 :])
-        cut = Cut(segment, result.valid_bytes, cut_offset, reason, later)
-        _refuse_below_recovery_point(cut, recovery_point, topic_partition, "by crash recovery")
-        truncated = result.file_size - result.valid_bytes + sum(other.size for other in later)
-        moves = apply_cut(cut, segments, topic_partition=topic_partition, now_ms=now_ms, file_ops=file_ops)
-        return truncated, moves
-    return 0, []
+        return Cut(segment, result.valid_bytes, cut_offset, reason, tuple(candidates[i + 1 :]))
+    return None
 
 
 def load_partition_dir(

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -494,6 +495,21 @@ class LogSegment:
                 if fd is not None:
                     os.close(fd)
         return next_offset
+
+    @contextmanager
+    def reading_only(self) -> Iterator[None]:
+        """Reads inside the block go through a read-only descriptor when none is open (an offline
+        tool's dry run needs no write access to the file, and takes none)."""
+        if self._fd is not None:
+            yield
+            return
+        self._fd = os.open(self._file_path(LOG_SUFFIX), os.O_RDONLY)
+        try:
+            yield
+        finally:
+            fd, self._fd = self._fd, None
+            if fd is not None:
+                os.close(fd)
 
     def validate_tail(self) -> ValidationResult:
         """:meth:`read_next_offset`'s walk, checked: the batch frames from the last index entry must
