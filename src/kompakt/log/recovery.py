@@ -52,7 +52,6 @@ from kompakt.lazy_import import LazyModule
 from kompakt.log.config import LogConfig
 from kompakt.log.files import parse_offset_from_name
 from kompakt.log.offset_index import DEFAULT_FILE_OPS, FileOps
-from kompakt.log.quarantine import Cut, QuarantineMove, apply_cut, is_quarantine_name
 from kompakt.log.roll import random_roll_jitter_ms
 from kompakt.log.segment import (
     CLEANED_SUFFIX,
@@ -70,14 +69,25 @@ from kompakt.records.batch import BATCH_OVERHEAD, MAGIC_V2, RecordBatchView
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from kompakt.log import quarantine
+    from kompakt.log.quarantine import Cut, QuarantineMove
 else:
     np = LazyModule("numpy", globals(), "np")  # loaded on first use, not at broker start
+    # Only a directory holding quarantine files, or a cut, needs it (its dataclasses cost ~3 ms).
+    quarantine = LazyModule("kompakt.log.quarantine", globals(), "quarantine")
 
 log = logging.getLogger(__name__)
 
 _INDEX_EXTENSIONS = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _KNOWN_FILES = frozenset({"partition.metadata", "leader-epoch-checkpoint"})
 _CANONICAL_NAME = re.compile(r"[0-9]{20}\.(?:log|index|timeindex|txnindex)")
+#: :data:`kompakt.log.quarantine.QUARANTINE_MARK`, to look at names without importing that module.
+_QUARANTINE_MARK = ".corrupt-"
+
+
+def _is_quarantine_name(name: str) -> bool:
+    return _QUARANTINE_MARK in name and quarantine.is_quarantine_name(name)
 
 
 @dataclass(slots=True)
@@ -175,7 +185,7 @@ def remove_temp_files_and_complete_swaps(
         min_swap = min(r[0] for r in ranges)
         max_swap = max(r[1] for r in ranges)
         for path in sorted(directory.iterdir()):
-            if not path.is_file() or path.name.endswith(SWAP_SUFFIX) or is_quarantine_name(path.name):
+            if not path.is_file() or path.name.endswith(SWAP_SUFFIX) or _is_quarantine_name(path.name):
                 continue
             offset = parse_offset_from_name(path.name)
             if offset is not None and min_swap <= offset < max_swap:
@@ -216,7 +226,7 @@ def open_segments(
             parsed = parse_offset_from_name(name)
             ext = _extension(name)
             if parsed is None or name != f"{parsed:020d}{ext}":
-                if is_quarantine_name(name):
+                if _is_quarantine_name(name):
                     quarantined.append(name)
                 elif name not in _KNOWN_FILES and not name.endswith((".tmp", ".snapshot")):
                     log.warning("Found unknown file %s in %s; leaving it alone", name, directory)
@@ -324,7 +334,9 @@ def recover_unflushed(
         return 0, []
     _refuse_below_recovery_point(cut, recovery_point, topic_partition, "by crash recovery")
     truncated = cut.segment.size - cut.position + sum(other.size for other in cut.later)
-    moves = apply_cut(cut, segments, topic_partition=topic_partition, now_ms=now_ms, file_ops=file_ops)
+    moves = quarantine.apply_cut(
+        cut, segments, topic_partition=topic_partition, now_ms=now_ms, file_ops=file_ops
+    )
     return truncated, moves
 
 
@@ -349,7 +361,7 @@ def find_first_cut(
             beyond = has_valid_data_after(segment, result.valid_bytes, cut_offset)
         if beyond is not None:
             reason += f"; a valid batch follows at byte {beyond}"
-        return Cut(segment, result.valid_bytes, cut_offset, reason, tuple(candidates[i + 1 :]))
+        return quarantine.Cut(segment, result.valid_bytes, cut_offset, reason, tuple(candidates[i + 1 :]))
     return None
 
 
@@ -394,11 +406,11 @@ def load_partition_dir(
     if tail.error is not None:
         # Step 8. Crash recovery (step 6) has validated the active segment already, so in practice
         # this is a clean start over a torn tail: below the checkpointed recovery point, offline.
-        cut = Cut(active, tail.valid_bytes, log_end_offset, tail.error)
+        cut = quarantine.Cut(active, tail.valid_bytes, log_end_offset, tail.error)
         found = "at start-up after a clean shutdown" if had_clean_shutdown else "at start-up"
         _refuse_below_recovery_point(cut, recovery_point, topic_partition, found)
         truncated += tail.file_size - tail.valid_bytes
-        quarantined += apply_cut(
+        quarantined += quarantine.apply_cut(
             cut, segments, topic_partition=topic_partition, now_ms=now_ms, file_ops=file_ops
         )
     active.resize_indexes_on_first_append(config.segment_index_bytes)
