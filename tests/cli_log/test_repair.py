@@ -95,6 +95,8 @@ def test_repair_brings_an_offline_partition_back_with_the_cut_bytes_in_quarantin
     assert [(q["file"], q["bytes"], q["cut_offset"], q["source"]) for q in verify.json()["quarantine"]] == [
         (f"{segment}.corrupt-8", len(damaged), 8, segment.name)
     ]
+    dump = cli("log", "dump", str(path), "--offsets-only", "-o", "json")
+    assert [b["base_offset"] for b in dump.json()[0]["batches"]] == [*range(8), 8], "quarantine is no segment"
     verify_table = cli("log", "verify", str(path))
     assert verify_table.code == 0 and "quarantined bytes" in verify_table.out
     assert f"{segment.name}.corrupt-8" in verify_table.out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 
@@ -236,7 +237,9 @@ def test_flipped_byte_below_the_recovery_point_takes_partition_offline(tmp_path:
     assert h.log.log_end_offset == 6
 
 
-def test_flipped_byte_above_the_recovery_point_is_cut_into_quarantine(tmp_path: Path) -> None:
+def test_flipped_byte_above_the_recovery_point_is_cut_into_quarantine(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """Kafka's LogLoader.recoverLog cuts at the first invalid batch above the recovery point even
     when valid batches follow; kompakt does too, but keeps the bytes beside the segment."""
     h = LogHarness(tmp_path / "t-0", config(index_interval_bytes=1))
@@ -247,9 +250,13 @@ def test_flipped_byte_above_the_recovery_point_is_cut_into_quarantine(tmp_path: 
     data = bytearray(path.read_bytes())
     data[2 * SIZE + 40] ^= 0xFF
     path.write_bytes(bytes(data))
-    reopened = h.open(had_clean_shutdown=False, recovery_point=2)
+    with caplog.at_level(logging.WARNING, logger="kompakt.log.quarantine"):
+        reopened = h.open(had_clean_shutdown=False, recovery_point=2)
     assert keys(reopened) == [0, 1]
     assert quarantined(h.directory) == {"00000000000000000000.log.corrupt-2": bytes(data[2 * SIZE :])}
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "kompakt.log.quarantine"]
+    assert f"moved {len(data) - 2 * SIZE} bytes from byte {2 * SIZE} of {path}" in warning
+    assert "(offsets from 2 on;" in warning and "as 00000000000000000000.log.corrupt-2" in warning
     assert path.stat().st_size == 2 * SIZE
     assert reopened.append(kv(9)).first_offset == 2
     # A second unclean start neither quarantines again nor fails.
