@@ -80,7 +80,9 @@ def test_partitions_configs_and_delete(tmp_path: Path) -> None:
     m.close()
 
 
-def test_corrupt_partition_goes_offline_others_open(tmp_path: Path) -> None:
+def test_corrupt_flushed_partition_goes_offline_others_open(tmp_path: Path) -> None:
+    """Damage below the recovery point (flushed data) keeps the partition offline, and it stays
+    offline across restarts: its checkpoint entries are written back, not dropped."""
     m = manager(tmp_path)
     m.create_topic("t", 2)
     for p in range(2):
@@ -88,18 +90,46 @@ def test_corrupt_partition_goes_offline_others_open(tmp_path: Path) -> None:
             m.get_log("t", p).append(kv(i))
     size = len(kv(0))
     m.close()
-    (tmp_path / ".kafka_cleanshutdown").unlink()  # as after a crash
-    (tmp_path / "recovery-point-offset-checkpoint").unlink()
+    (tmp_path / ".kafka_cleanshutdown").unlink()  # as after a crash; the recovery points are 5
     path = tmp_path / "t-0" / "00000000000000000000.log"
     data = bytearray(path.read_bytes())
     data[size + 30] ^= 0x01
     path.write_bytes(bytes(data))
     m2 = manager(tmp_path)
     assert list(m2.offline_partitions) == [("t", 0)]
-    assert f"{path} at byte {size}" in m2.offline_partitions[("t", 0)]
+    reason = m2.offline_partitions[("t", 0)]
+    assert f"{path} at byte {size}" in reason and "below its recovery point 5" in reason
+    assert f"kompakt log repair {path.parent}" in reason
     assert m2.get_log("t", 1).log_end_offset == 5
     m2.close()
     assert not (tmp_path / ".kafka_cleanshutdown").exists()
+    assert OffsetCheckpointFile(tmp_path / "recovery-point-offset-checkpoint").read()[("t", 0)] == 5
+    m3 = manager(tmp_path)
+    assert list(m3.offline_partitions) == [("t", 0)], "a second start must not cut flushed data"
+    assert path.read_bytes() == bytes(data)
+    assert not [p.name for p in path.parent.iterdir() if ".corrupt-" in p.name]
+    m3.close()
+
+
+def test_corrupt_unflushed_partition_is_cut_and_quarantined(tmp_path: Path) -> None:
+    """Without a recovery point (nothing promised durable) the cut is recovery's to make."""
+    m = manager(tmp_path)
+    m.create_topic("t", 1)
+    for i in range(5):
+        m.get_log("t", 0).append(kv(i))
+    size = len(kv(0))
+    m.close()
+    (tmp_path / ".kafka_cleanshutdown").unlink()
+    (tmp_path / "recovery-point-offset-checkpoint").unlink()
+    path = tmp_path / "t-0" / "00000000000000000000.log"
+    data = bytearray(path.read_bytes())
+    data[size + 30] ^= 0x01
+    path.write_bytes(bytes(data))
+    m2 = manager(tmp_path)
+    assert not m2.offline_partitions
+    assert m2.get_log("t", 0).log_end_offset == 1
+    assert (path.parent / "00000000000000000000.log.corrupt-1").read_bytes() == bytes(data[size:])
+    m2.close()
 
 
 def test_real_kafka_style_dir_without_metadata_opens(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from kompakt.errors import PartitionOfflineError
 from kompakt.log.files import FaultInjectingFileOps, SimulatedCrashError, use_file_ops
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segment import LogSegment
+from kompakt.records.batch import iter_batches
+from kompakt.records.record import decode_records
 
 SIZE = len(kv(0))
 
@@ -206,7 +209,11 @@ def test_zero_filled_tail_is_torn(tmp_path: Path) -> None:
     assert keys(h.log) == [0, 1, 2]
 
 
-def test_flipped_byte_in_the_middle_takes_partition_offline(tmp_path: Path) -> None:
+def quarantined(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if ".corrupt-" in p.name}
+
+
+def test_flipped_byte_below_the_recovery_point_takes_partition_offline(tmp_path: Path) -> None:
     h = LogHarness(tmp_path / "t-0", config(index_interval_bytes=1))
     for i in range(6):
         h.log.append(kv(i))
@@ -217,23 +224,64 @@ def test_flipped_byte_in_the_middle_takes_partition_offline(tmp_path: Path) -> N
     data[position] ^= 0xFF
     path.write_bytes(bytes(data))
     with pytest.raises(PartitionOfflineError) as err:
-        h.open(had_clean_shutdown=False)
-    assert f"{path} at byte {2 * SIZE}" in str(err.value)
-    assert path.stat().st_size == len(data), "nothing is truncated"
-    # A clean shutdown does not re-validate, so the log opens (Kafka's behaviour).
-    h.open(had_clean_shutdown=True)
+        h.open(had_clean_shutdown=False, recovery_point=6)
+    message = str(err.value)
+    assert f"{path} at byte {2 * SIZE}" in message
+    assert "valid only up to offset 2, below its recovery point 6" in message
+    assert "a valid batch follows at byte" in message
+    assert f"kompakt log repair {h.directory}" in message
+    assert path.read_bytes() == bytes(data), "nothing is truncated"
+    assert quarantined(h.directory) == {}
+    # A clean shutdown does not re-validate CRCs, so the log opens (Kafka's behaviour).
+    h.open(had_clean_shutdown=True, recovery_point=6)
     assert h.log.log_end_offset == 6
 
 
-def test_corruption_followed_by_valid_later_segment_is_offline(tmp_path: Path) -> None:
+def test_flipped_byte_above_the_recovery_point_is_cut_into_quarantine(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafka's LogLoader.recoverLog cuts at the first invalid batch above the recovery point even
+    when valid batches follow; kompakt does too, but keeps the bytes beside the segment."""
+    h = LogHarness(tmp_path / "t-0", config(index_interval_bytes=1))
+    for i in range(6):
+        h.log.append(kv(i))
+    h.log.close()
+    path = h.directory / "00000000000000000000.log"
+    data = bytearray(path.read_bytes())
+    data[2 * SIZE + 40] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="kompakt.log.quarantine"):
+        reopened = h.open(had_clean_shutdown=False, recovery_point=2)
+    assert keys(reopened) == [0, 1]
+    assert quarantined(h.directory) == {"00000000000000000000.log.corrupt-2": bytes(data[2 * SIZE :])}
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "kompakt.log.quarantine"]
+    assert f"moved {len(data) - 2 * SIZE} bytes from byte {2 * SIZE} of {path}" in warning
+    assert "(offsets from 2 on;" in warning and "as 00000000000000000000.log.corrupt-2" in warning
+    assert path.stat().st_size == 2 * SIZE
+    assert reopened.append(kv(9)).first_offset == 2
+    # A second unclean start neither quarantines again nor fails.
+    reopened.close_without_flush()
+    again = h.open(had_clean_shutdown=False, recovery_point=2)
+    assert keys(again) == [0, 1, 2]
+    assert list(quarantined(h.directory)) == ["00000000000000000000.log.corrupt-2"]
+
+
+def test_corruption_followed_by_later_segments_quarantines_them_all(tmp_path: Path) -> None:
     h = make_log(tmp_path, n=12)
     h.log.close()
     path = h.directory / "00000000000000000000.log"
     data = bytearray(path.read_bytes())
     data[-5] ^= 0xFF  # the last batch of the first segment, but segments 5 and 10 follow
     path.write_bytes(bytes(data))
-    with pytest.raises(PartitionOfflineError):
-        h.open(had_clean_shutdown=False)
+    later_bases = (f"{5:020d}", f"{10:020d}")
+    later = {p.name: p.read_bytes() for p in h.directory.iterdir() if p.name[:20] in later_bases}
+    reopened = h.open(had_clean_shutdown=False)
+    assert keys(reopened) == [0, 1, 2, 3]
+    assert [s.base_offset for s in reopened.segments] == [0]
+    moved = quarantined(h.directory)
+    assert moved.pop("00000000000000000000.log.corrupt-4") == bytes(data[4 * SIZE :])
+    assert moved == {f"{name}.corrupt-4": content for name, content in later.items()}
+    assert reopened.append(kv(4)).first_offset == 4
 
 
 def test_recovery_point_skips_validation_of_flushed_segments(tmp_path: Path) -> None:
@@ -264,3 +312,98 @@ def test_clean_segments_with_concurrent_segment_deletion(tmp_path: Path) -> None
     assert [s.base_offset for s in h.log.segments] == [0, 2]
     assert h.log.delete_old_segments(h.clock.now_ms()) == 1
     assert [s.base_offset for s in h.log.segments] == [2]
+
+
+def test_lone_stray_log_swap_leaves_no_orphan_swap_files(tmp_path: Path) -> None:
+    """Issue 14 item 6: recovering a stray ``X.log.swap`` writes ``X.index.swap`` and
+    ``X.timeindex.swap``; they are renamed with it, as Kafka's LogLoader renames every swap file."""
+    h = make_log(tmp_path, n=5)
+    h.log.roll()
+    h.log.close()
+    other = LogHarness(tmp_path / "u-0", config(index_interval_bytes=1))
+    other.log.truncate_fully_and_start_at(100)
+    for i in range(3):
+        other.log.append(kv(100 + i))
+    other.log.close()
+    shutil.copy(other.directory / f"{100:020d}.log", h.directory / f"{100:020d}.log.swap")
+    h.open(had_clean_shutdown=False, recovery_point=5)
+    names = sorted(p.name for p in h.directory.iterdir())
+    assert [n for n in names if n.endswith(".swap")] == []
+    assert {f"{100:020d}.log", f"{100:020d}.index", f"{100:020d}.timeindex"} <= set(names)
+    assert [s.base_offset for s in h.log.segments] == [0, 5, 100]
+    assert h.log.log_end_offset == 103
+    assert [o for o, _ in all_records(h.log)][-3:] == [100, 101, 102]
+    h.reopen(clean=True)
+    assert h.log.log_end_offset == 103
+    assert sorted(p.name for p in h.directory.iterdir()) == names
+
+
+def torn_after_clean_shutdown(tmp_path: Path, cut_bytes: int) -> tuple[LogHarness, Path, bytes]:
+    """Six records closed cleanly, then the active segment loses its last ``cut_bytes`` bytes."""
+    h = LogHarness(tmp_path / "t-0", config(index_interval_bytes=1))
+    for i in range(6):
+        h.log.append(kv(i))
+    h.log.close()
+    path = h.directory / "00000000000000000000.log"
+    data = path.read_bytes()
+    path.write_bytes(data[:-cut_bytes])
+    return h, path, data
+
+
+def test_torn_active_tail_after_clean_shutdown_below_the_recovery_point_is_offline(tmp_path: Path) -> None:
+    """Issue 14 item 5: a clean shutdown checkpoints the recovery point at the log end offset, so a
+    torn tail found at the next start is flushed data that is damaged: offline, named, nothing cut.
+    Before the fix the log opened at offset 5, and offset 5 appended behind the torn bytes could
+    not be read back."""
+    h, path, data = torn_after_clean_shutdown(tmp_path, 10)
+    with pytest.raises(PartitionOfflineError) as err:
+        h.open(had_clean_shutdown=True, recovery_point=6)
+    message = str(err.value)
+    assert f"{path} at byte {5 * SIZE}" in message
+    assert "found at start-up after a clean shutdown" in message
+    assert "valid only up to offset 5, below its recovery point 6" in message
+    assert f"kompakt log repair {h.directory}" in message
+    assert path.read_bytes() == data[:-10]
+    assert quarantined(h.directory) == {}
+
+
+def test_torn_active_tail_after_clean_shutdown_above_the_recovery_point_is_quarantined(
+    tmp_path: Path,
+) -> None:
+    """Issue 14 item 5: with no recovery point covering the tail (no checkpoint entry) the torn
+    batch is cut into quarantine at start-up, and the next append is readable."""
+    h, path, data = torn_after_clean_shutdown(tmp_path, 10)
+    reopened = h.open(had_clean_shutdown=True, recovery_point=0)
+    assert reopened.log_end_offset == 5
+    assert quarantined(h.directory) == {"00000000000000000000.log.corrupt-5": data[5 * SIZE : -10]}
+    assert path.stat().st_size == 5 * SIZE
+    info = reopened.append(kv(50))
+    assert info.first_offset == 5
+    assert [(o, k) for o, k in all_records(reopened)][-1] == (5, b"0050")
+    assert read_values(reopened, 5) == [b"0050"]
+    reopened.close()
+    again = h.open(had_clean_shutdown=True, recovery_point=6)
+    assert again.log_end_offset == 6
+    assert list(quarantined(h.directory)) == ["00000000000000000000.log.corrupt-5"]
+
+
+def test_garbage_after_the_last_batch_after_clean_shutdown_is_quarantined(tmp_path: Path) -> None:
+    """Bytes after the last whole batch hold no acknowledged offset (the cut is at the recovery
+    point, not below it): they are moved to quarantine and the log is served from offset 6."""
+    h = LogHarness(tmp_path / "t-0", config())
+    for i in range(6):
+        h.log.append(kv(i))
+    h.log.close()
+    path = h.directory / "00000000000000000000.log"
+    with path.open("ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x06\x00\x00\x01\x00garbage")
+    reopened = h.open(had_clean_shutdown=True, recovery_point=6)
+    assert reopened.log_end_offset == 6
+    assert list(quarantined(h.directory)) == ["00000000000000000000.log.corrupt-6"]
+    assert reopened.append(kv(6)).first_offset == 6
+    assert read_values(reopened, 6) == [b"0006"]
+
+
+def read_values(log: PartitionLog, offset: int) -> list[bytes | None]:
+    data = log.read(offset, 1 << 20).records
+    return [r.value for v in iter_batches(data) for r in decode_records(v) if r.offset >= offset]

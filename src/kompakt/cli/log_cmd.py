@@ -1,8 +1,8 @@
-"""``kompakt log dump|verify|explain|compact``: offline tools over kompakt or Apache Kafka log files.
+"""``kompakt log dump|verify|repair|explain|compact``: offline tools over kompakt or Apache Kafka log files.
 
-dump, verify and explain only read files (no lock, no recovery), so they work on a live broker's
-directory and on a damaged one. compact rewrites files and therefore takes the directory's lock
-through the log manager: a directory held by a running broker is refused.
+dump, verify, explain and a dry-run repair only read files (no lock, no recovery), so they work on a
+live broker's directory and on a damaged one. compact and ``repair --execute`` rewrite files and
+therefore take the directory's lock: a directory held by a running broker is refused.
 
 Kafka keeps topic configs in its cluster metadata, not in the log directory, so explain and compact
 take them as ``--config k=v`` (or explain reads them from a running cluster with ``--bootstrap``);
@@ -12,6 +12,7 @@ kompakt directories carry theirs in ``kompakt-topics.json``.
 from __future__ import annotations
 
 import base64
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -266,14 +267,20 @@ def verify_command(
     path: Annotated[Path, typer.Argument(help="A segment file, a partition directory or a data directory.")],
     output: OutputOpt = OutputFormat.TABLE,
 ) -> None:
-    """Check CRCs, framing, offsets, indexes and checkpoints; exit 1 on any defect."""
+    """Check CRCs, framing, offsets, indexes and checkpoints; exit 1 on any defect.
+
+    Also lists the quarantine files beside the segments (bytes recovery or ``log repair`` cut
+    off a log): they are not part of the log and not defects, but an operator should know.
+    """
     target = _target(path)
     report = verify_target(target)
     defects = report.defects
+    quarantine = _quarantine_rows(target)
     if output is OutputFormat.JSON:
         emit_json(
             {
                 "ok": report.ok,
+                "quarantine": quarantine,
                 "path": str(target.path),
                 "partitions": [
                     {
@@ -309,6 +316,11 @@ def verify_command(
             ],
             title=f"verify {target.path}",
         )
+        if quarantine:
+            emit_table(
+                [{k: row[k] for k in ("file", "bytes", "cut_offset", "source")} for row in quarantine],
+                title="quarantined bytes (cut off the log by recovery or log repair; not part of it)",
+            )
         for defect in defects:
             console.print(f"DEFECT {defect.describe()}", markup=False, highlight=False)
     if defects:
@@ -317,6 +329,174 @@ def verify_command(
         raise CliError(f"verification failed: {first.describe()}{more}")
     if output is OutputFormat.TABLE:
         console.print(f"ok: {report.checked_files} segment files verified, no defects", markup=False)
+
+
+def _quarantine_rows(target: LogTarget) -> list[dict[str, Any]]:
+    """The quarantine files of every partition ``target`` covers (of one segment for a file)."""
+    from kompakt.log.quarantine import list_quarantine_files
+
+    only = target.segment.path.name if target.segment is not None else None
+    return [
+        {
+            "partition": part.name,
+            "file": str(q.path),
+            "bytes": q.size,
+            "cut_offset": q.cut_offset,
+            "source": q.source,
+        }
+        for part in target.partitions
+        for q in list_quarantine_files(part.path)
+        if only is None or q.source == only
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# repair
+
+
+def _move_dict(move: Any) -> dict[str, Any]:
+    return {
+        "action": move.action,
+        "source": str(move.source),
+        "target": None if move.target is None else str(move.target),
+        "position": move.position,
+        "bytes": move.bytes,
+        "first_offset": move.first_offset,
+    }
+
+
+@log_app.command("repair")
+def repair_command(
+    path: Annotated[Path, typer.Argument(help="A partition directory or a data directory.")],
+    execute: Annotated[
+        bool, typer.Option("--execute", help="Act; without it, only show what would be moved.")
+    ] = False,
+    output: OutputOpt = OutputFormat.TABLE,
+) -> None:
+    """Cut each log at its first invalid batch, moving the rest into quarantine files beside it.
+
+    The cut crash recovery makes above the recovery point, for damage below it (flushed data,
+    which keeps a partition offline until an operator decides): the segment is truncated after
+    its last valid batch and every later segment goes, and none of the bytes are deleted (they
+    are moved to ``<segment>.corrupt-<offset>`` files, which ``kompakt log verify`` lists). A dry
+    run by default; ``--execute`` takes the data directory's lock, so a running broker's
+    directory is refused.
+    """
+    from kompakt.clock import SystemClock
+    from kompakt.log.config import LogConfig
+    from kompakt.log.manager import lock_data_dir
+    from kompakt.log.repair import RepairPlan, execute_repair, plan_repair
+
+    target = _target(path)
+    if target.kind == "segment":
+        raise CliUsageError("repair needs a partition directory or a data directory, not a segment file")
+    stored = stored_topic_configs(target.data_dir)
+    broker = BrokerConfig.from_properties({})
+    lock_fd: int | None = None
+    if execute and target.data_dir is not None:
+        try:
+            lock_fd = lock_data_dir(target.data_dir)
+        except LogDirectoryError as exc:
+            raise CliError(str(exc)) from None
+    plans: list[tuple[Any, RepairPlan]] = []
+    try:
+        for part in target.partitions:
+            try:
+                config = LogConfig.from_overrides(stored.get(part.topic, {}), broker)
+            except ConfigError as exc:
+                raise CliUsageError(f"{part.name}: {exc}") from None
+            if execute:
+                plan = execute_repair(
+                    part.path,
+                    config,
+                    topic_partition=part.name,
+                    now_ms=SystemClock().now_ms(),
+                    data_dir=target.data_dir,
+                )
+            else:
+                plan = plan_repair(part.path, config)
+            plans.append((part, plan))
+    finally:
+        if lock_fd is not None:
+            os.close(lock_fd)
+    verb = ("cut", "moved") if execute else ("would cut", "would move")
+    rows = [
+        {
+            "partition": part.name,
+            "path": str(part.path),
+            "status": "ok" if plan.cut is None else verb[0],
+            "cut": None
+            if plan.cut is None
+            else {
+                "file": str(plan.cut.segment.log_path),
+                "position": plan.cut.position,
+                "offset": plan.cut.cut_offset,
+                "reason": plan.cut.reason,
+            },
+            "log_end_offset": plan.log_end_offset,
+            "moves": [_move_dict(m) for m in plan.moves],
+            "pending_files": list(plan.pending_files),
+        }
+        for part, plan in plans
+    ]
+    if output is OutputFormat.JSON:
+        emit_json({"execute": execute, "path": str(target.path), "partitions": rows})
+        return
+    emit_table(
+        [
+            {
+                "partition": r["partition"],
+                "status": r["status"],
+                "cut at": "-"
+                if r["cut"] is None
+                else f"{Path(r['cut']['file']).name} byte {r['cut']['position']}",
+                "log end offset": r["log_end_offset"],
+                "files": len(r["moves"]),
+                "reason": "" if r["cut"] is None else r["cut"]["reason"],
+            }
+            for r in rows
+        ],
+        title=f"repair {target.path}" + ("" if execute else " (dry run)"),
+    )
+    moves = [dict(m, partition=r["partition"]) for r in rows for m in r["moves"]]
+    if moves:
+        emit_table(
+            [
+                {
+                    "partition": m["partition"],
+                    "action": m["action"] if m["target"] is not None else "drop (all zero)",
+                    "from": f"{Path(m['source']).name} byte {m['position']}"
+                    if m["action"] == "copy"
+                    else Path(m["source"]).name,
+                    "to": "-" if m["target"] is None else Path(m["target"]).name,
+                    "bytes": m["bytes"],
+                    "first offset": m["first_offset"],
+                }
+                for m in moves
+            ],
+            title="quarantine " + ("moves" if execute else "moves planned"),
+        )
+    for r in rows:
+        if r["pending_files"] and not execute:
+            console.print(
+                f"{r['partition']}: interrupted swap or temporary files ({', '.join(r['pending_files'])}); "
+                "--execute finishes them first and plans again",
+                markup=False,
+            )
+    cuts = sum(1 for r in rows if r["cut"] is not None)
+    moved = sum(m["bytes"] for m in moves if m["target"] is not None)
+    if not cuts:
+        console.print(
+            f"ok: every batch of {len(rows)} partition(s) is valid, nothing to repair", markup=False
+        )
+    elif execute:
+        console.print(f"repaired {cuts} partition(s): {moved} bytes moved to quarantine", markup=False)
+    else:
+        console.print(
+            f"dry run: {cuts} partition(s) to cut, {moved} bytes to move to quarantine; nothing changed "
+            "(run again with --execute)",
+            markup=False,
+        )
 
 
 # --------------------------------------------------------------------------------------------

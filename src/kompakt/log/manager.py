@@ -13,9 +13,13 @@ Data directory layout (Kafka's, see :mod:`kompakt.log.files`)::
       <topic>-<partition>/                one PartitionLog each
       <topic>-<partition>.<hex>-delete/   being removed after file.delete.delay.ms
 
-Opening never scans the ``.log`` files of a cleanly shut down directory (indexes are lazy);
-after a crash every partition re-validates from its recovery point. A partition whose files are
-corrupt in a way recovery must not repair is listed in ``offline_partitions`` and the others open.
+Opening never scans the ``.log`` files of a cleanly shut down directory (indexes are lazy; only
+each active segment's tail is checked); after a crash every partition re-validates from its
+recovery point, and what recovery cuts off is quarantined beside the segment
+(:mod:`kompakt.log.quarantine`). A partition whose flushed data is damaged (below its recovery
+point) is listed in ``offline_partitions`` and the others open. Its checkpoint entries are written
+back unchanged while it is offline: dropping its recovery point would let the next start treat
+the damaged, flushed data as unflushed and cut it without the operator (``kompakt log repair``).
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ from kompakt.log.metadata_files import (
     write_meta_properties,
     write_partition_metadata,
 )
+from kompakt.log.offset_index import DEFAULT_FILE_OPS, FileOps
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segments import ManualScheduler, Scheduler
 from kompakt.log.topic_store import TopicMetadata, TopicStore, validate_topic_name
@@ -76,6 +81,23 @@ TopicPartition = tuple[str, int]
 
 def _remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+def lock_data_dir(data_dir: Path) -> int:
+    """Take the directory's ``.lock`` (one process per data directory); return the descriptor.
+
+    Released by closing the descriptor. Raises LogDirectoryError when another process holds it.
+    """
+    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise LogDirectoryError(
+            f"Failed to acquire lock on file .lock in {data_dir}. A Kafka instance in another "
+            "process or thread is using this directory."
+        ) from None
+    return fd
 
 
 class InvalidPartitionsError(KompaktError):
@@ -97,7 +119,9 @@ class LogManager:
         scheduler: Scheduler | None = None,
         *,
         rng: random.Random | None = None,
+        file_ops: FileOps = DEFAULT_FILE_OPS,
     ) -> None:
+        """``file_ops`` carries every file mutation of the partition logs (a test's fault model)."""
         self.data_dir = Path(data_dir)
         self.broker_config = broker_config
         self.clock = clock
@@ -107,6 +131,9 @@ class LogManager:
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._topics: dict[str, TopicMetadata] = {}
         self.offline_partitions: dict[TopicPartition, str] = {}
+        #: Checkpoint entries of offline partitions as read at open, per checkpoint file name.
+        self._offline_checkpoints: dict[str, dict[TopicPartition, int]] = {}
+        self._file_ops = file_ops
         self._store = TopicStore(self.data_dir)
         self._lock_fd: int | None = None
         self.had_clean_shutdown = False
@@ -136,16 +163,7 @@ class LogManager:
             remove_clean_shutdown(self.data_dir)
 
     def _take_lock(self) -> None:
-        fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise LogDirectoryError(
-                f"Failed to acquire lock on file .lock in {self.data_dir}. A Kafka instance in another "
-                "process or thread is using this directory."
-            ) from None
-        self._lock_fd = fd
+        self._lock_fd = lock_data_dir(self.data_dir)
 
     def _read_checkpoint(self, name: str) -> dict[TopicPartition, int]:
         path = self.data_dir / name
@@ -200,6 +218,18 @@ class LogManager:
         except PartitionOfflineError as exc:
             log.error("Partition %s-%d is offline: %s", topic, partition, exc)
             self.offline_partitions[tp] = str(exc)
+            self._keep_offline_checkpoints(recovery_points, start_offsets)
+
+    def _keep_offline_checkpoints(
+        self, recovery_points: Mapping[TopicPartition, int], start_offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        """Keep the checkpoints as read, so offline partitions' entries are written back unchanged."""
+        if REPLICATION_OFFSET_CHECKPOINT_FILE not in self._offline_checkpoints:
+            self._offline_checkpoints[REPLICATION_OFFSET_CHECKPOINT_FILE] = self._read_checkpoint(
+                REPLICATION_OFFSET_CHECKPOINT_FILE
+            )
+            self._offline_checkpoints[RECOVERY_POINT_OFFSET_CHECKPOINT_FILE] = dict(recovery_points)
+            self._offline_checkpoints[LOG_START_OFFSET_CHECKPOINT_FILE] = dict(start_offsets)
 
     def _open_log(
         self,
@@ -223,6 +253,7 @@ class LogManager:
             recovery_point=recovery_point,
             had_clean_shutdown=had_clean_shutdown,
             rng=self._rng,
+            file_ops=self._file_ops,
         )
 
     def _config_for(self, overrides: Mapping[str, str]) -> LogConfig:
@@ -248,6 +279,17 @@ class LogManager:
             os.close(self._lock_fd)
             self._lock_fd = None
 
+    def close_without_flush(self) -> None:
+        """Release every descriptor and the lock, and write nothing: what a crash leaves (tests)."""
+        with self._lock:
+            if self._lock_fd is None:
+                return
+            for partition_log in self._logs.values():
+                partition_log.close_without_flush()
+            self._logs.clear()
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
     # ------------------------------------------------------------------ checkpoints
 
     def checkpoint_recovery_points(self) -> None:
@@ -268,6 +310,10 @@ class LogManager:
     def _write_checkpoint(self, name: str, value: object) -> None:
         assert callable(value)
         entries: dict[TopicPartition, int] = {}
+        kept = self._offline_checkpoints.get(name, {})
+        for tp in list(self.offline_partitions):
+            if tp in kept:
+                entries[tp] = kept[tp]
         for tp, partition_log in list(self._logs.items()):
             offset = value(partition_log)
             if offset is not None:
@@ -355,6 +401,11 @@ class LogManager:
                 self.scheduler.schedule(
                     delay, functools.partial(_remove_tree, target), f"delete-dir {target.name}"
                 )
+            # Drop the deleted partitions from the checkpoints now, as Kafka's LogManager.asyncDelete
+            # does: a topic re-created under the same name must not inherit the old recovery point,
+            # which recovery would take for flushed data of the new log.
+            self.checkpoint_recovery_points()
+            self.checkpoint_log_start_offsets()
 
     def _topic(self, name: str) -> TopicMetadata:
         meta = self._topics.get(name)

@@ -8,17 +8,32 @@ Steps (Kafka's ``LogLoader``, kafka-log-cleaner.md §2.13 and §3.10):
 2. Open each remaining ``X.log.swap`` as a segment, recover it, and track ``min_swap`` (its base
    offset) and ``max_swap`` (its next offset).
 3. Pass 2: delete every non-swap file whose offset ``o`` is in ``[min_swap, max_swap)``.
-4. Pass 3: rename every ``.swap`` file to its final name.
+4. Pass 3: rename every ``.swap`` file there is now to its final name, including the index
+   swaps that recovering a lone ``X.log.swap`` in step 2 wrote (no orphan ``*.swap`` is left).
 5. Open segments. Index files without a ``.log`` are orphans and are deleted; a missing index is
-   rebuilt; other unknown files are logged and left alone. Inactive segments stay lazy: nothing
-   is read from their files.
-6. Without a clean-shutdown marker, re-validate every segment from the recovery point on. A
-   corrupt or torn **tail** (nothing valid after the first bad byte) is truncated to the last
-   valid batch and later empty/garbage segments are deleted. Corruption followed by valid data
-   is not a crash artefact: the partition goes offline (:class:`PartitionOfflineError` naming the
-   file and byte position) and nothing is deleted.
-7. With no segments left, create one at the log start offset. The active segment's indexes are
-   preallocated on its first append (an idle partition leaves its files as they are).
+   rebuilt; quarantine files (``*.corrupt-<offset>``, :mod:`kompakt.log.quarantine`) are left
+   alone with one info line; other unknown files are logged and left alone. Inactive segments
+   stay lazy: nothing is read from their files.
+6. Without a clean-shutdown marker, re-validate every segment from the one holding the recovery
+   point on (Kafka's ``LogLoader.recoverLog``). At the first invalid batch the log is cut and
+   every later segment dropped, whatever follows it: none of it was fsynced. The cut bytes (the
+   segment's tail and the later segments' files) are moved to quarantine beside the segment,
+   never deleted. A cut below the recovery point would remove flushed, acknowledged data: the
+   partition goes offline instead (:class:`PartitionOfflineError` naming the file, byte and
+   offsets, and ``kompakt log repair``), and nothing is changed.
+7. With no segments left, create one at the log start offset.
+8. At every start, clean shutdown or not, check the active segment's tail: the batch frames from
+   its last index entry must end exactly at the end of the file (:meth:`LogSegment.validate_tail`,
+   the same few header reads that find the log end offset). A clean shutdown fsyncs everything
+   and checkpoints the recovery point at the log end offset, so a torn tail found then lies below
+   the checkpointed recovery point: bytes that were acknowledged and flushed are damaged, and the
+   partition goes offline as in step 6 rather than serve a tail that consumers stall at (and that
+   later appends would land behind). Only where the checkpoint is older than the tail (no entry
+   for the partition, a marker that outlived a crash) is the tail cut and quarantined at once,
+   as in step 6. The recovery point is then the log end offset after a clean shutdown (Kafka's
+   rule), else the checkpointed one.
+9. The active segment's indexes are preallocated on its first append (an idle partition leaves
+   its files as they are).
 """
 
 from __future__ import annotations
@@ -27,7 +42,7 @@ import logging
 import os
 import random
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,20 +62,32 @@ from kompakt.log.segment import (
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     LogSegment,
+    ValidationResult,
 )
 from kompakt.log.segments import LogSegments
 from kompakt.records.batch import BATCH_OVERHEAD, MAGIC_V2, RecordBatchView
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from kompakt.log import quarantine
+    from kompakt.log.quarantine import Cut, QuarantineMove
 else:
     np = LazyModule("numpy", globals(), "np")  # loaded on first use, not at broker start
+    # Only a directory holding quarantine files, or a cut, needs it (its dataclasses cost ~3 ms).
+    quarantine = LazyModule("kompakt.log.quarantine", globals(), "quarantine")
 
 log = logging.getLogger(__name__)
 
 _INDEX_EXTENSIONS = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _KNOWN_FILES = frozenset({"partition.metadata", "leader-epoch-checkpoint"})
 _CANONICAL_NAME = re.compile(r"[0-9]{20}\.(?:log|index|timeindex|txnindex)")
+#: :data:`kompakt.log.quarantine.QUARANTINE_MARK`, to look at names without importing that module.
+_QUARANTINE_MARK = ".corrupt-"
+
+
+def _is_quarantine_name(name: str) -> bool:
+    return _QUARANTINE_MARK in name and quarantine.is_quarantine_name(name)
 
 
 @dataclass(slots=True)
@@ -72,6 +99,8 @@ class LoadedLog:
     recovery_point: int
     log_end_offset: int
     truncated_bytes: int
+    #: What recovery moved to quarantine (or dropped as all-zero) while loading.
+    quarantined: tuple[QuarantineMove, ...] = ()
 
 
 def _extension(name: str) -> str:
@@ -156,15 +185,19 @@ def remove_temp_files_and_complete_swaps(
         min_swap = min(r[0] for r in ranges)
         max_swap = max(r[1] for r in ranges)
         for path in sorted(directory.iterdir()):
-            if not path.is_file() or path.name.endswith(SWAP_SUFFIX):
+            if not path.is_file() or path.name.endswith(SWAP_SUFFIX) or _is_quarantine_name(path.name):
                 continue
             offset = parse_offset_from_name(path.name)
             if offset is not None and min_swap <= offset < max_swap:
                 log.info("Deleting segment file %s replaced by a swap", path)
                 file_ops.unlink(path)
-    for path in kept_swaps:
-        target = path.with_name(path.name[: -len(SWAP_SUFFIX)])
-        file_ops.rename(path, target)
+    # Pass 3 renames every swap file there is now, as Kafka's LogLoader does: recovering a stray
+    # ``X.log.swap`` above may have written ``X.index.swap``/``X.timeindex.swap`` that were not
+    # there at the first listing, and they must not be left behind as orphans.
+    for name in sorted(_list_dir(directory)):
+        path = directory / name
+        if name.endswith(SWAP_SUFFIX) and path.is_file():
+            file_ops.rename(path, path.with_name(name[: -len(SWAP_SUFFIX)]))
     return True
 
 
@@ -183,6 +216,7 @@ def open_segments(
     segments = LogSegments()
     if names is None:
         names = _list_dir(directory)
+    quarantined: list[str] = []
     for name in sorted(names):
         if _CANONICAL_NAME.fullmatch(name):
             # The common case, a plain ``<20 digits>.<extension>`` name, without the general parse.
@@ -192,7 +226,9 @@ def open_segments(
             parsed = parse_offset_from_name(name)
             ext = _extension(name)
             if parsed is None or name != f"{parsed:020d}{ext}":
-                if name not in _KNOWN_FILES and not name.endswith((".tmp", ".snapshot")):
+                if _is_quarantine_name(name):
+                    quarantined.append(name)
+                elif name not in _KNOWN_FILES and not name.endswith((".tmp", ".snapshot")):
                     log.warning("Found unknown file %s in %s; leaving it alone", name, directory)
                 continue
             offset = parsed
@@ -223,6 +259,13 @@ def open_segments(
             segment.rebuild_indexes()
             segment.on_become_inactive()
         segments.add(segment)
+    if quarantined:
+        log.info(
+            "Leaving %d quarantined file(s) alone in %s: %s",
+            len(quarantined),
+            directory,
+            ", ".join(quarantined),
+        )
     return segments
 
 
@@ -250,43 +293,76 @@ def has_valid_data_after(segment: LogSegment, position: int, min_offset: int) ->
     return None
 
 
-def recover_unflushed(segments: LogSegments, recovery_point: int, topic_partition: str, now_ms: int) -> int:
-    """Step 6: re-validate from the recovery point; return bytes truncated."""
+def _refuse_below_recovery_point(cut: Cut, recovery_point: int, topic_partition: str, found: str) -> None:
+    """Raise :class:`PartitionOfflineError` when ``cut`` would remove offsets below the recovery point.
+
+    Everything below the recovery point was fsynced and so promised durable: damage there is not
+    a crash artefact, and cutting it off would silently lose acknowledged records. The operator
+    decides, with ``kompakt log repair`` (the same cut, with the same quarantine).
+    """
+    if cut.cut_offset >= recovery_point:
+        return
+    directory = cut.segment.directory
+    raise PartitionOfflineError(
+        f"Partition {topic_partition} is offline: corrupt record batch in {cut.segment.log_path} at byte "
+        f"{cut.position} ({cut.reason}), found {found}; the log is valid only up to offset {cut.cut_offset}, "
+        f"below its recovery point {recovery_point}, so flushed data is damaged and recovery will not "
+        f"truncate it. `kompakt log verify {directory}` shows the damage; `kompakt log repair {directory}` "
+        "shows what cutting the log there would move to quarantine, and `--execute` does it"
+    )
+
+
+def recover_unflushed(
+    segments: LogSegments,
+    recovery_point: int,
+    topic_partition: str,
+    now_ms: int,
+    file_ops: FileOps = DEFAULT_FILE_OPS,
+) -> tuple[int, list[QuarantineMove]]:
+    """Step 6: re-validate from the recovery point; return the bytes cut and what was quarantined.
+
+    As Kafka's ``LogLoader.recoverLog``: every segment from the one holding the recovery point on
+    is re-validated (and its indexes rebuilt), and at the first invalid batch the log is cut and
+    every later segment dropped, whatever follows: none of it was fsynced, so after a power cut
+    the tail of one file and the pages of the next may each have survived or not, in any order.
+    Unlike Kafka, nothing is deleted: the cut bytes go to quarantine (:mod:`kompakt.log.quarantine`).
+    A cut below the recovery point would remove flushed data: the partition goes offline instead.
+    """
     unflushed = segments.values(recovery_point)
-    truncated = 0
-    for i, segment in enumerate(unflushed):
-        result = segment.rebuild_indexes()
-        if result.error is None:
-            continue
-        later = unflushed[i + 1 :]
-        min_offset = result.next_offset if result.next_offset is not None else segment.base_offset
-        beyond = has_valid_data_after(segment, result.valid_bytes, min_offset)
-        where = f"{segment.log_path} at byte {result.valid_bytes}"
-        if beyond is None:
-            for other in later:
-                if other.size > 0 and other.validate().valid_bytes > 0:
-                    beyond = 0
-                    where += f"; valid data follows in {other.log_path}"
-                    break
+    cut = find_first_cut(unflushed, LogSegment.rebuild_indexes)
+    if cut is None:
+        return 0, []
+    _refuse_below_recovery_point(cut, recovery_point, topic_partition, "by crash recovery")
+    truncated = cut.segment.size - cut.position + sum(other.size for other in cut.later)
+    moves = quarantine.apply_cut(
+        cut, segments, topic_partition=topic_partition, now_ms=now_ms, file_ops=file_ops
+    )
+    return truncated, moves
+
+
+def find_first_cut(
+    candidates: Sequence[LogSegment], validate: Callable[[LogSegment], ValidationResult]
+) -> Cut | None:
+    """Where Kafka's ``LogLoader.recoverLog`` cuts ``candidates`` (consecutive segments, in order).
+
+    ``validate`` walks one segment (:meth:`LogSegment.rebuild_indexes` in recovery, a read-only
+    :meth:`LogSegment.validate` for a dry run). At the first segment with an invalid batch the log
+    is cut after its last valid batch and every later candidate goes; None when all are valid.
+    The reason says whether a valid batch follows in the same segment (an operator's first clue
+    whether this is a torn write or damage in the middle).
+    """
+    for i, segment in enumerate(candidates):
+        with segment.reading_only():  # the .log is only read here (its indexes may be rewritten)
+            result = validate(segment)
+            if result.error is None:
+                continue
+            cut_offset = result.next_offset if result.next_offset is not None else segment.base_offset
+            reason = result.error
+            beyond = has_valid_data_after(segment, result.valid_bytes, cut_offset)
         if beyond is not None:
-            raise PartitionOfflineError(
-                f"Partition {topic_partition} is offline: corrupt record batch in {where} "
-                f"({result.error}) is followed by valid data; refusing to truncate it"
-            )
-        log.warning(
-            "Found invalid bytes at the end of %s (%s); truncating %d bytes to the last valid batch",
-            segment.log_path,
-            result.error,
-            result.file_size - result.valid_bytes,
-        )
-        truncated += segment.recover()
-        for other in later:
-            log.warning("Deleting segment %s after a truncated tail", other.log_path)
-            segments.remove(other.base_offset)
-            truncated += other.size
-            other.delete_files()
-        break
-    return truncated
+            reason += f"; a valid batch follows at byte {beyond}"
+        return quarantine.Cut(segment, result.valid_bytes, cut_offset, reason, tuple(candidates[i + 1 :]))
+    return None
 
 
 def load_partition_dir(
@@ -308,8 +384,11 @@ def load_partition_dir(
         names = _list_dir(directory)
     segments = open_segments(directory, config, now_ms, rng, file_ops, names)
     truncated = 0
+    quarantined: list[QuarantineMove] = []
     if not had_clean_shutdown and not segments.is_empty():
-        truncated = recover_unflushed(segments, recovery_point, topic_partition, now_ms)
+        truncated, quarantined = recover_unflushed(
+            segments, recovery_point, topic_partition, now_ms, file_ops
+        )
     if segments.is_empty():
         segments.add(
             LogSegment.create_for(
@@ -322,7 +401,18 @@ def load_partition_dir(
             )
         )
     active = segments.active
-    log_end_offset = active.read_next_offset()
+    tail = active.validate_tail()
+    log_end_offset = tail.next_offset if tail.next_offset is not None else active.base_offset
+    if tail.error is not None:
+        # Step 8. Crash recovery (step 6) has validated the active segment already, so in practice
+        # this is a clean start over a torn tail: below the checkpointed recovery point, offline.
+        cut = quarantine.Cut(active, tail.valid_bytes, log_end_offset, tail.error)
+        found = "at start-up after a clean shutdown" if had_clean_shutdown else "at start-up"
+        _refuse_below_recovery_point(cut, recovery_point, topic_partition, found)
+        truncated += tail.file_size - tail.valid_bytes
+        quarantined += quarantine.apply_cut(
+            cut, segments, topic_partition=topic_partition, now_ms=now_ms, file_ops=file_ops
+        )
     active.resize_indexes_on_first_append(config.segment_index_bytes)
     first = segments.first
     assert first is not None
@@ -332,4 +422,4 @@ def load_partition_dir(
     point = log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
     for segment in segments:
         segment.close_handlers()  # descriptors reopen on first use; thousands of idle logs hold none
-    return LoadedLog(segments, start, point, log_end_offset, truncated)
+    return LoadedLog(segments, start, point, log_end_offset, truncated, tuple(quarantined))

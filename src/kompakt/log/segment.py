@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -29,7 +30,7 @@ from kompakt.log.config import LogConfig
 from kompakt.log.offset_index import DEFAULT_FILE_OPS, INT32_MAX, FileOps, OffsetIndex
 from kompakt.log.time_index import NO_TIMESTAMP, TimeIndex
 from kompakt.log.txn_index import TransactionIndex
-from kompakt.records.batch import BATCH_OVERHEAD, LOG_OVERHEAD, RecordBatchView, TimestampType
+from kompakt.records.batch import BATCH_OVERHEAD, LOG_OVERHEAD, MAGIC_V2, RecordBatchView, TimestampType
 from kompakt.records.record import decode_records
 
 log = logging.getLogger(__name__)
@@ -495,6 +496,88 @@ class LogSegment:
                     os.close(fd)
         return next_offset
 
+    @contextmanager
+    def reading_only(self) -> Iterator[None]:
+        """Reads inside the block go through a read-only descriptor when none is open (an offline
+        tool's dry run needs no write access to the file, and takes none)."""
+        if self._fd is not None:
+            yield
+            return
+        self._fd = os.open(self._file_path(LOG_SUFFIX), os.O_RDONLY)
+        try:
+            yield
+        finally:
+            fd, self._fd = self._fd, None
+            if fd is not None:
+                os.close(fd)
+
+    def validate_tail(self) -> ValidationResult:
+        """:meth:`read_next_offset`'s walk, checked: the batch frames from the last index entry must
+        end exactly at the end of the file, with magic 2 and offsets increasing inside the segment.
+
+        The start-up check of an active segment after a clean shutdown (no rescan of whole logs:
+        the same few header reads as finding the log end offset). CRCs are not checked here: a
+        clean shutdown fsynced every byte, so what can differ from what was acknowledged is the
+        file's length (a torn or partial copy, bytes appended after the last batch), which the
+        framing shows; CRCs are crash recovery's and ``kompakt log verify``'s business. When the
+        batch at the index entry itself is bad the walk starts again from byte 0, so that
+        ``next_offset`` is the offset after the last good batch.
+        """
+        size = self._size
+        if size == 0:
+            return ValidationResult(0, 0, None, None)
+        position = 0
+        if size > self.index_interval_bytes:  # see read_next_offset: a smaller log has no entries
+            index = self._checked_offset_index()
+            position = index.lookup(index.last_offset)[1]
+        result = self._walk_frames(position, size)
+        if result.error is not None and result.next_offset is None and position > 0:
+            result = self._walk_frames(0, size)
+        return result
+
+    def _walk_frames(self, start: int, size: int) -> ValidationResult:
+        """Batch headers from ``start``: where the last whole, plausible batch ends, and why."""
+        transient = self._fd is None
+        if transient:
+            self._fd = os.open(self._file_path(LOG_SUFFIX), os.O_RDONLY)
+        try:
+            end, next_offset = start, None
+            prev_next = self.base_offset
+            for pos, view in self.iter_batches(start, size, headers_only=True):
+                if view.magic != MAGIC_V2:
+                    return ValidationResult(
+                        pos, size, f"unsupported magic {view.magic} at byte {pos}", next_offset
+                    )
+                if (
+                    view.base_offset < prev_next
+                    or view.last_offset < view.base_offset
+                    or not self.can_convert_to_relative_offset(view.last_offset)
+                ):
+                    return ValidationResult(
+                        pos,
+                        size,
+                        f"batch offsets {view.base_offset}..{view.last_offset} out of order at byte {pos}",
+                        next_offset,
+                    )
+                prev_next = next_offset = view.next_offset
+                end = pos + view.size
+            if end == size:
+                return ValidationResult(end, size, None, next_offset)
+            header = self.read_bytes(end, LOG_OVERHEAD)
+            if len(header) < LOG_OVERHEAD:
+                reason = f"partial batch header at byte {end}"
+            else:
+                declared = int.from_bytes(header[8:12], "big", signed=True) + LOG_OVERHEAD
+                reason = f"batch of {declared} bytes at byte {end} does not fit"
+            return ValidationResult(
+                end, size, f"{reason} ({size - end} bytes after the last whole batch)", next_offset
+            )
+        finally:
+            if transient:
+                fd, self._fd = self._fd, None
+                if fd is not None:
+                    os.close(fd)
+
     # ------------------------------------------------------------------ append
 
     def append(
@@ -697,6 +780,28 @@ class LogSegment:
                 result.next_offset if result.next_offset is not None else self.base_offset
             )
         return truncated
+
+    def truncate_at(self, position: int, next_offset: int, now_ms: int) -> int:
+        """Cut the ``.log`` at ``position``, the end of its last valid batch (``next_offset`` after
+        it), found by :meth:`validate` or :meth:`validate_tail`; return the bytes cut.
+
+        Unlike :meth:`truncate_to` this needs no readable batch at the cut (the bytes there are the
+        invalid ones). Index entries for offsets from ``next_offset`` go first, so the indexes never
+        point past the shortened file.
+        """
+        removed = self._size - position
+        if removed <= 0:
+            return 0
+        self.offset_index.truncate_to(next_offset)
+        self.time_index.truncate_to(next_offset)
+        self.txn_index.truncate_to(next_offset)
+        self._truncate_file(position)
+        if position == 0:
+            self.created_ms = now_ms
+            self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        self._reload_max_timestamp()
+        return removed
 
     def _truncate_file(self, size: int) -> None:
         self._ops.ftruncate(self._file(), size)
