@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from cli_log_helpers import keys
+from cli_log_helpers import DAY, HOUR, keys
 
 from kompakt.clock import FakeClock
 from kompakt.log.config import BrokerConfig
@@ -91,3 +92,31 @@ def test_sizing_threads_and_load_factor(cli: Any) -> None:
     assert s["passes"] == 1
     assert cli("sizing", "--keys", "1", "--load-factor", "0").code == 2
     assert cli("sizing", "--keys", "1", "--threads", "0").code == 2
+
+
+# --------------------------------------------------------------------------------------------
+# The cleanable bound: the same as explain's, min.compaction.lag.ms included (issue 14 item 9)
+
+
+def test_compact_respects_min_compaction_lag_as_explain_does(build: Any, cli: Any) -> None:
+    # Segment 0 is old, segment 1 was written a minute ago: with a one-hour minimum lag only
+    # segment 0 may be cleaned, by the cleaner, by explain's account and by ``log compact``.
+    now = int(time.time() * 1000)
+    b = build()
+    log = b.topic("lag", cleanup_policy="compact", min_compaction_lag_ms=str(HOUR))
+    b.put(log, keys(3) + keys(3), ts=now - 2 * DAY)  # offsets 0-5, old
+    log.roll()
+    b.put(log, keys(3, prefix="y") + keys(3, prefix="y"), ts=now - 60_000)  # offsets 6-11, young
+    log.roll()
+    b.put(log, keys(1, prefix="z"), ts=now)  # the active segment
+    path = b.close()
+    [explained] = cli("log", "explain", str(path), "-o", "json").json()
+    assert explained["first_uncleanable_offset"] == 6
+
+    result = cli("log", "compact", str(path), "-o", "json")
+    assert result.code == 0, result.err
+    [row] = result.json()
+    assert row["end_offset"] == 6 and row["records_read"] == 6 and row["records_written"] == 3
+    dump = cli("log", "dump", str(path), "--records", "-o", "json").json()
+    offsets = [r["offset"] for batch in dump[0]["batches"] for r in batch["records"]]
+    assert offsets == [3, 4, 5, *range(6, 13)]  # the young duplicates are all still there
