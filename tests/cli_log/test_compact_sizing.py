@@ -120,3 +120,38 @@ def test_compact_respects_min_compaction_lag_as_explain_does(build: Any, cli: An
     dump = cli("log", "dump", str(path), "--records", "-o", "json").json()
     offsets = [r["offset"] for batch in dump[0]["batches"] for r in batch["records"]]
     assert offsets == [3, 4, 5, *range(6, 13)]  # the young duplicates are all still there
+
+
+# --------------------------------------------------------------------------------------------
+# Nothing left behind (issue 14 item 10)
+
+
+def _snapshot(offset: int) -> str:
+    return f"{offset:020d}.snapshot"
+
+
+def test_compact_deletes_retired_segments_and_merged_away_snapshots(build: Any, cli: Any) -> None:
+    path = _dir(build)  # segments at 0, 10 and 21 (active); log end 23
+    part = path / "t-0"
+    # Kafka's producer-state snapshots: one per roll, and the clean-shutdown one at the log end.
+    for offset in (10, 21, 23):
+        (part / _snapshot(offset)).write_bytes(b"kafka producer state %d" % offset)
+    disk_before = sum(p.stat().st_size for p in part.iterdir())
+
+    result = cli("log", "compact", str(path), "-o", "json")
+    assert result.code == 0, result.err
+    [row] = result.json()
+    names = sorted(p.name for p in part.iterdir())
+    assert not [n for n in names if n.endswith(".deleted")], names
+    # Segments 0 and 10 were merged into 0: 10's snapshot has no segment any more. The active
+    # segment's and the log end's are what Kafka's LogLoader still reads.
+    assert [n for n in names if n.endswith(".snapshot")] == [_snapshot(21), _snapshot(23)]
+    assert [n for n in names if n.endswith(".log")] == ["00000000000000000000.log", "00000000000000000021.log"]
+    disk_after = sum(p.stat().st_size for p in part.iterdir())
+    assert sum((part / n).stat().st_size for n in names if n.endswith(".log")) == row["bytes_after"]
+    assert row["bytes_reclaimed"] == disk_before - disk_after > row["bytes_before"] - row["bytes_after"] > 0
+    [again] = cli("log", "compact", str(path), "-o", "json").json()  # rewrites segment 0 again
+    assert again["bytes_reclaimed"] == 0 and again["bytes_after"] == row["bytes_after"]
+    assert not [p for p in part.iterdir() if p.name.endswith(".deleted")]
+    table = cli("log", "compact", str(path))
+    assert table.code == 0 and "bytes_reclaimed" in table.out
