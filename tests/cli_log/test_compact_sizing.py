@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
+import pytest
 from cli_log_helpers import DAY, HOUR, keys
 
 from kompakt.clock import FakeClock
 from kompakt.log.config import BrokerConfig
 from kompakt.log.manager import LogManager
+from kompakt.log.segment import _CHUNK as READ_WINDOW  # the header scan's read size
+from kompakt.records.builder import SimpleRecord, build_batch
+from kompakt.records.control import ControlType, build_control_batch
 
 
 def _dir(build: Any) -> Any:
@@ -155,3 +160,76 @@ def test_compact_deletes_retired_segments_and_merged_away_snapshots(build: Any, 
     assert not [p for p in part.iterdir() if p.name.endswith(".deleted")]
     table = cli("log", "compact", str(path))
     assert table.code == 0 and "bytes_reclaimed" in table.out
+
+
+# --------------------------------------------------------------------------------------------
+# Transactional logs: a marker that straddles the header-scan window (issue 14 item 8)
+
+PID = 4242
+MARKER_BYTES = len(build_control_batch(ControlType.COMMIT, producer_id=PID, producer_epoch=0))
+
+
+def _txn_data(key: bytes, value: bytes, seq: int, ts: int) -> bytes:
+    record = SimpleRecord(key, value, timestamp=ts)
+    return build_batch([record], producer_id=PID, producer_epoch=0, base_sequence=seq, is_transactional=True)
+
+
+def _transactional_dir(build: Any, marker_at: int) -> tuple[Path, dict[str, str]]:
+    """One producer's one-record transactions, every fifth aborted, in a compacted topic; a data
+    batch is padded so that a commit marker starts at byte ``marker_at`` of the first segment.
+    Returns the directory and the latest committed value of each key."""
+    b = build()
+    log = b.topic("txn", cleanup_policy="compact")
+    ts = b.clock.now_ms()
+    committed: dict[str, str] = {}
+    seq = 0
+
+    def transaction(key: str, value: str, *, abort: bool = False) -> None:
+        nonlocal seq
+        log.append(_txn_data(key.encode(), value.encode(), seq, ts))
+        seq += 1
+        kind = ControlType.ABORT if abort else ControlType.COMMIT
+        log.append(build_control_batch(kind, producer_id=PID, producer_epoch=0, timestamp=ts))
+        if not abort:
+            committed[key] = value
+
+    i = 0
+    while log.active_segment.size < marker_at - 1000:
+        transaction(f"k{i % 25}", f"v{i}-" + "x" * 200, abort=i % 5 == 2)
+        i += 1
+    gap = marker_at - log.active_segment.size
+    pad = next(n for n in range(gap) if len(_txn_data(b"pad", b"p" * n, seq, ts)) == gap)
+    transaction("pad", "p" * pad)
+    assert log.active_segment.size == marker_at + MARKER_BYTES  # the commit marker is where planned
+    for j in range(40):
+        transaction(f"k{j % 25}", f"w{j}", abort=j % 5 == 2)
+    log.roll()
+    b.put(log, [(b"tail", b"t")])  # the active segment, never cleaned
+    return b.close(), committed
+
+
+@pytest.mark.parametrize(
+    "marker_at",
+    [
+        READ_WINDOW - MARKER_BYTES + 10,  # header in the window, the control record past it
+        READ_WINDOW - 30,  # the window ends inside the header
+        READ_WINDOW - 5,  # the window ends inside the length field
+    ],
+    ids=["record-outside", "header-split", "length-split"],
+)
+def test_compact_a_transactional_log_whose_marker_straddles_the_scan_window(
+    build: Any, cli: Any, marker_at: int
+) -> None:
+    path, committed = _transactional_dir(build, marker_at)
+    result = cli("log", "compact", str(path), "-o", "json")
+    assert result.code == 0, result.err
+    [row] = result.json()
+    assert row["partition"] == "txn-0" and row["bytes_after"] < row["bytes_before"]
+    assert cli("log", "verify", str(path)).code == 0
+    dump = cli("log", "dump", str(path), "--records", "-o", "json").json()
+    data = [
+        (r["key"], r["value"]) for batch in dump[0]["batches"] if not batch["is_control"] for r in batch["records"]
+    ]
+    # Aborted records are gone and every key keeps exactly its latest committed value.
+    assert data[-1] == ("tail", "t")
+    assert sorted(data[:-1]) == sorted(committed.items())
