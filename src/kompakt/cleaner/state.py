@@ -90,12 +90,14 @@ class CleanerCheckpointFile:
 
     Kafka's ``LogCleanerManager.allCleanerCheckpoints`` logs a checkpoint it cannot read and
     carries on as if it had no entries, so every log is cleaned from its start and the next
-    checkpoint write replaces the file. A corrupt checkpoint costs only a re-clean, never a
-    dead cleaner thread or a failing admin endpoint. Unlike Kafka, the bytes it could not read
-    are not overwritten unseen: the write that replaces them first copies them to
-    ``cleaner-offset-checkpoint.corrupt-<ms>`` beside the file, for an operator to inspect. The
-    problem is logged once per bad file, not on every read (selection reads the file each
-    pass). Called under the manager's lock, like any :class:`CheckpointStore`.
+    checkpoint write replaces the file (Kafka's ``CheckpointFileWithFailureHandler.read`` also
+    takes the whole log directory offline; kompakt does not, since the file only saves work).
+    A corrupt checkpoint costs only a re-clean, never a dead cleaner thread or a failing admin
+    endpoint. Unlike Kafka, the bytes it could not read are not overwritten unseen: the write
+    that replaces them first copies them to ``cleaner-offset-checkpoint.corrupt-<ms>`` beside
+    the file, for an operator to inspect; if that copy fails, the write fails too. The problem
+    is logged once per bad file, not on every read (selection reads the file each pass). Called
+    under the manager's lock, like any :class:`CheckpointStore`.
     """
 
     def __init__(self, path: str | Path, now_ms: Callable[[], int]) -> None:
