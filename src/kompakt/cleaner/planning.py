@@ -244,14 +244,25 @@ def first_uncleanable_dirty_offset(
     ratio test, never this bound.
     """
     bounds = [log.last_stable_offset, segments[-1].base_offset if segments else first_dirty_offset]
-    min_lag_ms = log.config.min_compaction_lag_ms
-    if min_lag_ms > 0:
-        too_young = now_ms - min_lag_ms
-        for seg in non_active_segments_from(segments, first_dirty_offset):
-            if seg.largest_timestamp_ms > too_young:
-                bounds.append(seg.base_offset)
-                break
+    young = first_too_young_segment(segments, first_dirty_offset, log.config.min_compaction_lag_ms, now_ms)
+    if young is not None:
+        bounds.append(young.base_offset)
     return max(first_dirty_offset, min(bounds))
+
+
+def first_too_young_segment(
+    segments: Sequence[SegmentInfo], first_dirty_offset: int, min_compaction_lag_ms: int, now_ms: int
+) -> SegmentInfo | None:
+    """The first non-active segment from ``first_dirty_offset`` that ``min.compaction.lag.ms``
+    holds back (KIP-58: a segment is cleanable only when even its newest record is old enough),
+    or None when the lag is off or holds nothing."""
+    if min_compaction_lag_ms <= 0:
+        return None
+    too_young = now_ms - min_compaction_lag_ms
+    for seg in non_active_segments_from(segments, first_dirty_offset):
+        if seg.largest_timestamp_ms > too_young:
+            return seg
+    return None
 
 
 # --------------------------------------------------------------------------------------------
