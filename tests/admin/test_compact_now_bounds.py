@@ -27,4 +27,7 @@ def test_compact_now_waits_for_min_compaction_lag(broker: InProcessBroker) -> No
     assert explained["first_uncleanable_offset"] == 4
     [cleaned] = broker.compact_now(LAGGED, 0)
     assert cleaned["passes"] == 1 and (cleaned["records_read"], cleaned["records_written"]) == (4, 2)
-    assert [(r.offset, r.key, r.value) for r in broker.records(LAGGED, 0)] == [(2, b"b", b"1"), (3, b"a", b"3")]
+    assert [(r.offset, r.key, r.value) for r in broker.records(LAGGED, 0)] == [
+        (2, b"b", b"1"),
+        (3, b"a", b"3"),
+    ]

@@ -151,7 +151,10 @@ def test_compact_deletes_retired_segments_and_merged_away_snapshots(build: Any, 
     # Segments 0 and 10 were merged into 0: 10's snapshot has no segment any more. The active
     # segment's and the log end's are what Kafka's LogLoader still reads.
     assert [n for n in names if n.endswith(".snapshot")] == [_snapshot(21), _snapshot(23)]
-    assert [n for n in names if n.endswith(".log")] == ["00000000000000000000.log", "00000000000000000021.log"]
+    assert [n for n in names if n.endswith(".log")] == [
+        "00000000000000000000.log",
+        "00000000000000000021.log",
+    ]
     disk_after = sum(p.stat().st_size for p in part.iterdir())
     assert sum((part / n).stat().st_size for n in names if n.endswith(".log")) == row["bytes_after"]
     assert row["bytes_reclaimed"] == disk_before - disk_after > row["bytes_before"] - row["bytes_after"] > 0
@@ -228,7 +231,10 @@ def test_compact_a_transactional_log_whose_marker_straddles_the_scan_window(
     assert cli("log", "verify", str(path)).code == 0
     dump = cli("log", "dump", str(path), "--records", "-o", "json").json()
     data = [
-        (r["key"], r["value"]) for batch in dump[0]["batches"] if not batch["is_control"] for r in batch["records"]
+        (r["key"], r["value"])
+        for batch in dump[0]["batches"]
+        if not batch["is_control"]
+        for r in batch["records"]
     ]
     # Aborted records are gone and every key keeps exactly its latest committed value.
     assert data[-1] == ("tail", "t")

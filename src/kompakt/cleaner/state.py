@@ -47,10 +47,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from pathlib import Path
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Protocol
 
 from kompakt.cleaner.planning import (
