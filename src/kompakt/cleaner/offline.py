@@ -38,14 +38,34 @@ from kompakt.log.config import BrokerConfig, LogConfig
 from kompakt.log.files import parse_partition_dir_name, partition_dir_name
 from kompakt.log.manager import LogManager
 from kompakt.log.partition_log import PartitionLog
-from kompakt.log.segments import ManualScheduler
 
 logger = logging.getLogger(__name__)
 
 #: Kafka's producer-state snapshot files, ``<20-digit offset>.snapshot`` (``LogFileUtils``).
 SNAPSHOT_SUFFIX = ".snapshot"
-#: Runs every deferred task: the offline run is the last user of the directory.
-_END_OF_TIME_MS = 2**63 - 1
+#: The name :func:`kompakt.log.segments.delete_later` gives the deletion of retired segments.
+_DELETE_FILE_TASK = "delete-file "
+
+
+class _OfflineScheduler:
+    """The offline run's scheduler: nothing runs by itself, as with a broker that never starts.
+
+    The deletions of retired segments (``*.deleted``) are kept and run by :meth:`delete_retired`
+    once the directory is closed. Any other task (the removal of a ``-delete`` directory a
+    deleted topic left, a flush) is dropped as before: the next broker start does it.
+    """
+
+    def __init__(self) -> None:
+        self._retired: list[Callable[[], None]] = []
+
+    def schedule(self, delay_ms: int, fn: Callable[[], None], name: str = "") -> None:
+        if name.startswith(_DELETE_FILE_TASK):
+            self._retired.append(fn)
+
+    def delete_retired(self) -> None:
+        retired, self._retired = self._retired, []
+        for delete in retired:
+            delete()
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +112,7 @@ def compact_directory(
     data_dir, only = resolve_data_dir(path)
     broker = broker_config or BrokerConfig.from_properties({})
     disk_before = {p.name: _dir_bytes(p) for p in data_dir.iterdir() if p.is_dir()}
-    scheduler = ManualScheduler(clock)
+    scheduler = _OfflineScheduler()
     manager = LogManager(data_dir, broker, clock, scheduler=scheduler)
     manager.open()
     results: list[PartitionCompaction] = []
@@ -127,7 +147,7 @@ def compact_directory(
     finally:
         manager.close()
         # After close: every segment's files are released, so the retired ones can go now.
-        scheduler.run_due(_END_OF_TIME_MS)
+        scheduler.delete_retired()
         for directory, bases in merged_away.items():
             _delete_snapshots(directory, bases)
     return [_with_reclaimed(r, data_dir, disk_before) for r in results]
