@@ -128,3 +128,35 @@ def test_refuses_a_directory_held_by_a_running_broker(tmp_path: Path) -> None:
 def test_rejects_a_path_that_is_not_a_log_directory(tmp_path: Path) -> None:
     with pytest.raises(LogDirectoryError):
         compact_directory(tmp_path / "missing", clock=now_clock())
+
+
+def test_a_corrupt_cleaner_checkpoint_is_kept_aside_and_replaced(tmp_path: Path) -> None:
+    clock = now_clock()
+    data = tmp_path / "data"
+    make_kompakt_dir(data, clock)
+    checkpoint = data / CLEANER_OFFSET_CHECKPOINT_FILE
+    checkpoint.write_bytes(b"0\n1\nusers 0 not-a-number\n")
+    [result] = compact_directory(data, clock=clock)
+    assert result.records_written < result.records_read
+    assert OffsetCheckpointFile(checkpoint).read() == {("users", 0): result.end_offset}
+    [kept] = data.glob(f"{CLEANER_OFFSET_CHECKPOINT_FILE}.corrupt-*")
+    assert kept.read_bytes() == b"0\n1\nusers 0 not-a-number\n"
+    assert not list((data / "users-0").glob("*.deleted"))
+
+
+def test_leaves_a_deleted_topics_directory_to_the_broker(tmp_path: Path) -> None:
+    """Only the segments the run retired are deleted at its end; a ``-delete`` directory that a
+    topic deletion left behind stays for the broker's next start, as before."""
+    clock = now_clock()
+    data = tmp_path / "data"
+    make_kompakt_dir(data, clock)
+    manager = LogManager(data, BrokerConfig.from_properties({}), clock)
+    manager.open()
+    manager.delete_topic("events")
+    manager.close()
+    [doomed] = [p for p in data.iterdir() if p.name.endswith("-delete")]
+    files = sorted(p.name for p in doomed.iterdir())
+    [result] = compact_directory(data, clock=clock)
+    assert result.topic == "users" and result.bytes_reclaimed > 0
+    assert sorted(p.name for p in doomed.iterdir()) == files
+    assert not list((data / "users-0").glob("*.deleted"))

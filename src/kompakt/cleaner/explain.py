@@ -54,9 +54,9 @@ from kompakt.cleaner.planning import (
     SegmentInfo,
     cleanable_offsets,
     estimated_earliest_timestamps,
+    first_too_young_segment,
     log_to_clean,
     max_segment_ms,
-    non_active_segments_from,
 )
 from kompakt.cleaner.sizing import SLOT_BYTES, keys_per_pass
 from kompakt.errors import CorruptCheckpointError
@@ -350,22 +350,19 @@ def _holds(
                 f"an open transaction of producer {pid} started at offset {first}",
             )
         )
-    if config.min_compaction_lag_ms > 0:
-        too_young = now_ms - config.min_compaction_lag_ms
-        for seg in non_active_segments_from(infos, first_dirty):
-            if seg.largest_timestamp_ms > too_young:
-                until = seg.largest_timestamp_ms + config.min_compaction_lag_ms
-                holds.append(
-                    (
-                        seg.base_offset,
-                        "min.compaction.lag.ms",
-                        until,
-                        f"the segment at {seg.base_offset} holds a record from "
-                        f"{iso_ms(seg.largest_timestamp_ms)}, "
-                        f"younger than min.compaction.lag.ms={config.min_compaction_lag_ms}",
-                    )
-                )
-                break
+    # The same rule as the bound itself (planning.first_uncleanable_dirty_offset).
+    seg = first_too_young_segment(infos, first_dirty, config.min_compaction_lag_ms, now_ms)
+    if seg is not None:
+        holds.append(
+            (
+                seg.base_offset,
+                "min.compaction.lag.ms",
+                seg.largest_timestamp_ms + config.min_compaction_lag_ms,
+                f"the segment at {seg.base_offset} holds a record from "
+                f"{iso_ms(seg.largest_timestamp_ms)}, "
+                f"younger than min.compaction.lag.ms={config.min_compaction_lag_ms}",
+            )
+        )
     binding = min(h[0] for h in holds)
     result = []
     seen_binding = False

@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING
 from kompakt.cleaner.adapter import LogView
 from kompakt.cleaner.metrics import CleanerMetrics, format_clean_log_line
 from kompakt.cleaner.planning import SelectionError, TopicPartition, segments_to_force_roll
-from kompakt.cleaner.state import CleanerManager
+from kompakt.cleaner.state import CleanerCheckpointFile, CleanerManager
 from kompakt.cleaner.throttler import Throttler
 from kompakt.clock import Clock
 from kompakt.errors import CleaningAbortedError
-from kompakt.log.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
+from kompakt.log.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE
 from kompakt.log.config import BrokerConfig
 from kompakt.log.partition_log import PartitionLog
 
@@ -130,7 +130,7 @@ class LogCleaner:
         self.clock = clock
         self._logs = logs
         self.manager = CleanerManager(
-            OffsetCheckpointFile(Path(data_dir) / CLEANER_OFFSET_CHECKPOINT_FILE),
+            CleanerCheckpointFile(Path(data_dir) / CLEANER_OFFSET_CHECKPOINT_FILE, clock.now_ms),
             start_ms=clock.now_ms(),
             live_partitions=lambda: list(self._logs().keys()),
         )

@@ -8,12 +8,21 @@ directory is closed cleanly so Kafka or kompakt opens it without recovery.
 
 Kafka keeps topic configs in its cluster metadata, not in the log directory, so for a Kafka
 directory the caller supplies them (``config_overrides``), applied on top of any stored configs.
+
+A broker deletes the segments a clean retires (``*.deleted``) ``file.delete.delay.ms`` later, so
+that readers still holding them can finish. Nothing reads a stopped directory, so the offline run
+deletes them as soon as the directory is closed, together with the producer-state snapshots
+(``<offset>.snapshot``, written by Kafka) of segments the clean merged away; the snapshots Kafka's
+``LogLoader`` still reads (at a surviving segment's base, or at the log end) are kept. Each
+partition reports the bytes its directory shrank by, so the numbers match ``du``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,13 +30,42 @@ from kompakt.cleaner.cleaner import Cleaner, CleanResult
 from kompakt.cleaner.compact_now import compact_log
 from kompakt.cleaner.log_cleaner import CleanerSettings
 from kompakt.cleaner.offset_map import HashedOffsetMap
+from kompakt.cleaner.state import CleanerCheckpointFile
 from kompakt.clock import Clock
 from kompakt.errors import LogDirectoryError
-from kompakt.log.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
+from kompakt.log.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE
 from kompakt.log.config import BrokerConfig, LogConfig
-from kompakt.log.files import parse_partition_dir_name
+from kompakt.log.files import parse_partition_dir_name, partition_dir_name
 from kompakt.log.manager import LogManager
 from kompakt.log.partition_log import PartitionLog
+
+logger = logging.getLogger(__name__)
+
+#: Kafka's producer-state snapshot files, ``<20-digit offset>.snapshot`` (``LogFileUtils``).
+SNAPSHOT_SUFFIX = ".snapshot"
+#: The name :func:`kompakt.log.segments.delete_later` gives the deletion of retired segments.
+_DELETE_FILE_TASK = "delete-file "
+
+
+class _OfflineScheduler:
+    """The offline run's scheduler: nothing runs by itself, as with a broker that never starts.
+
+    The deletions of retired segments (``*.deleted``) are kept and run by :meth:`delete_retired`
+    once the directory is closed. Any other task (the removal of a ``-delete`` directory a
+    deleted topic left, a flush) is dropped as before: the next broker start does it.
+    """
+
+    def __init__(self) -> None:
+        self._retired: list[Callable[[], None]] = []
+
+    def schedule(self, delay_ms: int, fn: Callable[[], None], name: str = "") -> None:
+        if name.startswith(_DELETE_FILE_TASK):
+            self._retired.append(fn)
+
+    def delete_retired(self) -> None:
+        retired, self._retired = self._retired, []
+        for delete in retired:
+            delete()
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +82,8 @@ class PartitionCompaction:
     passes: int
     seconds: float
     end_offset: int
+    #: How many bytes smaller the partition directory is on disk than before the run (file sizes).
+    bytes_reclaimed: int = 0
 
 
 def resolve_data_dir(path: Path) -> tuple[Path, tuple[str, int] | None]:
@@ -71,9 +111,12 @@ def compact_directory(
     """Compact every compacted partition under ``path`` (or just the partition ``path`` names)."""
     data_dir, only = resolve_data_dir(path)
     broker = broker_config or BrokerConfig.from_properties({})
-    manager = LogManager(data_dir, broker, clock)
+    disk_before = {p.name: _dir_bytes(p) for p in data_dir.iterdir() if p.is_dir()}
+    scheduler = _OfflineScheduler()
+    manager = LogManager(data_dir, broker, clock, scheduler=scheduler)
     manager.open()
     results: list[PartitionCompaction] = []
+    merged_away: dict[Path, set[int]] = {}
     try:
         settings = CleanerSettings.from_broker(broker)
         cleaner = Cleaner(
@@ -82,7 +125,7 @@ def compact_directory(
             clock,
             producer_id_expiration_ms=settings.producer_id_expiration_ms,
         )
-        checkpoints = OffsetCheckpointFile(data_dir / CLEANER_OFFSET_CHECKPOINT_FILE)
+        checkpoints = CleanerCheckpointFile(data_dir / CLEANER_OFFSET_CHECKPOINT_FILE, clock.now_ms)
         offsets = checkpoints.read()
         for tp, log in sorted(manager.logs().items()):
             if only is not None and tp != only:
@@ -95,13 +138,63 @@ def compact_directory(
                 continue
             if on_partition is not None:
                 on_partition(log)
+            bases_before = _segment_bases(log)
             results.append(_compact_one(cleaner, log, offsets, on_pass))
+            merged_away[log.directory] = bases_before - _segment_bases(log)
             checkpoints.write(offsets)
         if only is not None and only not in manager.logs():
             raise LogDirectoryError(f"partition {only[0]}-{only[1]} is not in {data_dir}")
     finally:
         manager.close()
-    return results
+        # After close: every segment's files are released, so the retired ones can go now.
+        scheduler.delete_retired()
+        for directory, bases in merged_away.items():
+            _delete_snapshots(directory, bases)
+    return [_with_reclaimed(r, data_dir, disk_before) for r in results]
+
+
+def _segment_bases(log: PartitionLog) -> set[int]:
+    with log.lock:
+        return {s.base_offset for s in log.segments.values()}
+
+
+def _delete_snapshots(directory: Path, merged_away: Iterable[int]) -> None:
+    """Delete the producer-state snapshots at the base offsets of merged-away segments.
+
+    Kafka's ``ProducerStateManager.removeStraySnapshots`` would delete them on its next start (a
+    snapshot at an offset that is no segment's base, below the last segment's); the broker path
+    of Kafka, ``UnifiedLog.replaceSegments``, deletes them with the segments. Every other snapshot
+    is left alone.
+    """
+    for base in sorted(merged_away):
+        snapshot = directory / f"{base:020d}{SNAPSHOT_SUFFIX}"
+        try:
+            snapshot.unlink()
+        except FileNotFoundError:
+            continue
+        logger.info("Deleted the producer-state snapshot %s of a merged-away segment", snapshot)
+
+
+def _dir_bytes(directory: Path) -> int:
+    """The sizes of the regular files directly in ``directory`` (a partition directory is flat)."""
+    total = 0
+    for entry in directory.iterdir():
+        try:
+            if entry.is_file():
+                total += entry.stat().st_size
+        except FileNotFoundError:
+            continue
+    return total
+
+
+def _with_reclaimed(
+    result: PartitionCompaction, data_dir: Path, disk_before: Mapping[str, int]
+) -> PartitionCompaction:
+    name = partition_dir_name(result.topic, result.partition)
+    before = disk_before.get(name)
+    if before is None:
+        return result
+    return dataclasses.replace(result, bytes_reclaimed=before - _dir_bytes(data_dir / name))
 
 
 def _compact_one(

@@ -226,16 +226,43 @@ def cleanable_offsets(
 
     if segments is None:
         segments = log.segment_infos()
-    bounds = [log.last_stable_offset, segments[-1].base_offset if segments else first_dirty]
-    min_lag_ms = log.config.min_compaction_lag_ms
-    if min_lag_ms > 0:
-        # KIP-58: a segment is cleanable only when even its newest record is old enough.
-        too_young = now_ms - min_lag_ms
-        for seg in non_active_segments_from(segments, first_dirty):
-            if seg.largest_timestamp_ms > too_young:
-                bounds.append(seg.base_offset)
-                break
-    return CleanableOffsets(first_dirty, max(first_dirty, min(bounds)), force)
+    bound = first_uncleanable_dirty_offset(log, first_dirty, now_ms, segments)
+    return CleanableOffsets(first_dirty, bound, force)
+
+
+def first_uncleanable_dirty_offset(
+    log: CleanableLog, first_dirty_offset: int, now_ms: int, segments: Sequence[SegmentInfo]
+) -> int:
+    """The end of what a clean from ``first_dirty_offset`` may touch (Kafka's
+    ``LogCleanerManager.cleanableOffsets``): the lowest of the last stable offset, the active
+    segment's base and, with ``min.compaction.lag.ms > 0``, the base of the first non-active
+    segment whose newest record is younger than the lag (KIP-58). Never below
+    ``first_dirty_offset``; not rounded to a segment base (see :func:`first_uncleanable_segment`).
+
+    The one bound of the cleaner threads' selection, ``explain`` and compact-now (the offline
+    ``kompakt log compact`` and the admin endpoint's compact): compact-now skips only the dirty
+    ratio test, never this bound.
+    """
+    bounds = [log.last_stable_offset, segments[-1].base_offset if segments else first_dirty_offset]
+    young = first_too_young_segment(segments, first_dirty_offset, log.config.min_compaction_lag_ms, now_ms)
+    if young is not None:
+        bounds.append(young.base_offset)
+    return max(first_dirty_offset, min(bounds))
+
+
+def first_too_young_segment(
+    segments: Sequence[SegmentInfo], first_dirty_offset: int, min_compaction_lag_ms: int, now_ms: int
+) -> SegmentInfo | None:
+    """The first non-active segment from ``first_dirty_offset`` that ``min.compaction.lag.ms``
+    holds back (KIP-58: a segment is cleanable only when even its newest record is old enough),
+    or None when the lag is off or holds nothing."""
+    if min_compaction_lag_ms <= 0:
+        return None
+    too_young = now_ms - min_compaction_lag_ms
+    for seg in non_active_segments_from(segments, first_dirty_offset):
+        if seg.largest_timestamp_ms > too_young:
+            return seg
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -362,14 +389,21 @@ class LogToClean(Generic[L]):
         return (0, -float(horizon if horizon is not None else LONG_MAX), self.cleanable_ratio)
 
 
+def first_uncleanable_segment(segments: Sequence[SegmentInfo], uncleanable_offset: int) -> int:
+    """``uncleanable_offset`` rounded down to the base of the segment holding it (the active
+    segment's base when it is past every non-active segment): a clean rewrites whole segments,
+    so a segment that holds the bound is not cleaned at all. ``segments`` must not be empty."""
+    non_active = non_active_segments_from(segments, uncleanable_offset)
+    return non_active[0].base_offset if non_active else segments[-1].base_offset
+
+
 def calculate_cleanable_bytes(
     segments: Sequence[SegmentInfo], first_dirty_offset: int, uncleanable_offset: int
 ) -> tuple[int, int]:
     """``(first_uncleanable_offset rounded to a segment base, cleanable bytes)`` (§2.3 step 5)."""
     if not segments:
         return uncleanable_offset, 0
-    non_active = non_active_segments_from(segments, uncleanable_offset)
-    first_uncleanable = non_active[0].base_offset if non_active else segments[-1].base_offset
+    first_uncleanable = first_uncleanable_segment(segments, uncleanable_offset)
     lower = min(first_dirty_offset, first_uncleanable)
     cleanable = sum(s.size_bytes for s in segments_in_range(segments, lower, first_uncleanable))
     return first_uncleanable, cleanable

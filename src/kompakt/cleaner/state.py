@@ -33,7 +33,10 @@ The uncleanable set (partition → reason) is kept in memory only, as in Kafka; 
 ``clear_uncleanable`` lets an operator retry a partition without a restart.
 
 The ``cleaner-offset-checkpoint`` is reached only through the injected :class:`CheckpointStore`;
-each write is read-modify-write of the whole file, keeping only partitions that still exist.
+each write is read-modify-write of the whole file, keeping only partitions that still exist. The
+broker's store is a :class:`CleanerCheckpointFile`: an unreadable file reads as no entries (every
+log is cleaned from its start, as in Kafka's ``LogCleanerManager.allCleanerCheckpoints``) and its
+bytes are kept beside it when the next write replaces it.
 
 Thread safety: every method takes the manager's one lock (a reentrant lock under a
 ``threading.Condition``), so selection, state changes and checkpoint writes are serialized. The
@@ -47,6 +50,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Protocol
 
 from kompakt.cleaner.planning import (
@@ -62,7 +66,9 @@ from kompakt.cleaner.planning import (
     topic_partition,
 )
 from kompakt.cleaner.planning import deletable_logs as plan_deletable_logs
-from kompakt.errors import CleaningAbortedError, IllegalCleanerStateError
+from kompakt.errors import CleaningAbortedError, CorruptCheckpointError, IllegalCleanerStateError
+from kompakt.log.checkpoint import OffsetCheckpointFile
+from kompakt.log.files import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +79,75 @@ class CheckpointStore(Protocol):
     def read(self) -> dict[TopicPartition, int]: ...
 
     def write(self, entries: Mapping[TopicPartition, int], /) -> None: ...
+
+
+#: Suffix of a cleaner checkpoint that could not be read, kept when a write replaces it.
+CORRUPT_SUFFIX = ".corrupt-"
+
+
+class CleanerCheckpointFile:
+    """The ``cleaner-offset-checkpoint`` as the cleaner uses it: a bad file never stops cleaning.
+
+    Kafka's ``LogCleanerManager.allCleanerCheckpoints`` logs a checkpoint it cannot read and
+    carries on as if it had no entries, so every log is cleaned from its start and the next
+    checkpoint write replaces the file (Kafka's ``CheckpointFileWithFailureHandler.read`` also
+    takes the whole log directory offline; kompakt does not, since the file only saves work).
+    A corrupt checkpoint costs only a re-clean, never a dead cleaner thread or a failing admin
+    endpoint. Unlike Kafka, the bytes it could not read are not overwritten unseen: the write
+    that replaces them first copies them to ``cleaner-offset-checkpoint.corrupt-<ms>`` beside
+    the file, for an operator to inspect; if that copy fails, the write fails too. The problem
+    is logged once per bad file, not on every read (selection reads the file each pass). Called
+    under the manager's lock, like any :class:`CheckpointStore`.
+    """
+
+    def __init__(self, path: str | Path, now_ms: Callable[[], int]) -> None:
+        self._file = OffsetCheckpointFile(path)
+        self._now_ms = now_ms
+        self._problem: str | None = None
+
+    @property
+    def path(self) -> Path:
+        return self._file.path
+
+    def read(self) -> dict[TopicPartition, int]:
+        try:
+            entries = self._file.read()
+        except (CorruptCheckpointError, OSError) as exc:
+            problem = str(exc) if isinstance(exc, CorruptCheckpointError) else f"{type(exc).__name__}: {exc}"
+            if problem != self._problem:
+                logger.warning(
+                    "Cannot read the cleaner checkpoint %s (%s); cleaning every compacted log from the "
+                    "log start. The next checkpoint write replaces the file and keeps its bytes as %s%s<ms>.",
+                    self.path,
+                    problem,
+                    self.path.name,
+                    CORRUPT_SUFFIX,
+                )
+            self._problem = problem
+            return {}
+        self._problem = None
+        return entries
+
+    def write(self, entries: Mapping[TopicPartition, int], /) -> None:
+        if self._problem is not None:
+            self._quarantine()
+        self._file.write(entries)
+        self._problem = None
+
+    def _quarantine(self) -> None:
+        """Copy the unreadable file aside before it is replaced (a vanished file needs nothing)."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        base = f"{self.path.name}{CORRUPT_SUFFIX}{self._now_ms()}"
+        target = self.path.with_name(base)
+        n = 1
+        while target.exists():
+            target = self.path.with_name(f"{base}.{n}")
+            n += 1
+        atomic_write_bytes(target, data)
+        logger.warning("Kept the unreadable cleaner checkpoint %s as %s", self.path, target.name)
 
 
 class CleaningStateKind(Enum):

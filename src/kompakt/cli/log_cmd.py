@@ -800,6 +800,7 @@ def compact_command(
             "partition": f"{r.topic}-{r.partition}",
             "bytes_before": r.bytes_before,
             "bytes_after": r.bytes_after,
+            "bytes_reclaimed": r.bytes_reclaimed,
             "records_read": r.records_read,
             "records_written": r.records_written,
             "tombstones_removed": r.tombstones_removed,

@@ -429,8 +429,12 @@ class LogSegment:
         """``(file position, view)`` for each whole batch from ``start_position``, stopping at a torn tail.
 
         Views point into a reused read buffer and are valid only until the next iteration. With
-        ``headers_only`` a batch larger than the read chunk is not read beyond its 61-byte header.
-        ``first_read`` sizes the first read (a lookup that expects its batch close by reads less).
+        ``headers_only`` a data batch that runs past the read chunk is not read beyond its 61-byte
+        header: such a view has no records to decode. A control batch is always yielded whole,
+        because the producer-state rebuild decodes its marker (commit or abort); a header-only
+        view of a marker straddling the chunk was once decoded as a truncated record and made a
+        valid transactional log unreadable. ``first_read`` sizes the first read (a lookup that
+        expects its batch close by reads less).
         """
         end = self._size if end_position is None else min(end_position, self._size)
         pos = start_position
@@ -444,16 +448,23 @@ class LogSegment:
                     return
                 if cpos + size <= len(chunk):
                     yield pos + cpos, RecordBatchView(chunk, cpos)
-                elif headers_only and cpos + BATCH_OVERHEAD <= len(chunk):
+                    cpos += size
+                    continue
+                header_in_hand = cpos + BATCH_OVERHEAD <= len(chunk)
+                if headers_only and header_in_hand and not RecordBatchView(chunk, cpos).is_control:
                     # The header is in hand; the rest of a batch larger than the chunk is skipped,
                     # and the next read is a header window (large batches tend to follow large ones).
                     yield pos + cpos, RecordBatchView(chunk, cpos)
                     read_size = _HEADER_WINDOW
                 elif cpos == 0:
+                    # The batch alone is larger than the read: read it whole, or just its header
+                    # when that is all the caller needs and the batch is data.
                     whole = self.read_bytes(pos, BATCH_OVERHEAD if headers_only else size)
+                    if headers_only and RecordBatchView(whole, 0).is_control:
+                        whole = self.read_bytes(pos, size)
                     yield pos, RecordBatchView(whole, 0)
                 else:
-                    break
+                    break  # read again from this batch, so that it starts the next chunk
                 cpos += size
             pos += cpos
 

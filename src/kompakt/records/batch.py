@@ -203,8 +203,18 @@ class RecordBatchView:
 
     @property
     def records_section(self) -> memoryview:
-        """The bytes after the header: raw records, or one compressed stream."""
-        return memoryview(self.buf)[self.position + BATCH_OVERHEAD : self.position + self.size]
+        """The bytes after the header: raw records, or one compressed stream.
+
+        Raises CorruptRecordError when the buffer ends inside the batch (a header-only view from
+        a segment scan, or a torn buffer): records are never decoded from a truncated view.
+        """
+        end = self.position + self.size
+        if end > len(self.buf):
+            raise CorruptRecordError(
+                f"batch at offset {self.base_offset} is not wholly in its buffer: "
+                f"{len(self.buf) - self.position} of its {self.size} bytes"
+            )
+        return memoryview(self.buf)[self.position + BATCH_OVERHEAD : end]
 
     def compute_crc(self) -> int:
         """CRC-32C over attributes..end, the part Kafka protects."""
