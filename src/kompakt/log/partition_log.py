@@ -16,6 +16,7 @@ logs reads no ``.log`` file beyond each active segment's tail.
 
 from __future__ import annotations
 
+import errno
 import logging
 import random
 import threading
@@ -42,6 +43,15 @@ log = logging.getLogger(__name__)
 EARLIEST_TIMESTAMP: Final = -2
 LATEST_TIMESTAMP: Final = -1
 MAX_TIMESTAMP: Final = -3
+#: While a partition's appends keep failing, at most one log line per this interval (injected
+#: clock) says so, with the count of failures not reported in between.
+WRITE_ERROR_LOG_INTERVAL_MS: Final = 60_000
+_DISK_FULL_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the file system is out of space (or the quota is used up)."""
+    return isinstance(exc, OSError) and exc.errno in _DISK_FULL_ERRNOS
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +148,11 @@ class PartitionLog:
         self._last_flush_ms = now_ms
         self._producer_state: ProducerStateManager | None = None
         self._closed = False
+        self._appends_written = 0
+        self._write_error: str | None = None
+        self._write_error_logged_ms: int | None = None
+        self._write_errors_unlogged = 0
+        self._write_error_reported = False
 
     # ------------------------------------------------------------------ offsets
 
@@ -264,25 +279,35 @@ class PartitionLog:
         now_ms = self.clock.now_ms()
         state = self.producer_state
         max_ts, offset_of_max = -1, views[0].last_offset
-        # A leader append is one request: roll once, index once (Kafka's rule). Follower/restore
-        # appends are indexed per batch so long restores keep a useful sparse index.
+        # A leader append is one request: roll once (Kafka's rule). Follower/restore appends roll
+        # per batch. Either way the segment indexes every batch by Kafka's per-batch rule.
         groups = [list(views)] if leader else [[v] for v in views]
-        for group in groups:
-            first, last = group[0], group[-1]
-            group_max_ts, group_offset_of_max = -1, first.last_offset
-            for view in group:
-                if view.max_timestamp > group_max_ts:
-                    group_max_ts, group_offset_of_max = view.max_timestamp, view.last_offset
-            start, end = first.position, last.position + last.size
-            self._maybe_roll(end - start, group_max_ts, first.base_offset, last.last_offset, now_ms)
-            self.segments.active.append(
-                last.last_offset, group_max_ts, group_offset_of_max, memoryview(buf)[start:end]
-            )
-            if group_max_ts > max_ts:
-                max_ts, offset_of_max = group_max_ts, group_offset_of_max
-            for view in group:
-                self._update_producer_state(state, view)
-            self._log_end_offset = last.next_offset
+        try:
+            for group in groups:
+                first, last = group[0], group[-1]
+                group_max_ts, group_offset_of_max = -1, first.last_offset
+                sizes, last_offsets, max_timestamps = [], [], []
+                for view in group:
+                    ts, view_last = view.max_timestamp, view.last_offset
+                    if ts > group_max_ts:
+                        group_max_ts, group_offset_of_max = ts, view_last
+                    sizes.append(view.size)
+                    last_offsets.append(view_last)
+                    max_timestamps.append(ts)
+                start, end = first.position, last.position + last.size
+                self._maybe_roll(end - start, group_max_ts, first.base_offset, last.last_offset, now_ms)
+                self.segments.active.append(memoryview(buf)[start:end], sizes, last_offsets, max_timestamps)
+                if group_max_ts > max_ts:
+                    max_ts, offset_of_max = group_max_ts, group_offset_of_max
+                for view in group:
+                    self._update_producer_state(state, view)
+                self._log_end_offset = last.next_offset
+        except OSError as exc:
+            self._write_failed(exc, now_ms)
+            raise
+        self._appends_written += 1
+        if self._write_error is not None:
+            self._write_recovered(now_ms)
         self._high_watermark = self._log_end_offset
         self._maybe_flush(now_ms)
         return AppendInfo(
@@ -294,6 +319,50 @@ class PartitionLog:
             log_start_offset=self._log_start_offset,
             record_count=sum(v.records_count for v in views),
         )
+
+    # ------------------------------------------------------------------ write failures
+
+    @property
+    def appends_written(self) -> int:
+        """Appends that succeeded since the log was opened (the cleaner compares two readings to
+        learn that writes succeed again after a full disk)."""
+        return self._appends_written
+
+    @property
+    def write_error(self) -> str | None:
+        """The error of the last append when it failed; None once an append succeeds again."""
+        return self._write_error
+
+    def _write_failed(self, exc: OSError, now_ms: int) -> None:
+        """Report a failed append: one log line per partition per ``WRITE_ERROR_LOG_INTERVAL_MS``.
+
+        The segment has already cut its files back (:meth:`LogSegment.append`), so nothing of the
+        failed batch remains. A full disk is an expected condition (no traceback); any other
+        I/O error gets its traceback once per interval.
+        """
+        self._write_error = f"{type(exc).__name__}: {exc}"
+        last = self._write_error_logged_ms
+        if last is not None and now_ms - last < WRITE_ERROR_LOG_INTERVAL_MS:
+            self._write_errors_unlogged += 1
+            return
+        more = self._write_errors_unlogged
+        suffix = f" ({more} more failed appends since the last report)" if more else ""
+        if is_disk_full(exc):
+            log.error("Appends to %s fail: the disk is full (%s)%s", self.name, exc, suffix)
+        else:
+            log.error("Appends to %s fail: %s%s", self.name, exc, suffix, exc_info=exc)
+        self._write_error_logged_ms = now_ms
+        self._write_errors_unlogged = 0
+        self._write_error_reported = True
+
+    def _write_recovered(self, now_ms: int) -> None:
+        if self._write_error_reported:
+            more = self._write_errors_unlogged
+            suffix = f" ({more} failed appends were not reported)" if more else ""
+            log.info("Appends to %s succeed again%s", self.name, suffix)
+        self._write_error = None
+        self._write_errors_unlogged = 0
+        self._write_error_reported = False
 
     def _update_producer_state(self, state: ProducerStateManager, view: RecordBatchView) -> None:
         completed = state.update(view)
