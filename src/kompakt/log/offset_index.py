@@ -335,6 +335,11 @@ class FixedWidthIndex(ABC):
         if self._fd is not None:
             self._ops.fsync(self._fd)
 
+    def dup_handle(self) -> int | None:
+        """A duplicate of the write descriptor (None when the index was not written through this
+        object): fsync-ed outside the log lock, it stays valid if the index is closed or deleted."""
+        return os.dup(self._fd) if self._fd is not None else None
+
     def close(self) -> None:
         """Trim and release the file descriptor; the index can be reloaded later."""
         self.trim_to_valid_size()

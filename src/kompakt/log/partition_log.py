@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import random
 import threading
 from collections.abc import Sequence
@@ -148,6 +149,8 @@ class PartitionLog:
         self._last_flush_ms = now_ms
         self._producer_state: ProducerStateManager | None = None
         self._closed = False
+        #: Truncations so far: a flush that raced one must not advance the recovery point.
+        self._truncations = 0
         self._appends_written = 0
         self._write_error: str | None = None
         self._write_error_logged_ms: int | None = None
@@ -578,6 +581,7 @@ class PartitionLog:
             if first is not None and first.base_offset > target_offset:
                 self.truncate_fully_and_start_at(target_offset)
                 return True
+            self._truncations += 1
             now_ms = self.clock.now_ms()
             doomed = [s for s in self.segments.values() if s.base_offset > target_offset]
             self._remove_and_delete(doomed)
@@ -594,6 +598,7 @@ class PartitionLog:
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and restart the log empty at ``new_offset``."""
         with self.lock:
+            self._truncations += 1
             now_ms = self.clock.now_ms()
             old = self.segments.values()
             for segment in old:
@@ -697,27 +702,45 @@ class PartitionLog:
             self.flush()
 
     def flush_if_due(self, now_ms: int) -> None:
-        """The ``flush.ms`` check, for a periodic task."""
+        """The ``flush.ms`` check, for a periodic task (the fsync happens outside the lock)."""
         with self.lock:
-            if (
+            due = (
                 now_ms - self._last_flush_ms >= self.config.flush_ms
                 and self.recovery_point < self._log_end_offset
-            ):
-                self.flush()
+            )
+        if due:
+            self.flush()
 
     def flush(self, up_to_offset: int | None = None) -> None:
-        """fsync segments holding offsets below ``up_to_offset`` (default LEO); move the recovery point."""
+        """fsync segments holding offsets below ``up_to_offset`` (default LEO); move the recovery point.
+
+        Kafka's ``UnifiedLog.flush``: what to sync is chosen under the lock, the fsyncs run without
+        it (a rolled 1 GiB segment takes a second or more), and the lock is taken again only to
+        mark the offsets flushed, so appends, reads and rolls go on meanwhile. A segment deleted
+        or swapped out during the fsync is synced through its duplicated descriptors and does no
+        harm; a truncation during the fsync cancels the advance (its offsets are gone).
+        """
         with self.lock:
             if self._closed:
                 return
             target = self._log_end_offset if up_to_offset is None else min(up_to_offset, self._log_end_offset)
             if target <= self.recovery_point:
                 return
-            for segment in self.segments.values(self.recovery_point, target):
-                segment.flush()
+            handles = [
+                fd for segment in self.segments.values(self.recovery_point, target) for fd in segment.flush_handles()
+            ]
+            truncations = self._truncations
+        try:
+            for fd in handles:
+                self._ops.fsync(fd)
             self._ops.fsync_dir(self.directory)
-            self.recovery_point = target
-            self._last_flush_ms = self.clock.now_ms()
+        finally:
+            for fd in handles:
+                os.close(fd)
+        with self.lock:
+            if self._truncations == truncations and target > self.recovery_point:
+                self.recovery_point = target
+                self._last_flush_ms = self.clock.now_ms()
 
     def close(self) -> None:
         """Flush, write final time-index entries, trim preallocated files, release descriptors."""

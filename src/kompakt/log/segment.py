@@ -835,6 +835,32 @@ class LogSegment:
             self._truncate_file(self._size)
         self._preallocated_bytes = 0
 
+    def flush_handles(self) -> list[int]:
+        """Duplicated descriptors of every file :meth:`flush` would fsync, taken under the log lock.
+
+        :meth:`PartitionLog.flush` fsyncs them after releasing the lock (Kafka's ``UnifiedLog.flush``
+        flushes outside the lock too). A duplicate keeps its inode open, so a segment that is rolled,
+        closed, renamed to ``.deleted`` or deleted meanwhile is still synced, harmlessly, and never
+        a reused descriptor number of another file. The caller closes them.
+        """
+        handles: list[int] = []
+        try:
+            if self._fd is not None:
+                handles.append(os.dup(self._fd))
+            for index in (self._offset_index, self._time_index):
+                fd = index.dup_handle() if index is not None else None
+                if fd is not None:
+                    handles.append(fd)
+            try:
+                handles.append(os.open(self.txn_index.path, os.O_RDONLY))
+            except FileNotFoundError:
+                pass
+        except BaseException:
+            for fd in handles:
+                os.close(fd)
+            raise
+        return handles
+
     def flush(self) -> None:
         if self._fd is not None:
             self._ops.fsync(self._fd)
