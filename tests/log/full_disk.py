@@ -39,5 +39,7 @@ class FullDisk:
 
 def install(monkeypatch: pytest.MonkeyPatch) -> FullDisk:
     disk = FullDisk()
-    monkeypatch.setattr(OsFileOps, "pwrite", lambda ops, fd, data, position: disk.pwrite(ops, fd, data, position))
+    monkeypatch.setattr(
+        OsFileOps, "pwrite", lambda ops, fd, data, position: disk.pwrite(ops, fd, data, position)
+    )
     return disk

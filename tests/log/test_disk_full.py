@@ -86,7 +86,9 @@ def test_full_disk_leaves_no_partial_batch_and_the_partition_compacts_after_roll
     assert disk.failures == 30
     assert log.log_end_offset == end
     assert_no_partial_batch(log.active_segment)
-    failures = [r for r in caplog.records if r.name == "kompakt.log.partition_log" and r.levelno >= logging.ERROR]
+    failures = [
+        r for r in caplog.records if r.name == "kompakt.log.partition_log" and r.levelno >= logging.ERROR
+    ]
     assert len(failures) == 1 and "disk is full" in failures[0].getMessage()
     assert failures[0].exc_info is None  # an expected condition: no traceback
 
@@ -154,7 +156,9 @@ def test_producer_gets_storage_error_and_one_log_line_per_partition_per_interval
     assert (response["error_code"], response["base_offset"]) == (ErrorCode.none, 1)
 
 
-def test_cleaner_mark_for_a_full_disk_is_lifted_once_writes_succeed_again(manager: Any, disk: FullDisk) -> None:
+def test_cleaner_mark_for_a_full_disk_is_lifted_once_writes_succeed_again(
+    manager: Any, disk: FullDisk
+) -> None:
     mgr, clock = manager
     log = mgr.get_log("t", 0)
     for i in range(60):

@@ -94,7 +94,9 @@ def test_segments_deleted_during_the_fsync_do_no_harm(tmp_path: Path, ops: Block
     for i in range(20):
         log.append(kv(i))
     flusher, errors = blocked_flush(log, ops)
-    deleter, delete_errors = run_in_thread(lambda: (log.delete_old_segments(clock.now_ms()), log.scheduler.run_due()))
+    deleter, delete_errors = run_in_thread(
+        lambda: (log.delete_old_segments(clock.now_ms()), log.scheduler.run_due())
+    )
     deleter.join(DEADLINE_S)
     assert not deleter.is_alive() and delete_errors == []
     assert len(list((tmp_path / "t-0").glob("*.log"))) == 1  # the flushed segments are gone
@@ -105,7 +107,9 @@ def test_segments_deleted_during_the_fsync_do_no_harm(tmp_path: Path, ops: Block
     log.close()
 
 
-def test_a_truncation_during_the_fsync_keeps_the_recovery_point_down(tmp_path: Path, ops: BlockingFsync) -> None:
+def test_a_truncation_during_the_fsync_keeps_the_recovery_point_down(
+    tmp_path: Path, ops: BlockingFsync
+) -> None:
     log = PartitionLog(tmp_path / "t-0", "t", 0, config(segment_bytes=1024), FakeClock(0), file_ops=ops)
     for i in range(20):
         log.append(kv(i))

@@ -48,7 +48,9 @@ def differing(expected: dict[str, bytes], actual: dict[str, bytes]) -> list[str]
 
 
 def test_produce_path_writes_kafkas_files(tmp_path: Path) -> None:
-    log = PartitionLog(tmp_path / "fixture-0", "fixture", 0, fixture_config(), FakeClock(0), rng=random.Random(0))
+    log = PartitionLog(
+        tmp_path / "fixture-0", "fixture", 0, fixture_config(), FakeClock(0), rng=random.Random(0)
+    )
     for path in sorted((FIXTURE / "before").glob("*.log")):
         for view in iter_batches(path.read_bytes()):
             log.append_with_offsets(bytes(view.raw))
@@ -61,7 +63,9 @@ def test_cleaner_writes_kafkas_files(tmp_path: Path) -> None:
     work = tmp_path / "fixture-0"
     shutil.copytree(FIXTURE / "before", work)
     clock = FakeClock(KAFKA_CLEAN_NOW_MS)
-    log = PartitionLog(work, "fixture", 0, fixture_config(), clock, had_clean_shutdown=True, rng=random.Random(0))
+    log = PartitionLog(
+        work, "fixture", 0, fixture_config(), clock, had_clean_shutdown=True, rng=random.Random(0)
+    )
     cleaner = Cleaner(0, HashedOffsetMap(1 << 20, 0.9), clock)
     cleaner.clean(log, 0, log.active_segment.base_offset, now_ms=KAFKA_CLEAN_NOW_MS)
     log.close()
@@ -113,3 +117,14 @@ def test_fetch_lookup_scans_at_most_an_interval_plus_one_batch(tmp_path: Path) -
         scanned = found.position - start
         assert scanned <= 4096 + max(sizes.values()), (target, start, found.position)
     assert len(positions) == offset
+
+
+def test_an_append_that_would_overfill_the_index_keeps_what_fits(tmp_path: Path) -> None:
+    """One append planning more entries than the index has slots appends anyway (the entries that
+    fit are written), so a retried request cannot fail forever on a full index."""
+    cfg = config(index_interval_bytes=0, segment_index_bytes=96)  # 12 offset slots, 8 time slots
+    log = PartitionLog(tmp_path / "t-0", "t", 0, cfg, FakeClock(0))
+    log.append(b"".join(batch(b"z" * 100) for _ in range(10)))
+    assert log.log_end_offset == 10
+    assert len(log.active_segment.offset_index.entry_table()) == 7  # 9 planned, 7 time slots free
+    assert [log.read(i, 1 << 20).records != b"" for i in range(10)] == [True] * 10

@@ -449,7 +449,7 @@ class OffsetIndex(FixedWidthIndex):
         if not offsets:
             return
         previous = self.last_offset if self.entries else None
-        relatives = []
+        relatives: list[int] = []
         for offset in offsets:
             relative = offset - self.base_offset
             if relative < 0 or relative > INT32_MAX:

@@ -727,7 +727,9 @@ class PartitionLog:
             if target <= self.recovery_point:
                 return
             handles = [
-                fd for segment in self.segments.values(self.recovery_point, target) for fd in segment.flush_handles()
+                fd
+                for segment in self.segments.values(self.recovery_point, target)
+                for fd in segment.flush_handles()
             ]
             truncations = self._truncations
         try:

@@ -17,6 +17,7 @@ headers (fixed offsets) forward. Recovery walks every batch once, checking its C
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Iterator, Sequence
@@ -536,7 +537,19 @@ class LogSegment:
             max_timestamp=self.max_timestamp_so_far,
             offset_of_max_timestamp=self.offset_of_max_timestamp_so_far,
         )
-        counts = (self.offset_index.entries, self.time_index.entries) if plan.offsets else None
+        counts = None
+        if plan.offsets:
+            counts = (self.offset_index.entries, self.time_index.entries)
+            # The roll check keeps a free slot before each append, but one append of many batches
+            # can plan several entries: those past a full index are left out (lookups then scan
+            # further) rather than failing every retry of the append, as Kafka's would.
+            room = min(
+                self.offset_index.max_entries - counts[0], self.time_index.max_entries - 1 - counts[1]
+            )
+            if len(plan.offsets) > room:
+                keep = max(room, 0)
+                del plan.offsets[keep:], plan.positions[keep:]
+                del plan.timestamps[keep:], plan.timestamp_offsets[keep:]
         try:
             self._ops.pwrite(self._file(), records, position)
             if plan.offsets:
@@ -851,10 +864,8 @@ class LogSegment:
                 fd = index.dup_handle() if index is not None else None
                 if fd is not None:
                     handles.append(fd)
-            try:
+            with contextlib.suppress(FileNotFoundError):  # no aborted transactions: no file
                 handles.append(os.open(self.txn_index.path, os.O_RDONLY))
-            except FileNotFoundError:
-                pass
         except BaseException:
             for fd in handles:
                 os.close(fd)
