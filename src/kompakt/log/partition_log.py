@@ -288,23 +288,21 @@ class PartitionLog:
         try:
             for group in groups:
                 first, last = group[0], group[-1]
-                group_max_ts, group_offset_of_max = -1, first.last_offset
-                sizes, last_offsets, max_timestamps = [], [], []
-                for view in group:
-                    ts, view_last = view.max_timestamp, view.last_offset
+                sizes = [view.size for view in group]
+                last_offsets = [view.last_offset for view in group]
+                max_timestamps = [view.max_timestamp for view in group]
+                group_max_ts, group_offset_of_max = -1, last_offsets[0]
+                for ts, view_last in zip(max_timestamps, last_offsets, strict=True):
                     if ts > group_max_ts:
                         group_max_ts, group_offset_of_max = ts, view_last
-                    sizes.append(view.size)
-                    last_offsets.append(view_last)
-                    max_timestamps.append(ts)
-                start, end = first.position, last.position + last.size
-                self._maybe_roll(end - start, group_max_ts, first.base_offset, last.last_offset, now_ms)
+                start, end = first.position, last.position + sizes[-1]
+                self._maybe_roll(end - start, group_max_ts, first.base_offset, last_offsets[-1], now_ms)
                 self.segments.active.append(memoryview(buf)[start:end], sizes, last_offsets, max_timestamps)
                 if group_max_ts > max_ts:
                     max_ts, offset_of_max = group_max_ts, group_offset_of_max
                 for view in group:
                     self._update_producer_state(state, view)
-                self._log_end_offset = last.next_offset
+                self._log_end_offset = last_offsets[-1] + 1
         except OSError as exc:
             self._write_failed(exc, now_ms)
             raise

@@ -527,6 +527,10 @@ class LogSegment:
                 f"Detected offset overflow at offset {largest_offset} in segment {self.log_path}"
             )
         position = self._size
+        max_timestamp = self._max_timestamp_so_far
+        if max_timestamp is None:
+            max_timestamp = self.max_timestamp_so_far
+        assert self._offset_of_max_timestamp_so_far is not None
         plan = plan_index_entries(
             position,
             sizes,
@@ -534,18 +538,18 @@ class LogSegment:
             max_timestamps,
             interval=self.index_interval_bytes,
             bytes_since_last_entry=self._bytes_since_last_index_entry,
-            max_timestamp=self.max_timestamp_so_far,
-            offset_of_max_timestamp=self.offset_of_max_timestamp_so_far,
+            max_timestamp=max_timestamp,
+            offset_of_max_timestamp=self._offset_of_max_timestamp_so_far,
         )
         counts = None
         if plan.offsets:
-            counts = (self.offset_index.entries, self.time_index.entries)
+            self._check_indexes()
+            offset_index, time_index = self.offset_index_raw, self.time_index_raw
+            counts = (offset_index.entries, time_index.entries)
             # The roll check keeps a free slot before each append, but one append of many batches
             # can plan several entries: those past a full index are left out (lookups then scan
             # further) rather than failing every retry of the append, as Kafka's would.
-            room = min(
-                self.offset_index.max_entries - counts[0], self.time_index.max_entries - 1 - counts[1]
-            )
+            room = min(offset_index.max_entries - counts[0], time_index.max_entries - 1 - counts[1])
             if len(plan.offsets) > room:
                 keep = max(room, 0)
                 del plan.offsets[keep:], plan.positions[keep:]
@@ -553,8 +557,8 @@ class LogSegment:
         try:
             self._ops.pwrite(self._file(), records, position)
             if plan.offsets:
-                self.offset_index.append_many(plan.offsets, plan.positions)
-                self.time_index.maybe_append_many(plan.timestamps, plan.timestamp_offsets)
+                offset_index.append_many(plan.offsets, plan.positions)
+                time_index.maybe_append_many(plan.timestamps, plan.timestamp_offsets)
         except BaseException:
             self._undo_append(position, counts)
             raise
