@@ -4,6 +4,8 @@
   by rewriting the header in place, indexes maintained, page-cache writes, no fsync), against a
   ``dd``-style baseline measured in the same run: writing the same bytes in 1 MiB ``os.write``
   calls to a fresh file.
+* append_small: 1 KiB single-batch leader appends (the broker's produce path per request: offset
+  assignment, producer-state check, roll check, index rule), reported as appends per second.
 * open: opening a data directory of 1,000 partitions x 3 segments after a clean shutdown (lazy
   indexes, no segment scans).
 """
@@ -61,6 +63,19 @@ def bench_append(directory: Path, batch: bytes, count: int) -> float:
     return elapsed
 
 
+def bench_append_small(directory: Path, batch: bytes, count: int) -> float:
+    log_dir = directory / "small-0"
+    log_dir.mkdir()
+    log = PartitionLog(log_dir, "small", 0, LogConfig.defaults(), SystemClock())
+    start = time.perf_counter()
+    for _ in range(count):
+        log.append(batch)
+    elapsed = time.perf_counter() - start
+    log.close()
+    shutil.rmtree(log_dir)
+    return elapsed
+
+
 def bench_open(directory: Path, partitions: int = 1000, segments: int = 3) -> float:
     data = directory / "open-data"
     clock = SystemClock()
@@ -104,6 +119,14 @@ def main() -> None:
             "page_cache_write_mb_per_s": round(total / dd_s / MIB, 1),
             "ratio_to_write_bandwidth": round(dd_s / app_s, 3),
             "goal_ratio": 0.5,
+        }
+        small_count = int(os.environ.get("KOMPAKT_BENCH_SMALL_APPENDS", "100000"))
+        small = build_batch([SimpleRecord(b"key", b"v" * 1000, 1_700_000_000_000)])
+        smalls = [bench_append_small(directory, small, small_count) for _ in range(3)]
+        results["append_small"] = {
+            "batch_bytes": len(small),
+            "appends": small_count,
+            "appends_per_s": round(small_count / statistics.median(smalls)),
         }
         opens = [bench_open(directory / f"o{i}") for i in range(2)]
         results["open_1000_partitions_x3_segments_s"] = round(min(opens), 3)

@@ -5,7 +5,6 @@ from pathlib import Path
 from log_helpers import batch, batch_ranges
 
 from kompakt.log.segment import LONG_MAX, LogSegment
-from kompakt.records.batch import RecordBatchView
 
 
 def new_segment(tmp_path: Path, base: int = 0, interval: int = 1) -> LogSegment:
@@ -13,9 +12,7 @@ def new_segment(tmp_path: Path, base: int = 0, interval: int = 1) -> LogSegment:
 
 
 def append(seg: LogSegment, base_offset: int, *values: bytes, timestamp: int = 1000) -> None:
-    raw = batch(*values, base_offset=base_offset, timestamp=timestamp)
-    view = RecordBatchView(raw)
-    seg.append(view.last_offset, view.max_timestamp, view.last_offset, raw)
+    seg.append_batches(batch(*values, base_offset=base_offset, timestamp=timestamp))
 
 
 def test_read_from_gap(tmp_path: Path) -> None:

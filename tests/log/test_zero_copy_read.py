@@ -23,7 +23,7 @@ def filled_segment(tmp_path: Path, interval: int, seed: int) -> LogSegment:
         values = [rng.randbytes(rng.choice((10, 200, 3000, 20_000))) for _ in range(rng.randint(1, 4))]
         raw = batch(*values, base_offset=offset)
         view = RecordBatchView(raw)
-        seg.append(view.last_offset, view.max_timestamp, view.last_offset, raw)
+        seg.append_batches(raw)
         offset = view.next_offset + rng.choice((0, 0, 3))  # gaps, as after compaction
     return seg
 

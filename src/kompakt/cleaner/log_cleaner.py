@@ -38,7 +38,7 @@ from kompakt.clock import Clock
 from kompakt.errors import CleaningAbortedError
 from kompakt.log.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE
 from kompakt.log.config import BrokerConfig
-from kompakt.log.partition_log import PartitionLog
+from kompakt.log.partition_log import PartitionLog, is_disk_full
 
 if TYPE_CHECKING:
     from kompakt.cleaner.cleaner import Cleaner, CleanResult
@@ -139,6 +139,11 @@ class LogCleaner:
         )
         self.metrics = CleanerMetrics(self.manager, logs=self._views, throttler=self.throttler)
         self._threads: list[CleanerThread] = []
+        #: Partitions marked uncleanable because the disk was full, with the log's count of
+        #: successful appends at that moment: the mark is lifted once that count grows (writes
+        #: succeed again), unlike marks for other errors, which wait for an operator or a restart.
+        self._disk_full_marks: dict[TopicPartition, int] = {}
+        self._disk_full_lock = threading.Lock()
         self._lock = threading.RLock()
         self._on_demand: Cleaner | None = None
         self._horizons: HorizonTracker | None = None
@@ -233,6 +238,7 @@ class LogCleaner:
         and tools, a :class:`Cleaner` directly.
         """
         now_ms = self.clock.now_ms()
+        self._lift_disk_full_marks()
         views = self._views()
         thread_id = worker.thread_id
         try:
@@ -290,8 +296,27 @@ class LogCleaner:
                 reason,
             )
             self.manager.mark_uncleanable(tp, reason)
+            if _caused_by_full_disk(exc):
+                with self._disk_full_lock:
+                    self._disk_full_marks[tp] = log.appends_written
         finally:
             self.manager.done_cleaning(tp, end_offset)
+
+    def _lift_disk_full_marks(self) -> None:
+        """Clear the uncleanable mark of partitions that failed on a full disk once an append to
+        them succeeds again (the space is back); other marks stay."""
+        with self._disk_full_lock:
+            if not self._disk_full_marks:
+                return
+            logs = self._logs()
+            for tp, appends in list(self._disk_full_marks.items()):
+                log = logs.get(tp)
+                if log is None:
+                    del self._disk_full_marks[tp]
+                elif log.appends_written > appends and log.write_error is None:
+                    del self._disk_full_marks[tp]
+                    logger.info("Writes to %s-%s succeed again: cleaning it resumes", *tp)
+                    self.manager.clear_uncleanable(tp)
 
     def _record(self, cleaner: Cleaner, log: PartitionLog, first_dirty: int, result: CleanResult) -> None:
         now_ms = self.clock.now_ms()
@@ -397,3 +422,13 @@ class LogCleaner:
         cleared = self.manager.clear_uncleanable(tp)
         self.wake()
         return cleared
+
+
+def _caused_by_full_disk(exc: BaseException) -> bool:
+    """Whether ``exc`` or an exception it was raised from says the disk is full."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if is_disk_full(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

@@ -60,10 +60,6 @@ from kompakt.records.batch import (
 from kompakt.records.compression import Compression, compress
 from kompakt.records.control import control_type_of
 
-APPEND_PIECE_BYTES = 256 * 1024
-"""Output is appended in batch-aligned pieces of about this size, so the new segment's sparse
-index gets an entry per piece, as Kafka's cleaner gets one per write-buffer flush."""
-
 _U32 = struct.Struct(">I")
 
 
@@ -84,7 +80,8 @@ class FilterContext:
 
 @dataclass(slots=True)
 class _Output:
-    """Output batches of one chunk, in order: bytes plus their header facts for indexing."""
+    """Output of one chunk, in order: byte pieces (single batches or verbatim runs of batches)
+    plus, per output batch, the header facts the segment indexes by (Kafka's per-batch rule)."""
 
     pieces: list[bytes | memoryview] = field(default_factory=list)
     last_offsets: list[int] = field(default_factory=list)
@@ -221,8 +218,10 @@ def _rebuild(
     horizon = np.where(had_horizon, table.base_timestamp[which], ctx.now_ms + ctx.delete_retention_ms)
     ts = kept.timestamp
     base_ts = np.where(stamped, horizon, ts[first[sel]])  # every batch here keeps >= 1 record
-    # Max record timestamp per kept span (spans with records only; reduceat needs valid starts).
-    span_max = np.maximum.reduceat(ts, np.minimum(first[:-1], len(ts) - 1))
+    # Max record timestamp per kept span. reduceat needs starts inside the array: a sentinel slot
+    # lets empty spans start at len(ts) without clamping, which would cut the last record off
+    # the span before them (and write a too-small max timestamp for that batch).
+    span_max = np.maximum.reduceat(np.append(ts, np.iinfo(np.int64).min), first[:-1])
     max_ts = np.where((attrs & ATTR_TIMESTAMP_TYPE) != 0, table.max_timestamp[which], span_max[sel])
     # Re-encoding only changes two varints per record (<= 15 bytes), plus a header gap per batch.
     bound = int(kept.length.sum()) + 15 * len(kept) + BATCH_OVERHEAD * (len(sel) + 1)
@@ -279,7 +278,8 @@ def filter_chunk(chunk: Chunk, ctx: FilterContext) -> _Output:
         kept_count[which] = per_batch
         if len(kept):
             tomb = (kept.value_len < 0).astype(np.int64)
-            tomb_per_batch = np.add.reduceat(tomb, np.minimum(first[:-1], len(kept) - 1)) * (per_batch > 0)
+            # The sentinel slot keeps a trailing empty span from cutting off the record before it.
+            tomb_per_batch = np.add.reduceat(np.append(tomb, 0), first[:-1]) * (per_batch > 0)
         else:
             tomb_per_batch = np.zeros(len(which), dtype=np.int64)
         need_horizon = (tomb_per_batch > 0) & ~has_horizon[which]
@@ -353,9 +353,9 @@ def _assemble(
         lo = int(table.position[run_start])
         hi = int(table.position[upto - 1] + table.size[upto - 1])
         out.pieces.append(chunk.buf[lo:hi].tobytes())
-        out.last_offsets.append(int(table.last_offset[upto - 1]))
-        out.max_timestamps.append(int(table.max_timestamp[run_start:upto].max()))
-        out.sizes.append(hi - lo)
+        out.last_offsets.extend(table.last_offset[run_start:upto].tolist())
+        out.max_timestamps.extend(table.max_timestamp[run_start:upto].tolist())
+        out.sizes.extend(table.size[run_start:upto].tolist())
         run_start = -1
 
     for i in range(len(table)):
@@ -395,22 +395,9 @@ def clean_into(source: LogSegment, dest: LogSegment, ctx: FilterContext, io: Cle
 
 
 def _append_output(dest: LogSegment, output: _Output) -> None:
-    """Append in pieces of about APPEND_PIECE_BYTES so the offset index stays usefully dense."""
-    group: list[bytes | memoryview] = []
-    size = 0
-    last = -1
-    max_ts = -1
-    offset_of_max_ts = -1
-    for piece, last_offset, ts, n in zip(
-        output.pieces, output.last_offsets, output.max_timestamps, output.sizes, strict=True
-    ):
-        group.append(piece)
-        size += n
-        last = last_offset
-        if ts > max_ts:
-            max_ts, offset_of_max_ts = ts, last_offset
-        if size >= APPEND_PIECE_BYTES:
-            dest.append(last, max_ts, offset_of_max_ts, b"".join(group))
-            group, size, max_ts, offset_of_max_ts = [], 0, -1, -1
-    if group:
-        dest.append(last, max_ts, offset_of_max_ts, b"".join(group))
+    """Append one chunk's output with one write; the segment indexes it batch by batch, as
+    Kafka 4.1's ``LogSegment.append`` does for each write-buffer flush of ``Cleaner.cleanInto``."""
+    if not output.pieces:
+        return
+    records = output.pieces[0] if len(output.pieces) == 1 else b"".join(output.pieces)
+    dest.append(records, output.sizes, output.last_offsets, output.max_timestamps)

@@ -6,10 +6,11 @@ File layout of ``<20-digit base offset>.index``: a plain array of 8-byte big-end
        0    4  relative_offset  int32 = offset - segment base offset, in [0, 2^31-1]
        4    4  position         int32 = byte position of a batch start in the ``.log`` file
 
-Entries are strictly increasing in both fields. The index is sparse: an entry is added when more
-than ``index.interval.bytes`` were appended since the previous one, and it names the *largest*
-offset of the append together with the position where that append starts. A lookup therefore
-gives a position from which a reader scans batch headers forward.
+Entries are strictly increasing in both fields. The index is sparse: a batch gets an entry when more
+than ``index.interval.bytes`` were appended since the previous entry, and the entry names that
+batch's last offset and its own position (Kafka 4.1's per-batch rule, in
+:mod:`kompakt.log.index_rule`). A lookup therefore gives a batch start from which a reader scans at
+most ``index.interval.bytes`` plus one batch of headers forward.
 
 While its segment is active the file is preallocated to ``floor(segment.index.bytes / 8) * 8``
 bytes (zero filled after the last entry) and trimmed to ``entries * 8`` when the segment rolls or
@@ -23,7 +24,9 @@ lookups are one ``np.searchsorted``; appends write 8 bytes with ``pwrite`` at th
 
 from __future__ import annotations
 
+import logging
 import os
+import struct
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Final, Protocol, cast
@@ -37,6 +40,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 else:
     np = LazyModule("numpy", globals(), "np")  # loaded by the first index read, not at start
+
+log = logging.getLogger(__name__)
 
 INT32_MAX: Final = 0x7FFFFFFF
 
@@ -240,6 +245,45 @@ class FixedWidthIndex(ABC):
         self._ops.pwrite(fd, self._encode(key, value), n * self.entry_size)
         self._entries = n + 1
 
+    def _append_many(self, keys: list[int], values: list[int], encoded: bytes) -> None:
+        """Append several entries with one write (``encoded`` is their bytes, in order).
+
+        On a failed write nothing is added and the slots the write may have touched are zeroed
+        again (a preallocated index must read as zeros after its last entry).
+        """
+        self._ensure_loaded()
+        k = len(keys)
+        if k == 0:
+            return
+        n = self._entries
+        if n + k > self._max_entries:
+            raise InvalidOffsetError(
+                f"Attempt to append to a full index (size = {self._entries}) {self.path}"
+            )
+        fd = self._open_for_write()
+        try:
+            self._ops.pwrite(fd, encoded, n * self.entry_size)
+        except BaseException:
+            self._restore_tail(fd, n)
+            raise
+        if n + k > len(self._keys):
+            grow = min(max(2 * (n + k), 16), max(self._max_entries, n + k))
+            self._keys = np.resize(self._keys, grow)
+            self._values = np.resize(self._values, grow)
+        self._keys[n : n + k] = keys
+        self._values[n : n + k] = values
+        self._entries = n + k
+
+    def _restore_tail(self, fd: int, count: int) -> None:
+        """Best effort after a failed write: the file again ends (or is zero) after ``count`` entries."""
+        try:
+            self._ops.ftruncate(fd, count * self.entry_size)
+            if self._preallocated:
+                self._ops.ftruncate(fd, self._max_entries * self.entry_size)
+        except OSError as exc:
+            # The in-memory count is right; a later trim, truncate or rebuild fixes the file.
+            log.warning("Could not cut %s back to %d entries after a failed write: %s", self.path, count, exc)
+
     def resize(self, max_index_size: int) -> None:
         """Preallocate the file to ``max_index_size`` rounded down to whole entries (active segment)."""
         self._ensure_loaded()
@@ -259,6 +303,11 @@ class FixedWidthIndex(ABC):
         fd = self._open_for_write()
         self._ops.ftruncate(fd, self.size_bytes)
         self._preallocated = False
+
+    def truncate_entries_to(self, count: int) -> None:
+        """Keep the first ``count`` entries (undoing the entries of a failed append)."""
+        if self._loaded:
+            self._truncate_entries(count)
 
     def _truncate_entries(self, count: int) -> None:
         """Keep the first ``count`` entries; the freed slots become zeros again on disk."""
@@ -285,6 +334,11 @@ class FixedWidthIndex(ABC):
     def flush(self) -> None:
         if self._fd is not None:
             self._ops.fsync(self._fd)
+
+    def dup_handle(self) -> int | None:
+        """A duplicate of the write descriptor (None when the index was not written through this
+        object): fsync-ed outside the log lock, it stays valid if the index is closed or deleted."""
+        return os.dup(self._fd) if self._fd is not None else None
 
     def close(self) -> None:
         """Trim and release the file descriptor; the index can be reloaded later."""
@@ -386,6 +440,31 @@ class OffsetIndex(FixedWidthIndex):
                 f"the last offset appended ({self.last_offset}) to {self.path}."
             )
         self._append(relative, position)
+
+    def append_many(self, offsets: list[int], positions: list[int]) -> None:
+        """Add entries ``(offsets[i], positions[i])`` with one write; offsets strictly increasing.
+
+        Checked entry by entry as :meth:`append` would check them, before anything is written.
+        """
+        if not offsets:
+            return
+        previous = self.last_offset if self.entries else None
+        relatives: list[int] = []
+        for offset in offsets:
+            relative = offset - self.base_offset
+            if relative < 0 or relative > INT32_MAX:
+                raise InvalidOffsetError(
+                    f"Integer overflow for offset: {offset} ({self.path}); base offset {self.base_offset}"
+                )
+            if previous is not None and offset <= previous:
+                raise InvalidOffsetError(
+                    f"Attempt to append an offset ({offset}) to position {self._entries + len(relatives)} "
+                    f"no larger than the last offset appended ({previous}) to {self.path}."
+                )
+            previous = offset
+            relatives.append(relative)
+        pairs = [v for pair in zip(relatives, positions, strict=True) for v in pair]
+        self._append_many(relatives, positions, struct.pack(f">{len(pairs)}i", *pairs))
 
     def lookup(self, target_offset: int) -> tuple[int, int]:
         """``(offset, position)`` of the largest entry with offset <= target, else ``(base, 0)``."""

@@ -16,7 +16,9 @@ logs reads no ``.log`` file beyond each active segment's tail.
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import random
 import threading
 from collections.abc import Sequence
@@ -42,6 +44,15 @@ log = logging.getLogger(__name__)
 EARLIEST_TIMESTAMP: Final = -2
 LATEST_TIMESTAMP: Final = -1
 MAX_TIMESTAMP: Final = -3
+#: While a partition's appends keep failing, at most one log line per this interval (injected
+#: clock) says so, with the count of failures not reported in between.
+WRITE_ERROR_LOG_INTERVAL_MS: Final = 60_000
+_DISK_FULL_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the file system is out of space (or the quota is used up)."""
+    return isinstance(exc, OSError) and exc.errno in _DISK_FULL_ERRNOS
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +149,13 @@ class PartitionLog:
         self._last_flush_ms = now_ms
         self._producer_state: ProducerStateManager | None = None
         self._closed = False
+        #: Truncations so far: a flush that raced one must not advance the recovery point.
+        self._truncations = 0
+        self._appends_written = 0
+        self._write_error: str | None = None
+        self._write_error_logged_ms: int | None = None
+        self._write_errors_unlogged = 0
+        self._write_error_reported = False
 
     # ------------------------------------------------------------------ offsets
 
@@ -264,25 +282,33 @@ class PartitionLog:
         now_ms = self.clock.now_ms()
         state = self.producer_state
         max_ts, offset_of_max = -1, views[0].last_offset
-        # A leader append is one request: roll once, index once (Kafka's rule). Follower/restore
-        # appends are indexed per batch so long restores keep a useful sparse index.
+        # A leader append is one request: roll once (Kafka's rule). Follower/restore appends roll
+        # per batch. Either way the segment indexes every batch by Kafka's per-batch rule.
         groups = [list(views)] if leader else [[v] for v in views]
-        for group in groups:
-            first, last = group[0], group[-1]
-            group_max_ts, group_offset_of_max = -1, first.last_offset
-            for view in group:
-                if view.max_timestamp > group_max_ts:
-                    group_max_ts, group_offset_of_max = view.max_timestamp, view.last_offset
-            start, end = first.position, last.position + last.size
-            self._maybe_roll(end - start, group_max_ts, first.base_offset, last.last_offset, now_ms)
-            self.segments.active.append(
-                last.last_offset, group_max_ts, group_offset_of_max, memoryview(buf)[start:end]
-            )
-            if group_max_ts > max_ts:
-                max_ts, offset_of_max = group_max_ts, group_offset_of_max
-            for view in group:
-                self._update_producer_state(state, view)
-            self._log_end_offset = last.next_offset
+        try:
+            for group in groups:
+                first, last = group[0], group[-1]
+                sizes = [view.size for view in group]
+                last_offsets = [view.last_offset for view in group]
+                max_timestamps = [view.max_timestamp for view in group]
+                group_max_ts, group_offset_of_max = -1, last_offsets[0]
+                for ts, view_last in zip(max_timestamps, last_offsets, strict=True):
+                    if ts > group_max_ts:
+                        group_max_ts, group_offset_of_max = ts, view_last
+                start, end = first.position, last.position + sizes[-1]
+                self._maybe_roll(end - start, group_max_ts, first.base_offset, last_offsets[-1], now_ms)
+                self.segments.active.append(memoryview(buf)[start:end], sizes, last_offsets, max_timestamps)
+                if group_max_ts > max_ts:
+                    max_ts, offset_of_max = group_max_ts, group_offset_of_max
+                for view in group:
+                    self._update_producer_state(state, view)
+                self._log_end_offset = last_offsets[-1] + 1
+        except OSError as exc:
+            self._write_failed(exc, now_ms)
+            raise
+        self._appends_written += 1
+        if self._write_error is not None:
+            self._write_recovered(now_ms)
         self._high_watermark = self._log_end_offset
         self._maybe_flush(now_ms)
         return AppendInfo(
@@ -294,6 +320,50 @@ class PartitionLog:
             log_start_offset=self._log_start_offset,
             record_count=sum(v.records_count for v in views),
         )
+
+    # ------------------------------------------------------------------ write failures
+
+    @property
+    def appends_written(self) -> int:
+        """Appends that succeeded since the log was opened (the cleaner compares two readings to
+        learn that writes succeed again after a full disk)."""
+        return self._appends_written
+
+    @property
+    def write_error(self) -> str | None:
+        """The error of the last append when it failed; None once an append succeeds again."""
+        return self._write_error
+
+    def _write_failed(self, exc: OSError, now_ms: int) -> None:
+        """Report a failed append: one log line per partition per ``WRITE_ERROR_LOG_INTERVAL_MS``.
+
+        The segment has already cut its files back (:meth:`LogSegment.append`), so nothing of the
+        failed batch remains. A full disk is an expected condition (no traceback); any other
+        I/O error gets its traceback once per interval.
+        """
+        self._write_error = f"{type(exc).__name__}: {exc}"
+        last = self._write_error_logged_ms
+        if last is not None and now_ms - last < WRITE_ERROR_LOG_INTERVAL_MS:
+            self._write_errors_unlogged += 1
+            return
+        more = self._write_errors_unlogged
+        suffix = f" ({more} more failed appends since the last report)" if more else ""
+        if is_disk_full(exc):
+            log.error("Appends to %s fail: the disk is full (%s)%s", self.name, exc, suffix)
+        else:
+            log.error("Appends to %s fail: %s%s", self.name, exc, suffix, exc_info=exc)
+        self._write_error_logged_ms = now_ms
+        self._write_errors_unlogged = 0
+        self._write_error_reported = True
+
+    def _write_recovered(self, now_ms: int) -> None:
+        if self._write_error_reported:
+            more = self._write_errors_unlogged
+            suffix = f" ({more} failed appends were not reported)" if more else ""
+            log.info("Appends to %s succeed again%s", self.name, suffix)
+        self._write_error = None
+        self._write_errors_unlogged = 0
+        self._write_error_reported = False
 
     def _update_producer_state(self, state: ProducerStateManager, view: RecordBatchView) -> None:
         completed = state.update(view)
@@ -509,6 +579,7 @@ class PartitionLog:
             if first is not None and first.base_offset > target_offset:
                 self.truncate_fully_and_start_at(target_offset)
                 return True
+            self._truncations += 1
             now_ms = self.clock.now_ms()
             doomed = [s for s in self.segments.values() if s.base_offset > target_offset]
             self._remove_and_delete(doomed)
@@ -525,6 +596,7 @@ class PartitionLog:
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and restart the log empty at ``new_offset``."""
         with self.lock:
+            self._truncations += 1
             now_ms = self.clock.now_ms()
             old = self.segments.values()
             for segment in old:
@@ -628,27 +700,47 @@ class PartitionLog:
             self.flush()
 
     def flush_if_due(self, now_ms: int) -> None:
-        """The ``flush.ms`` check, for a periodic task."""
+        """The ``flush.ms`` check, for a periodic task (the fsync happens outside the lock)."""
         with self.lock:
-            if (
+            due = (
                 now_ms - self._last_flush_ms >= self.config.flush_ms
                 and self.recovery_point < self._log_end_offset
-            ):
-                self.flush()
+            )
+        if due:
+            self.flush()
 
     def flush(self, up_to_offset: int | None = None) -> None:
-        """fsync segments holding offsets below ``up_to_offset`` (default LEO); move the recovery point."""
+        """fsync segments holding offsets below ``up_to_offset`` (default LEO); move the recovery point.
+
+        Kafka's ``UnifiedLog.flush``: what to sync is chosen under the lock, the fsyncs run without
+        it (a rolled 1 GiB segment takes a second or more), and the lock is taken again only to
+        mark the offsets flushed, so appends, reads and rolls go on meanwhile. A segment deleted
+        or swapped out during the fsync is synced through its duplicated descriptors and does no
+        harm; a truncation during the fsync cancels the advance (its offsets are gone).
+        """
         with self.lock:
             if self._closed:
                 return
             target = self._log_end_offset if up_to_offset is None else min(up_to_offset, self._log_end_offset)
             if target <= self.recovery_point:
                 return
-            for segment in self.segments.values(self.recovery_point, target):
-                segment.flush()
+            handles = [
+                fd
+                for segment in self.segments.values(self.recovery_point, target)
+                for fd in segment.flush_handles()
+            ]
+            truncations = self._truncations
+        try:
+            for fd in handles:
+                self._ops.fsync(fd)
             self._ops.fsync_dir(self.directory)
-            self.recovery_point = target
-            self._last_flush_ms = self.clock.now_ms()
+        finally:
+            for fd in handles:
+                os.close(fd)
+        with self.lock:
+            if self._truncations == truncations and target > self.recovery_point:
+                self.recovery_point = target
+                self._last_flush_ms = self.clock.now_ms()
 
     def close(self) -> None:
         """Flush, write final time-index entries, trim preallocated files, release descriptors."""

@@ -17,9 +17,10 @@ headers (fixed offsets) forward. Recovery walks every batch once, checking its C
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from typing import Final
 
 from kompakt.errors import CorruptIndexError, CorruptRecordError, InvalidOffsetError
 from kompakt.log.config import LogConfig
+from kompakt.log.index_rule import plan_index_entries
 from kompakt.log.offset_index import DEFAULT_FILE_OPS, INT32_MAX, FileOps, OffsetIndex
 from kompakt.log.time_index import NO_TIMESTAMP, TimeIndex
 from kompakt.log.txn_index import TransactionIndex
@@ -47,6 +49,8 @@ LONG_MAX: Final = 2**63 - 1
 _CHUNK: Final = 1 << 16
 #: Bytes read at a time while walking batch headers to find the end of a zero-copy range.
 _HEADER_WINDOW: Final = 1 << 12
+#: Batches indexed per step of a rebuild (bounds its memory on huge segments of small batches).
+_REBUILD_BATCHES: Final = 4096
 
 
 class FileSlice:
@@ -593,41 +597,109 @@ class LogSegment:
 
     def append(
         self,
-        largest_offset: int,
-        largest_timestamp: int,
-        offset_of_max_timestamp: int,
         records: bytes | bytearray | memoryview,
+        sizes: Sequence[int],
+        last_offsets: Sequence[int],
+        max_timestamps: Sequence[int],
     ) -> None:
-        """Append whole batches whose offsets are assigned; index them as one append (Kafka's rule)."""
+        """Append whole batches whose offsets are assigned, indexed by Kafka's per-batch rule.
+
+        ``sizes``, ``last_offsets`` and ``max_timestamps`` describe the batches of ``records`` in
+        order (:mod:`kompakt.log.index_rule`). All or nothing: when a write fails (a full disk
+        fails part way through), the ``.log`` and both indexes are cut back to where they were
+        before the error propagates, so no partial batch is left for a reader, the cleaner or
+        recovery to find, and the next append writes at the same position.
+        """
         n = len(records)
         if n == 0:
             return
         if self._pending_resize is not None:
             self.resize_indexes(self._pending_resize)
-        position = self._size
-        if position == 0:
-            self._rolling_based_timestamp = largest_timestamp
+        largest_offset = last_offsets[-1]
         if not self.can_convert_to_relative_offset(largest_offset):
             raise InvalidOffsetError(
                 f"Detected offset overflow at offset {largest_offset} in segment {self.log_path}"
             )
-        self._ops.pwrite(self._file(), records, position)
+        position = self._size
+        max_timestamp = self._max_timestamp_so_far
+        if max_timestamp is None:
+            max_timestamp = self.max_timestamp_so_far
+        assert self._offset_of_max_timestamp_so_far is not None
+        plan = plan_index_entries(
+            position,
+            sizes,
+            last_offsets,
+            max_timestamps,
+            interval=self.index_interval_bytes,
+            bytes_since_last_entry=self._bytes_since_last_index_entry,
+            max_timestamp=max_timestamp,
+            offset_of_max_timestamp=self._offset_of_max_timestamp_so_far,
+        )
+        counts = None
+        if plan.offsets:
+            self._check_indexes()
+            offset_index, time_index = self.offset_index_raw, self.time_index_raw
+            counts = (offset_index.entries, time_index.entries)
+            # The roll check keeps a free slot before each append, but one append of many batches
+            # can plan several entries: those past a full index are left out (lookups then scan
+            # further) rather than failing every retry of the append, as Kafka's would.
+            room = min(offset_index.max_entries - counts[0], time_index.max_entries - 1 - counts[1])
+            if len(plan.offsets) > room:
+                keep = max(room, 0)
+                del plan.offsets[keep:], plan.positions[keep:]
+                del plan.timestamps[keep:], plan.timestamp_offsets[keep:]
+        try:
+            self._ops.pwrite(self._file(), records, position)
+            if plan.offsets:
+                offset_index.append_many(plan.offsets, plan.positions)
+                time_index.maybe_append_many(plan.timestamps, plan.timestamp_offsets)
+        except BaseException:
+            self._undo_append(position, counts)
+            raise
         self._size = position + n
-        if largest_timestamp > self.max_timestamp_so_far:
-            self._max_timestamp_so_far = largest_timestamp
-            self._offset_of_max_timestamp_so_far = offset_of_max_timestamp
-        if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(largest_offset, position)
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
-            self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += n
+        if position == 0:
+            # Kafka 4.1 loads the rolling timestamp from the first batch (loadFirstBatchTimestamp).
+            self._rolling_based_timestamp = max_timestamps[0]
+        self._bytes_since_last_index_entry = plan.bytes_since_last_entry
+        self._max_timestamp_so_far = plan.max_timestamp
+        self._offset_of_max_timestamp_so_far = plan.offset_of_max_timestamp
+
+    def _undo_append(self, position: int, index_counts: tuple[int, int] | None) -> None:
+        """Cut the files back after a failed append (best effort: the error being handled wins).
+
+        The in-memory size never moved, so a cut that fails too leaves only bytes past the logical
+        end, which the next append overwrites and a roll or close trims (:meth:`_trim_log_file`).
+        """
+        try:
+            self._ops.ftruncate(self._file(), position)
+            if self._preallocated_bytes:
+                self._ops.ftruncate(self._file(), self._preallocated_bytes)
+        except OSError as exc:
+            log.warning(
+                "Could not cut %s back to %d bytes after a failed append: %s",
+                self.log_path,
+                position,
+                exc,
+            )
+        if index_counts is not None:
+            try:
+                self.offset_index_raw.truncate_entries_to(index_counts[0])
+                self.time_index_raw.truncate_entries_to(index_counts[1])
+            except OSError as exc:
+                log.warning(
+                    "Could not cut the indexes of %s back after a failed append: %s", self.log_path, exc
+                )
 
     def append_batches(self, records: bytes | bytearray | memoryview) -> int:
-        """Append already-offset batches (cleaner output, restores), indexing per batch; returns bytes."""
+        """Append already-offset batches (tests, tools), reading their facts from the headers."""
         views = [RecordBatchView(records, p) for p in batch_positions(records)]
-        for view in views:
-            self.append(view.last_offset, view.max_timestamp, view.last_offset, view.raw)
-        return sum(v.size for v in views)
+        self.append(
+            records,
+            [v.size for v in views],
+            [v.last_offset for v in views],
+            [v.max_timestamp for v in views],
+        )
+        return len(records)
 
     # ------------------------------------------------------------------ read
 
@@ -765,21 +837,46 @@ class LogSegment:
         self._max_timestamp_so_far = NO_TIMESTAMP
         self._offset_of_max_timestamp_so_far = self.base_offset
         result = self.validate()
-        last_entry = 0
+        self._bytes_since_last_index_entry = 0
+        sizes: list[int] = []
+        last_offsets: list[int] = []
+        max_timestamps: list[int] = []
+        position = 0
         for pos, view in self.iter_batches(0, result.valid_bytes, headers_only=True):
-            if view.max_timestamp > self._max_timestamp_so_far:
-                self._max_timestamp_so_far = view.max_timestamp
-                self._offset_of_max_timestamp_so_far = view.last_offset
-            if pos - last_entry > self.index_interval_bytes:
-                self.offset_index_raw.append(view.last_offset, pos)
-                self.time_index_raw.maybe_append(
-                    self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far, skip_full_check=True
-                )
-                last_entry = pos
+            sizes.append(view.size)
+            last_offsets.append(view.last_offset)
+            max_timestamps.append(view.max_timestamp)
+            if len(sizes) == _REBUILD_BATCHES:
+                self._index_rebuilt(position, sizes, last_offsets, max_timestamps)
+                position = pos + view.size
+                sizes, last_offsets, max_timestamps = [], [], []
+        self._index_rebuilt(position, sizes, last_offsets, max_timestamps)
+        # Like Kafka's recover, the count restarts for the appends that follow (a fresh object).
+        self._bytes_since_last_index_entry = 0
         if not was_preallocated:
             self.offset_index_raw.trim_to_valid_size()
             self.time_index_raw.trim_to_valid_size()
         return result
+
+    def _index_rebuilt(
+        self, position: int, sizes: list[int], last_offsets: list[int], max_timestamps: list[int]
+    ) -> None:
+        """Index one run of rebuilt batches starting at ``position`` (the append rule, no log write)."""
+        plan = plan_index_entries(
+            position,
+            sizes,
+            last_offsets,
+            max_timestamps,
+            interval=self.index_interval_bytes,
+            bytes_since_last_entry=self._bytes_since_last_index_entry,
+            max_timestamp=self.max_timestamp_so_far,
+            offset_of_max_timestamp=self.offset_of_max_timestamp_so_far,
+        )
+        self.offset_index_raw.append_many(plan.offsets, plan.positions)
+        self.time_index_raw.maybe_append_many(plan.timestamps, plan.timestamp_offsets, skip_full_check=True)
+        self._bytes_since_last_index_entry = plan.bytes_since_last_entry
+        self._max_timestamp_so_far = plan.max_timestamp
+        self._offset_of_max_timestamp_so_far = plan.offset_of_max_timestamp
 
     def recover(self) -> int:
         """Rebuild the indexes and truncate after the last valid batch; return bytes truncated."""
@@ -854,8 +951,46 @@ class LogSegment:
             self.time_index.maybe_append(ts, self.offset_of_max_timestamp_so_far, skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
-        if self._preallocated_bytes:
+        self._trim_log_file()
+
+    def _trim_log_file(self) -> None:
+        """Kafka's ``FileRecords.trim``: cut the ``.log`` to its logical size on roll and close.
+
+        That removes a preallocated tail, and also any bytes a failed write left past the end
+        that could not be cut at the time, before the segment becomes immutable.
+        """
+        fd = self._fd
+        if fd is None:
+            if not self._preallocated_bytes:
+                return  # no descriptor: nothing was written through this object
+            fd = self._file()
+        if os.fstat(fd).st_size > self._size:
             self._truncate_file(self._size)
+        self._preallocated_bytes = 0
+
+    def flush_handles(self) -> list[int]:
+        """Duplicated descriptors of every file :meth:`flush` would fsync, taken under the log lock.
+
+        :meth:`PartitionLog.flush` fsyncs them after releasing the lock (Kafka's ``UnifiedLog.flush``
+        flushes outside the lock too). A duplicate keeps its inode open, so a segment that is rolled,
+        closed, renamed to ``.deleted`` or deleted meanwhile is still synced, harmlessly, and never
+        a reused descriptor number of another file. The caller closes them.
+        """
+        handles: list[int] = []
+        try:
+            if self._fd is not None:
+                handles.append(os.dup(self._fd))
+            for index in (self._offset_index, self._time_index):
+                fd = index.dup_handle() if index is not None else None
+                if fd is not None:
+                    handles.append(fd)
+            with contextlib.suppress(FileNotFoundError):  # no aborted transactions: no file
+                handles.append(os.open(self.txn_index.path, os.O_RDONLY))
+        except BaseException:
+            for fd in handles:
+                os.close(fd)
+            raise
+        return handles
 
     def flush(self) -> None:
         if self._fd is not None:
@@ -872,8 +1007,8 @@ class LogSegment:
         offset_index = self._offset_index
         if (offset_index is not None and offset_index.is_loaded) or self._max_timestamp_so_far is not None:
             self.on_become_inactive()
-        elif self._preallocated_bytes:
-            self._truncate_file(self._size)
+        else:
+            self._trim_log_file()
         self.close_handlers()
 
     def close_handlers(self) -> None:

@@ -18,6 +18,7 @@ Preallocation, trimming, lazy loading and rebuild-on-corruption work exactly as 
 
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING, Final
 
 from kompakt.errors import CorruptIndexError, InvalidOffsetError
@@ -83,6 +84,38 @@ class TimeIndex(FixedWidthIndex):
             # The reserved slot was already used; the in-memory max still answers lookups.
             return
         self._append(timestamp, relative)
+
+    def maybe_append_many(
+        self, timestamps: list[int], offsets: list[int], *, skip_full_check: bool = False
+    ) -> None:
+        """:meth:`maybe_append` for each pair in order, with one write for those appended."""
+        if not timestamps:
+            return
+        last_timestamp, last_offset = self.last_entry()
+        count = self.entries
+        keys: list[int] = []
+        values: list[int] = []
+        for timestamp, offset in zip(timestamps, offsets, strict=True):
+            if not skip_full_check and count + len(keys) >= self.max_entries - 1:
+                raise InvalidOffsetError(
+                    f"Attempt to append to a full time index (size = {count + len(keys)})."
+                )
+            if count + len(keys) and offset < last_offset:
+                raise InvalidOffsetError(
+                    f"Attempt to append an offset ({offset}) to slot {count + len(keys)} no larger than "
+                    f"the last offset appended ({last_offset}) to {self.path}."
+                )
+            if timestamp <= last_timestamp:
+                continue
+            relative = offset - self.base_offset
+            if relative < 0 or relative > INT32_MAX:
+                raise InvalidOffsetError(f"Integer overflow for offset: {offset} ({self.path})")
+            keys.append(timestamp)
+            values.append(relative)
+            last_timestamp, last_offset = timestamp, offset
+        if keys:
+            pairs = [v for pair in zip(keys, values, strict=True) for v in pair]
+            self._append_many(keys, values, struct.pack(">" + "qi" * len(keys), *pairs))
 
     def lookup(self, target_timestamp: int) -> tuple[int, int]:
         """``(timestamp, offset)`` of the largest entry with timestamp <= target, else ``(-1, base)``."""

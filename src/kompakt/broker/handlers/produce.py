@@ -82,6 +82,7 @@ def _log_for(broker: Broker, topic: str, partition: int) -> PartitionLog:
 
 def produce_partition(broker: Broker, topic: str, partition: int, records: bytes | None) -> dict[str, object]:
     """Validate and append one partition's records; the partition's response entry."""
+    partition_log: PartitionLog | None = None
     try:
         partition_log = _log_for(broker, topic, partition)
         validated = validate_produce(
@@ -101,7 +102,7 @@ def produce_partition(broker: Broker, topic: str, partition: int, records: bytes
             "error_code": codec.ErrorCode.none,
             "base_offset": exc.first_offset,
             "log_append_time": -1,
-            "log_start_offset": partition_log.log_start_offset,
+            "log_start_offset": partition_log.log_start_offset if partition_log is not None else -1,
             "record_errors": [],
             "error_message": None,
         }
@@ -114,7 +115,10 @@ def produce_partition(broker: Broker, topic: str, partition: int, records: bytes
             broker.metrics.mark_invalid_crc()
         return _error(partition, error_code_for(exc), str(exc))
     except OSError as exc:
-        log.exception("append to %s-%d failed", topic, partition)
+        if partition_log is None or partition_log.write_error is None:
+            log.exception("produce to %s-%d failed", topic, partition)
+        # else the log reported the failed append itself, once per partition per interval (a full
+        # disk fails every append: a traceback each would flood the log).
         return _error(partition, codec.ErrorCode.kafka_storage_error, f"I/O error: {exc}")
     broker.fetch_waiters.notify(topic, partition)
     return {
