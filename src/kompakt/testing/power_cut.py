@@ -122,10 +122,16 @@ class PowerCutFileOps:
         return adopted
 
     def _file_of(self, fd: int) -> _File:
+        """The model's file behind ``fd``: one opened here, or a ``dup`` of one (the flush path
+        fsyncs duplicates so it can run outside the partition lock); matched by inode."""
+        inode = os.fstat(fd).st_ino
         f = self._fds.get(fd)
-        if f is None or os.fstat(fd).st_ino != f.inode:
-            raise RuntimeError(f"descriptor {fd} was not opened through this PowerCutFileOps")
-        return f
+        if f is not None and f.inode == inode:
+            return f
+        for known in self._fds.values():
+            if known.inode == inode:
+                return known
+        raise RuntimeError(f"descriptor {fd} was not opened through this PowerCutFileOps")
 
     def _dir_change(self, kind: str, src: str, dst: str, f: _File | None) -> None:
         directory = os.path.dirname(dst or src)
