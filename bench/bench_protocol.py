@@ -12,6 +12,12 @@ many partitions, Metadata v12) it times, per request:
 Each figure is the best of ``KOMPAKT_BENCH_PROTOCOL_REPEATS`` (default 7) runs of
 ``KOMPAKT_BENCH_PROTOCOL_LOOPS`` (default 20,000) decodes, the usual microbenchmark guard against a
 noisy machine. Prints one JSON object on its last line.
+
+Measured when the check was written (shared 2-core VM, several runs): the check takes 1.2-1.4 us
+for a one-partition Produce v9 (kio 1.4-1.9 us), 1.0-1.5 us for a four-partition Fetch v12 (kio
+1.7-2.8), 9-11 us for a 100-partition Fetch (kio 20-22) and 13-16 us for a 100-topic Metadata
+v12 (kio 12-14); 5-6 us for a Produce of 8 MiB of records, where kio's copy of them takes 290-380.
+``decode_request`` as a whole went from 4.1-4.9 to 4.9-6.2 us for the one-partition Produce.
 """
 
 from __future__ import annotations
