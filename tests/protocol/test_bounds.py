@@ -247,8 +247,8 @@ def test_bytes_after_the_body_are_ignored_as_before() -> None:
 
 
 def test_fixed_size_elements_are_checked_with_one_multiplication() -> None:
-    """An array of int32 (OffsetForLeaderEpoch has none, ForgottenTopic.partitions does) claims
-    exactly as many elements as its bytes hold: one more is refused before any is read."""
+    """An array of int32 (ForgottenTopic.partitions) may claim as many elements as the bytes left
+    hold, no more: one more is refused before any element is read."""
     values = populated_fetch_values(cluster_id="c") | {
         "forgotten_topics_data": [{"topic": "t", "partitions": [1, 2, 3]}]
     }
