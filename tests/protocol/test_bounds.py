@@ -60,6 +60,14 @@ ISSUE_FRAMES = {
 }
 
 
+def decode_here(decoder: IsolatedDecoder, frame: bytes) -> codec.DecodedRequest:
+    """``decode_request`` in this process, for the exception's details, once a child process has
+    decoded ``frame`` without dying: a regression that aborts the interpreter then fails the test
+    (:class:`~.isolated.DecoderDied`) instead of killing the pytest worker."""
+    decoder.decode([frame])
+    return codec.decode_request(frame, SUPPORTED)
+
+
 @pytest.mark.parametrize("name", sorted(ISSUE_FRAMES))
 def test_issue_frames_are_malformed_not_an_abort(isolated_decoder: IsolatedDecoder, name: str) -> None:
     frame = ISSUE_FRAMES[name]
@@ -74,9 +82,9 @@ def test_issue_frames_are_malformed_not_an_abort(isolated_decoder: IsolatedDecod
     )
 
 
-def test_issue_frame_error_carries_the_correlation_id() -> None:
+def test_issue_frame_error_carries_the_correlation_id(isolated_decoder: IsolatedDecoder) -> None:
     with pytest.raises(codec.MalformedRequest) as info:
-        codec.decode_request(ISSUE_FRAMES["fetch_v12"], SUPPORTED)
+        decode_here(isolated_decoder, ISSUE_FRAMES["fetch_v12"])
     assert info.value.correlation_id == 1
     assert isinstance(info.value.__cause__, bounds.FrameBoundsError)
     assert "FetchRequest.topics" in str(info.value)
@@ -162,20 +170,20 @@ def frame_of(api_key: int, version: int, values: dict[str, object]) -> bytes:
     return request_frame(codec.build(codec.request_class(api_key, version), values))
 
 
-def test_string_longer_than_the_frame_is_refused() -> None:
+def test_string_longer_than_the_frame_is_refused(isolated_decoder: IsolatedDecoder) -> None:
     frame = frame_of(ApiKey.API_VERSIONS, 3, API_VERSIONS_V3)
     client_id, name = field_named(frame, "RequestHeader.client_id"), field_named(frame, SOFTWARE_NAME)
     hostile = frame[: name.position] + uvarint(2**32 - 1) + frame[name.position + 1 :]
     with pytest.raises(
         codec.MalformedRequest, match=r"client_software_name: length 4294967294, but there are only"
     ):
-        codec.decode_request(hostile, SUPPORTED)
+        decode_here(isolated_decoder, hostile)
     header_hostile = frame[: client_id.position] + b"\x7f\xff" + frame[client_id.position + 2 :]
     with pytest.raises(codec.MalformedRequest, match=r"RequestHeader.client_id: length 32767"):
-        codec.decode_request(header_hostile, SUPPORTED)
+        decode_here(isolated_decoder, header_hostile)
 
 
-def test_legacy_array_counts_are_bounded_and_negative_ones_refused() -> None:
+def test_legacy_array_counts_are_bounded_and_negative_ones_refused(isolated_decoder: IsolatedDecoder) -> None:
     frame = frame_of(ApiKey.METADATA, 4, {"topics": [{"name": "t"}], "allow_auto_topic_creation": True})
     topics = next(m for m in codec.length_fields(frame) if m.role == "array")
     assert (topics.encoding, topics.width) == ("int32", 4)
@@ -187,21 +195,21 @@ def test_legacy_array_counts_are_bounded_and_negative_ones_refused() -> None:
             frame[: topics.position] + count.to_bytes(4, "big", signed=True) + frame[topics.position + 4 :]
         )
         with pytest.raises(codec.MalformedRequest, match=message):
-            codec.decode_request(hostile, SUPPORTED)
+            decode_here(isolated_decoder, hostile)
     null = frame[: topics.position] + b"\xff\xff\xff\xff" + frame[topics.position + 4 :]
     null = null[: topics.position + 4] + null[topics.position + 4 + 2 + 1 :]  # drop the one topic
-    assert codec.decode_request(null, SUPPORTED).body.topics is None  # type: ignore[attr-defined]
+    assert decode_here(isolated_decoder, null).body.topics is None  # type: ignore[attr-defined]
 
 
-def test_null_in_a_non_nullable_string_is_refused() -> None:
+def test_null_in_a_non_nullable_string_is_refused(isolated_decoder: IsolatedDecoder) -> None:
     frame = frame_of(ApiKey.API_VERSIONS, 3, API_VERSIONS_V3)
     name = field_named(frame, SOFTWARE_NAME)
     hostile = frame[: name.position] + b"\x00" + frame[name.position + 2 :]
     with pytest.raises(codec.MalformedRequest, match="null in a non-nullable field"):
-        codec.decode_request(hostile, SUPPORTED)
+        decode_here(isolated_decoder, hostile)
 
 
-def test_tagged_field_size_must_match_its_value() -> None:
+def test_tagged_field_size_must_match_its_value(isolated_decoder: IsolatedDecoder) -> None:
     frame = frame_of(ApiKey.FETCH, 12, populated_fetch_values(cluster_id="abc"))
     body_tags = [m for m in codec.length_fields(frame) if m.role == "tag-size"][-1]
     assert body_tags.name == "FetchRequest tagged fields: tag 0"
@@ -209,8 +217,8 @@ def test_tagged_field_size_must_match_its_value() -> None:
     for size in (3, 5, 200):
         hostile = frame[: body_tags.position] + bytes([size]) + frame[body_tags.position + 1 :]
         with pytest.raises(codec.MalformedRequest, match="FetchRequest tagged fields: tag 0"):
-            codec.decode_request(hostile, SUPPORTED)
-    assert codec.decode_request(frame, SUPPORTED).body.cluster_id == "abc"  # type: ignore[attr-defined]
+            decode_here(isolated_decoder, hostile)
+    assert decode_here(isolated_decoder, frame).body.cluster_id == "abc"  # type: ignore[attr-defined]
 
 
 def populated_fetch_values(cluster_id: str) -> dict[str, object]:
@@ -229,24 +237,23 @@ def populated_fetch_values(cluster_id: str) -> dict[str, object]:
     }
 
 
-def test_too_many_tagged_fields_and_overlong_varints_are_refused() -> None:
+def test_too_many_tagged_fields_and_overlong_varints_are_refused(isolated_decoder: IsolatedDecoder) -> None:
     frame = frame_of(ApiKey.API_VERSIONS, 3, API_VERSIONS_V3)
     assert frame.endswith(b"\x00")
     with pytest.raises(codec.MalformedRequest, match="ApiVersionsRequest tagged fields: 4294967295 tags"):
-        codec.decode_request(frame[:-1] + uvarint(2**32 - 1), SUPPORTED)
+        decode_here(isolated_decoder, frame[:-1] + uvarint(2**32 - 1))
     with pytest.raises(codec.MalformedRequest, match="varint longer than five bytes"):
-        codec.decode_request(frame[:-1] + b"\xff\xff\xff\xff\xff\x01", SUPPORTED)
+        decode_here(isolated_decoder, frame[:-1] + b"\xff\xff\xff\xff\xff\x01")
 
 
-def test_bytes_after_the_body_are_ignored_as_before() -> None:
+def test_bytes_after_the_body_are_ignored_as_before(isolated_decoder: IsolatedDecoder) -> None:
     frame = frame_of(ApiKey.API_VERSIONS, 3, API_VERSIONS_V3)
     assert (
-        codec.decode_request(frame + b"\x01\x02", SUPPORTED).body
-        == codec.decode_request(frame, SUPPORTED).body
+        decode_here(isolated_decoder, frame + b"\x01\x02").body == decode_here(isolated_decoder, frame).body
     )
 
 
-def test_fixed_size_elements_are_checked_with_one_multiplication() -> None:
+def test_fixed_size_elements_are_checked_with_one_multiplication(isolated_decoder: IsolatedDecoder) -> None:
     """An array of int32 (ForgottenTopic.partitions) may claim as many elements as the bytes left
     hold, no more: one more is refused before any element is read."""
     values = populated_fetch_values(cluster_id="c") | {
@@ -260,6 +267,7 @@ def test_fixed_size_elements_are_checked_with_one_multiplication() -> None:
     with pytest.raises(
         codec.MalformedRequest, match=f"collection of size {fits + 1}, but there are only {tail} bytes"
     ):
-        codec.decode_request(
-            frame[: partitions.position] + uvarint(fits + 2) + frame[partitions.position + 1 :], SUPPORTED
+        decode_here(
+            isolated_decoder,
+            frame[: partitions.position] + uvarint(fits + 2) + frame[partitions.position + 1 :],
         )
