@@ -19,6 +19,7 @@ BENCHES = [
     "bench_broker.py",
     "bench_recovery.py",
     "bench_backup.py",
+    "bench_protocol.py",
 ]
 
 

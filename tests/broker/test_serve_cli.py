@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -58,3 +60,56 @@ def test_settings_from_file_and_overrides(tmp_path: Path) -> None:
 def test_missing_config_file(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="cannot read config file"):
         build_settings(None, None, None, tmp_path / "missing.properties", [])
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A port another process would hold: a listening socket of this test."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield int(holder.getsockname()[1])
+
+
+# A repeated option is not a plain command line: it goes through typer (the last one wins), the
+# other path into run_serve.
+@pytest.mark.parametrize("path", ["fast start", "typer"])
+def test_taken_kafka_port_is_one_line_exit_1_and_nothing_created(
+    tmp_path: Path, taken_port: int, path: str
+) -> None:
+    data_dir = tmp_path / "d"
+    port_args = (
+        ["--port", str(taken_port)] if path == "fast start" else ["--port", "0", "--port", str(taken_port)]
+    )
+    result = run_serve("--data-dir", str(data_dir), *port_args, "--admin-port", "0")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"error: 127.0.0.1:{taken_port} is in use; pass --port to use another port (0 picks a free one)"
+    ]
+    assert result.stdout == ""
+    assert not data_dir.exists()
+
+
+def test_taken_admin_port_is_one_line_exit_1_and_nothing_created(tmp_path: Path, taken_port: int) -> None:
+    data_dir = tmp_path / "d"
+    result = run_serve("--data-dir", str(data_dir), "--port", "0", "--admin-port", str(taken_port))
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"error: 127.0.0.1:{taken_port} is in use; pass --admin-port to use another port "
+        "(0 picks a free one, -1 runs none)"
+    ]
+    assert not data_dir.exists()
+
+
+def test_taken_port_of_an_existing_data_directory_leaves_it_untouched(
+    tmp_path: Path, taken_port: int
+) -> None:
+    """A second broker started by mistake on a live broker's port must not lock, recover or
+    rewrite anything in the data directory it was given."""
+    data_dir = tmp_path / "d"
+    data_dir.mkdir()
+    (data_dir / "keep.txt").write_text("x")
+    result = run_serve("--data-dir", str(data_dir), "--port", str(taken_port), "--admin-port", "-1")
+    assert result.returncode == 1
+    assert len(result.stderr.splitlines()) == 1
+    assert sorted(p.name for p in data_dir.iterdir()) == ["keep.txt"]

@@ -7,6 +7,8 @@ import contextlib
 import logging
 import random
 import struct
+import subprocess
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -206,8 +208,88 @@ async def scenario_tick_task_expires_sessions(server: KafkaServer) -> None:
     await client.close()
 
 
+def header_v2(api_key: int, version: int) -> bytes:
+    """Request header v2: key, version, correlation id 1, client id "c", no tagged fields."""
+    return struct.pack(">hhih", api_key, version, 1, 1) + b"c\x00"
+
+
+#: A compact-array count of 2^32 - 2: kio 0.6.5 sizes a 34 GB vector from it and aborts the process.
+HUGE_COUNT = b"\xff\xff\xff\xff\x0f"
+
+#: Issue 14's frames, size prefix included: a first array whose count no frame can back.
+ISSUE_FRAMES = {
+    name: struct.pack(">i", len(body)) + body
+    for name, body in {
+        "metadata_v12": header_v2(ApiKey.METADATA, 12) + HUGE_COUNT + b"\x00" * 20,
+        "produce_v9": header_v2(ApiKey.PRODUCE, 9)
+        + b"\x00"
+        + struct.pack(">hi", 1, 30_000)
+        + HUGE_COUNT
+        + b"\x00" * 20,
+        "create_topics_v5": header_v2(ApiKey.CREATE_TOPICS, 5) + HUGE_COUNT + b"\x00" * 20,
+        "fetch_v12": header_v2(ApiKey.FETCH, 12)
+        + struct.pack(">iiiibii", -1, 500, 1, 52_428_800, 0, 0, -1)
+        + HUGE_COUNT
+        + b"\x00" * 20,
+    }.items()
+}
+
+#: Decodes size-prefixed frames from stdin; exits 0 unless a decode takes the interpreter down.
+_DECODE_ALL = """
+import struct, sys
+from kompakt.protocol import codec
+from kompakt.protocol.apis import VersionRange
+supported = {key: VersionRange(0, 0x7FFF) for key in range(128)}
+data = sys.stdin.buffer.read()
+position = 0
+while position < len(data):
+    (size,) = struct.unpack_from(">i", data, position)
+    try:
+        codec.decode_request(data[position + 4 : position + 4 + size], supported)
+    except codec.ProtocolError:
+        pass
+    position += 4 + size
+"""
+
+
+def assert_decoding_cannot_abort(cases: list[bytes]) -> None:
+    """Decode every well-framed case in a child process first: a frame that aborts the decoder
+    (a failed native allocation) would take the in-process server and the test worker with it,
+    so it fails here, as a test failure, instead."""
+    framed = [case for case in cases if len(case) >= 4 and struct.unpack_from(">i", case)[0] == len(case) - 4]
+    result = subprocess.run(
+        [sys.executable, "-c", _DECODE_ALL],
+        input=b"".join(framed),
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    first_line = result.stderr.decode(errors="replace").strip().splitlines()[:1]
+    assert result.returncode == 0, (
+        f"decoding these frames kills the interpreter ({result.returncode}): {first_line}"
+    )
+
+
+def length_field_mutations(frame: bytes) -> list[bytes]:
+    """A valid frame (size prefix included) with each length field set to extreme values."""
+    body = frame[4:]
+    cases = []
+    for mark in codec.length_fields(body):
+        head, tail = body[: mark.position], body[mark.position + mark.width :]
+        if mark.encoding == "uvarint":
+            replacements = [b"\x00", bytes([len(tail) + 2]) if len(tail) < 126 else b"\x7f", HUGE_COUNT]
+        else:
+            width = {"int8": 1, "int16": 2, "int32": 4}[mark.encoding]
+            replacements = [v.to_bytes(width, "big", signed=True) for v in (-2, 2 ** (8 * width - 1) - 1)]
+        for replacement in replacements:
+            mutated = head + replacement + tail
+            cases.append(struct.pack(">i", len(mutated)) + mutated)
+    return cases
+
+
 def mutations(seed: int) -> list[bytes]:
-    """Valid frames with random damage, random garbage, and hostile size prefixes."""
+    """Valid frames with random damage, every length field at extreme values, random garbage,
+    hostile size prefixes, and issue 14's frames."""
     rng = random.Random(seed)
     valid = [
         request_bytes(ApiKey.JOIN_GROUP, 7, JOIN),
@@ -215,7 +297,8 @@ def mutations(seed: int) -> list[bytes]:
         request_bytes(ApiKey.OFFSET_FETCH, 8, {"groups": [{"group_id": "g", "topics": None}]}),
         request_bytes(ApiKey.LEAVE_GROUP, 5, {"group_id": "g", "members": [{"member_id": "x"}]}),
     ]
-    cases = []
+    cases = [mutated for frame in valid for mutated in length_field_mutations(frame)]
+    cases += ISSUE_FRAMES.values()
     for _ in range(150):
         data = bytearray(rng.choice(valid))
         for _ in range(rng.randint(1, 6)):
@@ -244,6 +327,7 @@ async def send_and_drain(server: KafkaServer, data: bytes) -> None:
 
 
 def test_fuzzed_frames_never_take_the_server_down(caplog: pytest.LogCaptureFixture) -> None:
+    assert_decoding_cannot_abort(mutations(seed=20240601))
     with_server(scenario_fuzzed_frames_never_take_the_server_down)
     # Bad frames are refused with one warning each; no handler may crash on a frame that decodes.
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
@@ -256,6 +340,36 @@ async def scenario_fuzzed_frames_never_take_the_server_down(server: KafkaServer)
     client = await Client.connect(server)
     assert (await client.request(ApiKey.API_VERSIONS, 3, API_VERSIONS)).error_code == E.none
     await client.close()
+
+
+def test_issue_frames_close_their_connection_and_the_broker_keeps_serving(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert_decoding_cannot_abort(list(ISSUE_FRAMES.values()))
+    with_server(scenario_issue_frames)
+    closed = [r.getMessage() for r in caplog.records if "closing connection" in r.getMessage()]
+    assert len(closed) == len(ISSUE_FRAMES)
+    assert all("tried to allocate a collection of size 4294967294" in message for message in closed)
+
+
+async def scenario_issue_frames(server: KafkaServer) -> None:
+    bystander = await Client.connect(server)  # a client connected all along, on its own socket
+    assert (await bystander.request(ApiKey.API_VERSIONS, 3, API_VERSIONS)).error_code == E.none
+    for name, frame in ISSUE_FRAMES.items():
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(frame)
+        # The server closes this connection without an answer (there is no request to answer)...
+        assert await asyncio.wait_for(reader.read(), TIMEOUT_S) == b"", name
+        writer.close()
+        # ...and keeps serving: the other connection, and new ones.
+        assert (await bystander.request(ApiKey.API_VERSIONS, 3, API_VERSIONS)).error_code == E.none
+        client = await Client.connect(server)
+        assert (await client.request(ApiKey.METADATA, 12, METADATA)).topics == ()
+        await client.close()
+    await bystander.close()
+
+
+METADATA = {"topics": [], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
 
 
 def test_close_finishes_and_stops_accepting() -> None:

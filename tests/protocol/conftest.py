@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from kompakt.broker.context import Broker
 from kompakt.broker.dispatch import Dispatcher
 from kompakt.broker.groups import GroupConfig
 from kompakt.clock import FakeClock
+
+from .isolated import IsolatedDecoder
 
 
 @pytest.fixture
@@ -24,3 +28,11 @@ def dispatcher(clock: FakeClock) -> Dispatcher:
         advertised_port=19092,
     )
     return Dispatcher(broker)
+
+
+@pytest.fixture(scope="module")
+def isolated_decoder() -> Iterator[IsolatedDecoder]:
+    """A decoding child process shared by a module's tests (restarted if a decode kills it)."""
+    decoder = IsolatedDecoder()
+    yield decoder
+    decoder.close()

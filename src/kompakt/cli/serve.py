@@ -21,6 +21,10 @@ then moves only through the admin endpoint (``kompakt admin clock advance 25h``)
 timeouts (group sessions, long polls) keep real time. The ready line then ends with
 ``, clock manual``.
 
+An address that is taken is one line and exit code 1, before the data directory is created::
+
+    error: 127.0.0.1:9092 is in use; pass --port to use another port (0 picks a free one)
+
 Logs go to stderr. On SIGTERM/SIGINT the broker stops accepting, finishes in-flight requests,
 stops its services, flushes, writes checkpoints and the clean-shutdown marker, and exits 0.
 """
@@ -36,12 +40,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from kompakt.cli.logging_setup import state
 from kompakt.clock import Clock, SystemClock
 from kompakt.errors import ConfigError
 from kompakt.log.config import BrokerConfig
 from kompakt.log.config_defs import parse_properties_file
 from kompakt.server.admin_http import DEFAULT_ADMIN_PORT
 from kompakt.server.app import AppSettings, BrokerApp
+from kompakt.server.listener import BindError
 from kompakt.server.manual_clock import ManualClock
 
 DEFAULT_DATA_DIR = Path("kompakt-data")
@@ -212,4 +218,26 @@ def run_serve(
         raise SystemExit(2) from None
     for warning in settings.broker_config.deprecation_warnings():
         print(f"warning: {warning}", file=sys.stderr)
-    asyncio.run(run_broker(settings, broker_clock))
+    try:
+        asyncio.run(run_broker(settings, broker_clock))
+    except BindError as exc:
+        if state["debug"]:
+            raise
+        print(f"error: {bind_error_line(exc)}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+#: The option that moves each listener, for the one-line error when its port is taken.
+_PORT_OPTIONS = {
+    "kafka": "--port",
+    "admin": "--admin-port",
+}
+
+
+def bind_error_line(error: BindError) -> str:
+    """``127.0.0.1:9092 is in use; pass --port …``: the address, and the option that moves it."""
+    if not error.in_use:
+        return str(error)
+    option = _PORT_OPTIONS.get(error.listener, "--port")
+    extra = ", -1 runs none" if option == "--admin-port" else ""
+    return f"{error}; pass {option} to use another port (0 picks a free one{extra})"

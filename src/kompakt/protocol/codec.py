@@ -4,11 +4,15 @@ Everything else reaches kio's generated message classes through the names re-exp
 upgrade (which has broken its API between minors before) touches one file.
 
 Decoding (:func:`decode_request`): peek the api key and version *before* loading a schema, so an
-unsupported version is refused with the right correlation id; then read the header and the body with
-kio's native readers. Anything kio cannot decode (short buffers, bad lengths, unknown tagged fields,
-which kio 0.6.5 rejects with a ``KeyError`` although the protocol says to skip them) becomes
-:class:`MalformedRequest`; the boundary catches broadly on purpose, because kio's native reader can
-raise a variety of exception types on hostile input.
+unsupported version is refused with the right correlation id; then check every length and count in
+the frame against the bytes that are there (:mod:`kompakt.protocol.bounds`, with a layout compiled
+here once per api key and version from kio's classes), and only then read the header and the body
+with kio's native readers. The check comes first because kio sizes an array from its count before
+reading it, and a failed allocation aborts the process instead of raising. Anything that does not
+decode (short buffers, bad lengths, unknown tagged fields, which kio 0.6.5 rejects with a
+``KeyError`` although the protocol says to skip them) becomes :class:`MalformedRequest`; the
+boundary catches broadly on purpose, because kio's native reader can raise a variety of exception
+types on hostile input.
 
 Encoding (:func:`encode_response`): kio's writers call ``write(chunk)`` repeatedly; a list-collecting
 writer keeps record memoryviews as they are (no copy) and the server hands the list to
@@ -34,8 +38,8 @@ import functools
 import struct
 import sys
 import typing
-from collections.abc import Iterable, Mapping
-from dataclasses import MISSING, dataclass, fields, is_dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import MISSING, Field, dataclass, fields, is_dataclass
 from types import NoneType, UnionType
 from typing import IO, Protocol, TypeAlias, TypeVar, cast
 
@@ -69,10 +73,22 @@ from kio.schema.index import api_key_map
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveField,
+    PrimitiveTupleField,
+    classify_field,
+    get_field_tag,
+    get_schema_field_type,
+    is_optional,
+)
+from kio.serial.readers import Reader
 from kio.static.primitive import i16, i32
 from kio.static.protocol import Entity, RequestPayload, ResponsePayload
 
 from kompakt.errors import KompaktError
+from kompakt.protocol import bounds
 from kompakt.protocol.apis import ApiKey, VersionRange
 
 
@@ -240,9 +256,10 @@ def decode_request(frame: bytes | memoryview, supported: Mapping[int, VersionRan
     if version_range is None or api_version not in version_range:
         raise UnsupportedVersion(api_key, api_version, correlation_id)
     try:
-        body_class = load_request_schema(api_key, api_version)
-        header, header_size = entity_reader(body_class.__header_schema__)(frame, 0)
-        body, _ = entity_reader(body_class)(frame, header_size)
+        check, read_header, read_body = _request_readers(api_key, api_version)
+        check(frame)
+        header, header_size = read_header(frame, 0)
+        body, _ = read_body(frame, header_size)
     except Exception as exc:  # noqa: BLE001 - kio's native reader raises many types on hostile input
         raise MalformedRequest(
             f"cannot decode {api_name(api_key)} v{api_version}: {type(exc).__name__}: {exc}",
@@ -256,6 +273,105 @@ def decode_request(frame: bytes | memoryview, supported: Mapping[int, VersionRan
         header=header,
         body=body,
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# Wire layouts for the bounds check, compiled from kio's classes the way kio's native reader
+# compiles its own schema (``kio.serial._introspect`` is what that compiler calls), so that both
+# read the same grammar.
+
+_FIXED_SIZES = {
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+    "int16": 2,
+    "uint16": 2,
+    "error_code": 2,
+    "int32": 4,
+    "uint32": 4,
+    "timedelta_i32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "float64": 8,
+    "timedelta_i64": 8,
+    "datetime_i64": 8,
+    "uuid": 16,
+}
+
+
+@functools.cache
+def request_checker(api_key: int, version: int) -> bounds.Checker:
+    """The bounds check of a request's header and body, compiled on first use of this version."""
+    body_class = load_request_schema(api_key, version)
+    layouts = (_layout(cast(type[Entity], body_class.__header_schema__)), _layout(body_class))
+    return bounds.compile_checker(layouts, f"{api_name(api_key)} v{version}")
+
+
+@functools.cache
+def _request_readers(
+    api_key: int, version: int
+) -> tuple[Callable[[bytes | memoryview], int], Reader[RequestHeader], Reader[RequestPayload]]:
+    """What :func:`decode_request` runs for one version: the bounds check, then kio's readers."""
+    body_class = load_request_schema(api_key, version)
+    header_class = body_class.__header_schema__
+    return request_checker(api_key, version).check, entity_reader(header_class), entity_reader(body_class)
+
+
+def length_fields(frame: bytes | memoryview) -> list[bounds.LengthField]:
+    """Every length, count, null marker and tag header of a valid request frame, in order.
+
+    For fuzzers: they overwrite these to test the bounds check. Raises
+    :class:`bounds.FrameBoundsError` when the frame does not pass the check itself.
+    """
+    api_key, api_version, _ = peek(frame)
+    return request_checker(api_key, api_version).length_fields(frame)
+
+
+@functools.cache
+def _layout(cls: type[Entity]) -> bounds.Struct:
+    """The wire layout of one kio entity class; mirrors kio's ``compile_entity_schema``."""
+    flexible = cls.__flexible__
+    is_header = cls.__name__ == "RequestHeader"
+    ops: list[bounds.Op] = []
+    tags: dict[int, bounds.Struct] = {}
+    for f in fields(cls):
+        tag = get_field_tag(f)
+        op = _field_op(cls, f, flexible, is_header=is_header, is_tagged=tag is not None)
+        if tag is None:
+            ops.append(op)
+        else:
+            tags[int(tag)] = bounds.layout(f"{cls.__qualname__}.{f.name}", [op])
+    return bounds.layout(cls.__qualname__, ops, tagged=flexible, tags=tags)
+
+
+def _field_op(cls: type, f: Field[object], flexible: bool, *, is_header: bool, is_tagged: bool) -> bounds.Op:
+    if is_header and f.name == "client_id":
+        # Kafka keeps the header's client id a legacy nullable string even in header v2.
+        return bounds.string(bounds.LEGACY_STRING, True, f.name)
+    kind = classify_field(f)
+    if isinstance(kind, PrimitiveField):
+        # A tagged field is optional by its tag; kio reads its value as non-nullable.
+        return _primitive_op(get_schema_field_type(f), flexible, is_optional(f) and not is_tagged, f.name)
+    if isinstance(kind, PrimitiveTupleField):
+        item = _primitive_op(get_schema_field_type(f), flexible, False, "item")
+        return bounds.array(flexible, bounds.layout(f"{cls.__qualname__}.{f.name}[]", [item]), f.name)
+    if isinstance(kind, EntityField):
+        return bounds.nested(_layout(kind.type_), is_optional(f), f.name)
+    if isinstance(kind, EntityTupleField):
+        return bounds.array(flexible, _layout(kind.type_), f.name)
+    raise TypeError(f"{cls.__qualname__}.{f.name}: unknown field class {kind!r}")
+
+
+def _primitive_op(kafka_type: str, flexible: bool, nullable: bool, name: str) -> bounds.Op:
+    size = _FIXED_SIZES.get(kafka_type)
+    if size is not None:
+        return bounds.skip(size, name)
+    if kafka_type not in ("string", "bytes", "records"):
+        raise TypeError(f"{name}: unknown kafka type {kafka_type!r}")
+    if flexible:
+        return bounds.string(bounds.COMPACT_STRING, nullable, name)
+    code = bounds.LEGACY_STRING if kafka_type == "string" else bounds.LEGACY_BYTES
+    return bounds.string(code, nullable, name)
 
 
 def encode_response(correlation_id: int, response: ResponsePayload) -> Chunks:

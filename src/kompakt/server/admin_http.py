@@ -39,6 +39,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from kompakt.lazy_import import LazyModule
 from kompakt.server.admin_api import AdminApi, AdminApiError
+from kompakt.server.listener import Listener
 from kompakt.server.manual_clock import parse_duration_ms
 
 if TYPE_CHECKING:
@@ -264,7 +265,7 @@ class AdminHttpServer:
         self.host = host
         self.port = port
         self._dispatch = dispatch or asyncio.to_thread
-        self._server: asyncio.Server | None = None
+        self._server: Listener | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
     @property
@@ -272,10 +273,15 @@ class AdminHttpServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
-    async def start(self) -> None:
-        """Bind (port 0 picks a free port, then :attr:`port` names it) and start accepting."""
-        self._server = await asyncio.start_server(self._accept, self.host, self.port)
-        self.port = int(self._server.sockets[0].getsockname()[1])
+    async def start(self, listener: Listener | None = None) -> None:
+        """Bind (port 0 picks a free port, then :attr:`port` names it; unless ``listener`` is
+        already bound) and start accepting. Raises :class:`~kompakt.server.listener.BindError`
+        for an address it cannot listen on."""
+        if listener is None:
+            listener = await Listener.bind(self.host, self.port, "admin")
+        self._server = listener
+        self.port = listener.port
+        await listener.serve(self._accept)
         log.info("admin endpoint on %s", self.url)
 
     async def close(self) -> None:

@@ -34,6 +34,7 @@ from kompakt.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from kompakt.server.admin_api import AdminApi
 from kompakt.server.admin_http import AdminHttpServer
 from kompakt.server.connection import Connection
+from kompakt.server.listener import Listener
 from kompakt.server.request_metrics import RequestMetrics
 
 log = logging.getLogger(__name__)
@@ -111,20 +112,24 @@ class KafkaServer:
         self.dispatcher = dispatcher or Dispatcher(broker)
         self._max_frame_bytes = max_frame_bytes
         self._tick_interval_s = tick_interval_ms / 1000
-        self._server: asyncio.Server | None = None
+        self._server: Listener | None = None
         self._tick_task: asyncio.Task[None] | None = None
         self._connections: dict[asyncio.Task[None], Connection] = {}
 
-    async def start(self) -> None:
-        """Bind and start accepting; returns once the socket listens."""
+    async def start(self, listener: Listener | None = None) -> None:
+        """Bind (unless ``listener`` is already bound) and start accepting; returns once the
+        socket listens. Raises :class:`~kompakt.server.listener.BindError` when the address
+        cannot be listened on."""
         self.broker.timers = AsyncioTimers(asyncio.get_running_loop())
-        self._server = await asyncio.start_server(self._accept, self.host, self.port)
-        bound = self._server.sockets[0].getsockname()
-        self.port = int(bound[1])
+        if listener is None:
+            listener = await Listener.bind(self.host, self.port, "kafka")
+        self._server = listener
+        self.port = listener.port
         if not self.broker.advertised_port:
             self.broker.advertised_port = self.port
         if not self.broker.advertised_host:
             self.broker.advertised_host = self.host
+        await listener.serve(self._accept)
         self._tick_task = asyncio.create_task(self._tick_loop(), name="kompakt-group-tick")
         log.info("listening on %s:%d", self.host, self.port)
 
@@ -201,6 +206,13 @@ async def serve(
         await server.serve_forever()
     finally:
         await server.close()
+
+
+async def _close_listeners(*listeners: Listener | None) -> None:
+    for listener in listeners:
+        if listener is not None:
+            listener.close()
+            await listener.wait_closed()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -338,40 +350,56 @@ class BrokerApp:
         broker.on_topic_deleted.append(offsets.on_topic_deleted)
 
     async def start(self) -> KafkaServer:
-        """Open storage, start services, then listen; returns the listening server."""
-        broker = await asyncio.to_thread(self._open)
+        """Bind both addresses, open storage, start services, then listen; returns the server.
+
+        The addresses are bound first, so that a taken port
+        (:class:`~kompakt.server.listener.BindError`) fails before the data directory is created
+        or locked, and start-up is not spent opening logs for a broker that cannot listen.
+        """
+        settings = self.settings
+        kafka_listener = await Listener.bind(settings.host, settings.port, "kafka")
+        admin_listener: Listener | None = None
+        try:
+            if settings.admin_port is not None:
+                admin_listener = await Listener.bind(settings.admin_host, settings.admin_port, "admin")
+            broker = await asyncio.to_thread(self._open)
+        except BaseException:
+            await _close_listeners(kafka_listener, admin_listener)
+            raise
         self.broker = broker
         try:
             for service in self.services:
                 await asyncio.to_thread(service.start)
                 self._started.append(service)
-            server = KafkaServer(
-                broker, self.settings.host, self.settings.port, request_metrics=self.request_metrics
-            )
-            await server.start()
+            server = KafkaServer(broker, settings.host, settings.port, request_metrics=self.request_metrics)
+            await server.start(kafka_listener)
             self.server = server
-            await self._start_admin(broker)
+            await self._start_admin(broker, admin_listener)
         except BaseException:
             if self.server is not None:
                 await self.server.close()
                 self.server = None
+            else:
+                await _close_listeners(kafka_listener)
+            if self.admin_server is None:
+                await _close_listeners(admin_listener)
             await self._stop_storage()
             raise
         self._start_background(broker)
         return server
 
-    async def _start_admin(self, broker: Broker) -> None:
+    async def _start_admin(self, broker: Broker, listener: Listener | None) -> None:
         """The admin operations always exist (the pytest fixture uses them in-process); the HTTP
-        endpoint listens only when ``settings.admin_port`` is set."""
+        endpoint listens only when ``settings.admin_port`` is set (``listener`` is its address)."""
         self.admin = AdminApi(
             broker,
             self.clock,
             request_metrics=self.request_metrics,
             log_dir=str(self.settings.data_dir),
         )
-        if self.settings.admin_port is not None:
-            admin_server = AdminHttpServer(self.admin, self.settings.admin_host, self.settings.admin_port)
-            await admin_server.start()
+        if listener is not None:
+            admin_server = AdminHttpServer(self.admin, self.settings.admin_host, listener.port)
+            await admin_server.start(listener)
             self.admin_server = admin_server
 
     def _start_background(self, broker: Broker) -> None:

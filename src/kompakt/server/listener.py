@@ -1,0 +1,90 @@
+"""A listening address bound before the server behind it exists.
+
+:class:`~kompakt.server.app.BrokerApp` binds its Kafka and admin addresses before it opens the
+data directory: a taken port then fails start-up with one :class:`BindError` and nothing created
+on disk, instead of a traceback from ``asyncio.start_server`` after the data directory, its lock
+and the cleaner threads exist. The sockets are bound but not yet listening
+(``start_serving=False``), so a client that connects while the logs are being opened is refused
+and retries, as with a broker that is not up yet; :meth:`Listener.serve` starts accepting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+from collections.abc import Awaitable, Callable
+
+from kompakt.errors import KompaktError
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+class BindError(KompaktError):
+    """An address this process cannot listen on; ``in_use`` when another socket holds it.
+
+    ``listener`` names which one (``"kafka"`` or ``"admin"``), so the command line can name the
+    option that moves it.
+    """
+
+    def __init__(self, host: str, port: int, listener: str, error: OSError) -> None:
+        self.host = host
+        self.port = port
+        self.listener = listener
+        self.in_use = error.errno == errno.EADDRINUSE
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        self.address = address
+        reason = "is in use" if self.in_use else f"cannot be listened on: {error.strerror or error}"
+        super().__init__(f"{address} {reason}")
+
+
+class Listener:
+    """One bound address; connections wait until :meth:`serve` gives it a handler."""
+
+    def __init__(self, host: str, listener: str) -> None:
+        self.host = host
+        self.listener = listener
+        self._server: asyncio.Server | None = None
+        self._handler: Handler | None = None
+
+    @classmethod
+    async def bind(cls, host: str, port: int, listener: str) -> Listener:
+        """Bind ``host:port`` (0 picks a free port; :attr:`port` names it) without accepting yet."""
+        bound = cls(host, listener)
+        try:
+            bound._server = await asyncio.start_server(bound._accept, host, port, start_serving=False)
+        except OSError as exc:
+            raise BindError(host, port, listener, exc) from exc
+        return bound
+
+    @property
+    def port(self) -> int:
+        """The bound port."""
+        assert self._server is not None
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def serve(self, handler: Handler) -> None:
+        """Start listening and hand every connection to ``handler``."""
+        assert self._server is not None
+        self._handler = handler
+        try:
+            await self._server.start_serving()
+        except OSError as exc:  # another socket started listening on the port since bind()
+            raise BindError(self.host, self.port, self.listener, exc) from exc
+
+    async def serve_forever(self) -> None:
+        assert self._server is not None
+        await self._server.serve_forever()
+
+    def close(self) -> None:
+        """Stop accepting (the sockets close; connections already accepted are the handler's)."""
+        if self._server is not None:
+            self._server.close()
+
+    async def wait_closed(self) -> None:
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        assert self._handler is not None  # the socket only accepts once serve() has set it
+        await self._handler(reader, writer)
