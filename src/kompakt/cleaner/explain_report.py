@@ -110,6 +110,9 @@ class ConfigInput:
     override_origins: Mapping[str, str]
     broker: BrokerConfig
     broker_origin: str = "broker config"
+    broker_origins: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Where each broker config that is set came from (``server.properties FILE``, the cluster's
+    broker, ``--broker-config``); names not listed are labelled ``broker_origin``."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -273,7 +276,7 @@ def _source_label(source: ConfigSource, synonym: str, inp: ConfigInput, name: st
         return f"topic override ({inp.override_origins.get(name, 'topic config')})"
     if source is ConfigSource.DEFAULT_CONFIG:
         return "Kafka default"
-    return f"{inp.broker_origin}: {synonym}"
+    return f"{inp.broker_origins.get(synonym, inp.broker_origin)}: {synonym}"
 
 
 def resolve_configs(inp: ConfigInput) -> tuple[LogConfig, tuple[ConfigValue, ...]]:
@@ -288,6 +291,7 @@ def resolve_configs(inp: ConfigInput) -> tuple[LogConfig, tuple[ConfigValue, ...
         rows.append(ConfigValue(name, text, _source_label(entry.source, synonym, inp, name)))
     for name in RELEVANT_BROKER_CONFIGS:
         value, source = inp.broker.lookup(name)
-        label = "Kafka default" if source is ConfigSource.DEFAULT_CONFIG else f"{inp.broker_origin}: {name}"
+        origin = inp.broker_origins.get(name, inp.broker_origin)
+        label = "Kafka default" if source is ConfigSource.DEFAULT_CONFIG else f"{origin}: {name}"
         rows.append(ConfigValue(name, inp.broker.definition(name).format(value) or "", label))
     return config, tuple(rows)

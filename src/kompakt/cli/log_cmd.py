@@ -20,7 +20,16 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kompakt.cli.output import CliError, CliUsageError, OutputFormat, console, emit_json, emit_table
+from kompakt.cli.broker_defaults import cluster_configs, resolve_broker_defaults
+from kompakt.cli.output import (
+    CliError,
+    CliUsageError,
+    OutputFormat,
+    console,
+    emit_json,
+    emit_table,
+    err_console,
+)
 from kompakt.errors import ConfigError, LogDirectoryError
 from kompakt.log.config import BrokerConfig
 from kompakt.log.config_tables import TOPIC_CONFIGS
@@ -45,6 +54,14 @@ ConfigOpt = Annotated[
 ]
 BrokerConfigOpt = Annotated[
     list[str] | None, typer.Option("--broker-config", help="A broker config k=v (repeatable).")
+]
+ServerPropertiesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--server-properties",
+        help="The broker's server.properties: its log.* defaults (log.cleanup.policy=compact, ...) "
+        "and cleaner settings apply; --broker-config wins over it.",
+    ),
 ]
 
 
@@ -75,13 +92,6 @@ def parse_pairs(items: list[str] | None, option: str) -> dict[str, str]:
             raise CliUsageError(f"{option} expects name=value, got {item!r}")
         result[name.strip()] = value.strip()
     return result
-
-
-def broker_config(items: list[str] | None) -> BrokerConfig:
-    try:
-        return BrokerConfig.from_properties(parse_pairs(items, "--broker-config"))
-    except ConfigError as exc:
-        raise CliUsageError(f"--broker-config: {exc}") from None
 
 
 def stored_topic_configs(data_dir: Path | None) -> dict[str, dict[str, str]]:
@@ -521,40 +531,14 @@ def parse_now(value: str | None) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def cluster_topic_configs(
-    bootstrap: str, topics: list[str], timeout_s: float = 10.0
-) -> dict[str, dict[str, str]]:
-    """Non-default topic configs from a running cluster (confluent-kafka's AdminClient)."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import (  # type: ignore[attr-defined]
-        AdminClient,
-        ConfigResource,
-        ConfigSource,
-        ResourceType,
-    )
-
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout_s * 1000)})
-    try:
-        admin.list_topics(timeout=timeout_s)
-    except KafkaException as exc:
-        raise CliError(f"cannot reach the cluster at {bootstrap}: {exc.args[0]}") from None
-    resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
-    result: dict[str, dict[str, str]] = {}
-    for resource, future in admin.describe_configs(resources, request_timeout=timeout_s).items():
-        try:
-            entries = future.result(timeout=timeout_s)
-        except KafkaException as exc:
-            raise CliError(
-                f"describe configs of topic {resource.name} at {bootstrap} failed: {exc.args[0]}"
-            ) from None
-        result[resource.name] = {
-            name: entry.value
-            for name, entry in entries.items()
-            if name in TOPIC_CONFIGS
-            and entry.value is not None
-            and entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
-        }
-    return result
+def _note_skipped(names: list[str]) -> None:
+    if names:
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        err_console.print(
+            f"note: --server-properties: ignored {len(names)} setting(s) kompakt does not use: {shown}",
+            markup=False,
+            highlight=False,
+        )
 
 
 @log_app.command("explain")
@@ -565,8 +549,10 @@ def explain_command(
     ] = None,
     config: ConfigOpt = None,
     broker_configs: BrokerConfigOpt = None,
+    server_properties: ServerPropertiesOpt = None,
     bootstrap: Annotated[
-        str | None, typer.Option("--bootstrap", help="Read topic configs from a running cluster (HOST:PORT).")
+        str | None,
+        typer.Option("--bootstrap", help="Read topic and broker configs from a running cluster (HOST:PORT)."),
     ] = None,
     bootstrap_timeout: Annotated[
         float, typer.Option("--bootstrap-timeout", help="Seconds to wait for the cluster.")
@@ -583,13 +569,21 @@ def explain_command(
     target = _target(path)
     now_ms = parse_now(now)
     cli_overrides = parse_pairs(config, "--config")
-    broker = broker_config(broker_configs)
     stored = stored_topic_configs(target.data_dir)
     cluster: dict[str, dict[str, str]] = {}
+    cluster_broker: dict[str, tuple[str, str]] = {}
     if bootstrap is not None:
-        cluster = cluster_topic_configs(
+        cluster, cluster_broker = cluster_configs(
             bootstrap, sorted({p.topic for p in target.partitions}), bootstrap_timeout
         )
+    defaults = resolve_broker_defaults(
+        server_properties=server_properties,
+        data_dir=target.data_dir,
+        cluster=cluster_broker,
+        broker_config_items=broker_configs,
+    )
+    broker = defaults.config
+    _note_skipped(defaults.skipped)
     reports = []
     sources = []
     for part in target.partitions:
@@ -603,7 +597,7 @@ def explain_command(
             for name, value in values.items():
                 overrides[name] = value
                 origins[name] = origin
-        inp = ConfigInput(overrides, origins, broker, "--broker-config")
+        inp = ConfigInput(overrides, origins, broker, "--broker-config", defaults.origins)
         try:
             source = source_from_files(part, target.data_dir)
             report = explain_partition(source, inp, now_ms)
@@ -738,6 +732,7 @@ def compact_command(
     path: Annotated[Path, typer.Argument(help="A stopped data directory or one partition directory in it.")],
     config: ConfigOpt = None,
     broker_configs: BrokerConfigOpt = None,
+    server_properties: ServerPropertiesOpt = None,
     output: OutputOpt = OutputFormat.TABLE,
 ) -> None:
     """Compact a stopped directory with the broker's cleaner code (refuses a directory in use)."""
@@ -751,7 +746,11 @@ def compact_command(
     for name in overrides:
         if name not in TOPIC_CONFIGS:
             raise CliUsageError(f"--config: unknown topic config {name!r}")
-    broker = broker_config(broker_configs)
+    defaults = resolve_broker_defaults(
+        server_properties=server_properties, data_dir=target.data_dir, broker_config_items=broker_configs
+    )
+    broker = defaults.config
+    _note_skipped(defaults.skipped)
     quiet = output is OutputFormat.JSON
     with Progress(
         TextColumn("{task.description}"),

@@ -1,0 +1,163 @@
+"""The broker-level settings the offline tools (``log explain``, ``log compact``, the static map) apply.
+
+A topic without its own ``cleanup.policy`` takes the broker's ``log.cleanup.policy``; the same goes
+for every topic config with a ``log.*`` synonym, and the cleaner settings (threads, dedupe buffer)
+are broker configs outright. Kafka's compaction guide compacts a whole cluster with
+``log.cleanup.policy=compact`` in ``server.properties``, so a tool that ignores the broker's file
+explains that guide's first example wrongly ("cleanup.policy is delete").
+
+The values are layered, each one remembered with where it came from so the report can say it:
+
+1. ``--server-properties FILE`` (the broker's static configs; settings kompakt does not use, such
+   as SASL or listener details of a Kafka broker, are skipped and listed in a note);
+2. a kompakt data directory's ``kompakt-broker-dynamic.json`` (dynamic broker configs set with
+   ``kafka-configs --entity-type brokers --alter``);
+3. with ``--bootstrap``, the cluster's broker values: DescribeConfigs of the BROKER resource,
+   every entry whose source is not ``DEFAULT_CONFIG``;
+4. ``--broker-config k=v``, which wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kompakt.cli.output import CliError, CliUsageError
+from kompakt.errors import ConfigError
+from kompakt.log.config import BrokerConfig
+from kompakt.log.config_defs import parse_properties_file
+from kompakt.log.config_tables import BROKER_CONFIGS, TOPIC_CONFIGS
+
+
+@dataclass
+class BrokerDefaults:
+    """A broker config for the offline tools, with the origin of every value that is set."""
+
+    config: BrokerConfig
+    origins: dict[str, str] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    """``server.properties`` names kompakt does not know (ignored)."""
+
+
+def _pairs(items: list[str] | None, option: str) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise CliUsageError(f"{option} expects name=value, got {item!r}")
+        result[name.strip()] = value.strip()
+    return result
+
+
+def _server_properties(path: Path) -> tuple[dict[str, str], list[str]]:
+    try:
+        props = parse_properties_file(path)
+    except OSError as exc:
+        raise CliUsageError(f"--server-properties: cannot read {path}: {exc.strerror or exc}") from None
+    known = {k: v for k, v in props.items() if k in BROKER_CONFIGS}
+    return known, sorted(k for k in props if k not in BROKER_CONFIGS)
+
+
+def _data_dir_dynamic(data_dir: Path | None) -> dict[str, tuple[str, str]]:
+    """The dynamic broker configs a kompakt broker persisted in its data directory."""
+    if data_dir is None:
+        return {}
+    from kompakt.broker.topic_admin import DYNAMIC_BROKER_CONFIG_FILE, load_dynamic_broker_config
+
+    if not (data_dir / DYNAMIC_BROKER_CONFIG_FILE).is_file():
+        return {}
+    loaded = load_dynamic_broker_config(data_dir, BrokerConfig())
+    origin = f"{DYNAMIC_BROKER_CONFIG_FILE} (dynamic"
+    values = {k: (v, f"{origin}, cluster default)") for k, v in loaded.dynamic_default.items()}
+    values.update({k: (v, f"{origin}, this broker)") for k, v in loaded.dynamic.items()})
+    return values
+
+
+def resolve_broker_defaults(
+    *,
+    server_properties: Path | None = None,
+    data_dir: Path | None = None,
+    cluster: Mapping[str, tuple[str, str]] | None = None,
+    broker_config_items: list[str] | None = None,
+) -> BrokerDefaults:
+    """The layered broker config (see the module docstring); bad values are usage errors naming
+    where they came from."""
+    values: dict[str, str] = {}
+    origins: dict[str, str] = {}
+    skipped: list[str] = []
+    if server_properties is not None:
+        known, skipped = _server_properties(server_properties)
+        for name, value in known.items():
+            values[name] = value
+            origins[name] = f"server.properties {server_properties}"
+    layers: list[Mapping[str, tuple[str, str]]] = [_data_dir_dynamic(data_dir), cluster or {}]
+    layers.append(
+        {k: (v, "--broker-config") for k, v in _pairs(broker_config_items, "--broker-config").items()}
+    )
+    for layer in layers:
+        for name, (value, origin) in layer.items():
+            values[name] = value
+            origins[name] = origin
+    try:
+        config = BrokerConfig.from_properties(values)
+    except ConfigError as exc:
+        sources = sorted({origins[n] for n in values})
+        raise CliUsageError(f"broker configs ({', '.join(sources)}): {exc}") from None
+    return BrokerDefaults(config, origins, skipped)
+
+
+def cluster_configs(
+    bootstrap: str, topics: list[str], timeout_s: float = 10.0
+) -> tuple[dict[str, dict[str, str]], dict[str, tuple[str, str]]]:
+    """From a running cluster: each topic's own overrides, and the broker's non-default values.
+
+    The broker's values come from DescribeConfigs of the BROKER resource (the lowest broker id the
+    metadata lists), as ``{name: (value, origin)}``; only the names kompakt knows are kept.
+    """
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AdminClient,
+        ConfigResource,
+        ConfigSource,
+        ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout_s * 1000)})
+    try:
+        metadata = admin.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        raise CliError(f"cannot reach the cluster at {bootstrap}: {exc.args[0]}") from None
+    resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+    broker_ids = sorted(metadata.brokers)
+    if broker_ids:
+        resources.append(ConfigResource(ResourceType.BROKER, str(broker_ids[0])))
+    topic_values: dict[str, dict[str, str]] = {}
+    broker_values: dict[str, tuple[str, str]] = {}
+    for resource, future in admin.describe_configs(resources, request_timeout=timeout_s).items():
+        try:
+            entries: dict[str, Any] = future.result(timeout=timeout_s)
+        except KafkaException as exc:
+            raise CliError(
+                f"describe configs of {resource.name or 'the broker'} at {bootstrap} failed: {exc.args[0]}"
+            ) from None
+        if resource.restype == ResourceType.BROKER:
+            for name, entry in entries.items():
+                source = ConfigSource(int(entry.source))
+                if (
+                    name in BROKER_CONFIGS
+                    and entry.value is not None
+                    and source != ConfigSource.DEFAULT_CONFIG
+                ):
+                    origin = f"cluster {bootstrap}, broker {resource.name} ({source.name})"
+                    broker_values[name] = (str(entry.value), origin)
+            continue
+        topic_values[resource.name] = {
+            name: entry.value
+            for name, entry in entries.items()
+            if name in TOPIC_CONFIGS
+            and entry.value is not None
+            and entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        }
+    return topic_values, broker_values
