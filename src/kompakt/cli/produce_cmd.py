@@ -12,6 +12,13 @@ Keys, tombstones and headers are what compaction is about, so they are first-cla
 
 Each record's delivery report is counted; any failure (for example INVALID_RECORD for a null key
 on a compacted topic) makes the command exit 1 with the error, after everything was attempted.
+
+Producer settings (``--producer-property batch.size=16384``, ``linger.ms``, ``compression.type``,
+``acks``, ...) take Kafka's Java producer names; the few that librdkafka spells differently are
+translated (``max.request.size``, ``buffer.memory``, ``send.buffer.bytes``). Batches are bounded by
+the topic: the broker refuses a batch larger than the topic's ``segment.bytes``
+(RECORD_LIST_TOO_LARGE) or ``max.message.bytes`` (MESSAGE_TOO_LARGE), so ``batch.size`` and the
+largest request are capped at the smaller of the two, which the topic's DescribeConfigs gives.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import IO, Annotated, Any
 
 import typer
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from kompakt.cli.cluster import (
     DEFAULT_BOOTSTRAP,
@@ -31,11 +38,12 @@ from kompakt.cli.cluster import (
     Cluster,
     OutputOption,
     TimeoutOption,
+    describe_exception,
     kafka_error_text,
     parse_pairs,
     progress,
 )
-from kompakt.cli.output import CliError, CliUsageError, OutputFormat, emit, emit_json
+from kompakt.cli.output import CliError, CliUsageError, OutputFormat, emit, emit_json, err_console
 
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
@@ -202,6 +210,81 @@ class Tally:
         entry["count"] += 1
 
 
+DEFAULT_BATCH_BYTES = 1_000_000
+"""librdkafka's ``batch.size`` default (Java's is 16384)."""
+MIN_REQUEST_BYTES = 1000
+"""librdkafka refuses a ``message.max.bytes`` below 1000."""
+_JAVA_ONLY_PRODUCER_NAMES = {
+    "max.request.size": "message.max.bytes",
+    "send.buffer.bytes": "socket.send.buffer.bytes",
+    "receive.buffer.bytes": "socket.receive.buffer.bytes",
+}
+_IGNORED_PRODUCER_NAMES = frozenset(
+    {"key.serializer", "value.serializer", "max.block.ms", "max.in.flight.requests.per.connection.ms"}
+)
+_MANAGED_PRODUCER_NAMES = frozenset({"bootstrap.servers", "on_delivery", "error_cb", "logger"})
+
+
+def producer_settings(properties: list[str], option: str = "--producer-property") -> dict[str, str]:
+    """Kafka producer properties as librdkafka settings (names translated where they differ)."""
+    settings: dict[str, str] = {}
+    for name, value in parse_pairs(properties, option):
+        if name in _IGNORED_PRODUCER_NAMES:
+            continue
+        if name in _MANAGED_PRODUCER_NAMES:
+            raise CliUsageError(f"{option} {name} is set by kompakt (use --bootstrap for the cluster)")
+        if name == "buffer.memory":
+            try:
+                settings["queue.buffering.max.kbytes"] = str(max(1, int(value) // 1024))
+            except ValueError:
+                raise CliUsageError(f"{option} buffer.memory expects bytes, got {value!r}") from None
+            continue
+        settings[_JAVA_ONLY_PRODUCER_NAMES.get(name, name)] = value
+    return settings
+
+
+def topic_batch_limit(cluster: Cluster, topic: str) -> tuple[int, str] | None:
+    """The largest batch the topic accepts and the config that sets it (``segment.bytes`` or
+    ``max.message.bytes``), from DescribeConfigs; None when the cluster does not say."""
+    from kompakt.cli.cluster import KAFKA_ADMIN
+
+    admin = cluster.admin()
+    resource = KAFKA_ADMIN.ConfigResource(KAFKA_ADMIN.ResourceType.TOPIC, topic)
+    futures = admin.describe_configs([resource], request_timeout=cluster.timeout_s)
+    try:
+        entries = cluster.wait(next(iter(futures.values())), f"cannot describe configs of {topic!r}")
+    except CliError:
+        return None
+    limits = []
+    for name in ("segment.bytes", "max.message.bytes"):
+        entry = entries.get(name)
+        if entry is not None and entry.value is not None and str(entry.value).isdigit():
+            limits.append((int(entry.value), name))
+    return min(limits) if limits else None
+
+
+def _bounded_batches(settings: dict[str, str], limit: tuple[int, str] | None) -> list[str]:
+    """Cap ``batch.size`` (and the request size) at the topic's limit; notes for what was capped."""
+    notes: list[str] = []
+    if limit is None:
+        return notes
+    bytes_limit, name = limit
+    try:
+        asked = int(settings.get("batch.size", DEFAULT_BATCH_BYTES))
+    except ValueError:
+        raise CliUsageError(f"batch.size expects bytes, got {settings['batch.size']!r}") from None
+    if asked > bytes_limit:
+        settings["batch.size"] = str(bytes_limit)
+        if "batch.size" in settings and asked != DEFAULT_BATCH_BYTES:
+            notes.append(
+                f"batch.size {asked} is more than the topic's {name}={bytes_limit}: using {bytes_limit}"
+            )
+    request = int(settings.get("message.max.bytes", DEFAULT_BATCH_BYTES))
+    if request > bytes_limit:
+        settings["message.max.bytes"] = str(max(MIN_REQUEST_BYTES, bytes_limit))
+    return notes
+
+
 def produce_command(
     topic: Annotated[str, typer.Argument(help="Topic to write to.")],
     key_separator: Annotated[
@@ -228,6 +311,14 @@ def produce_command(
             "null.marker=TOMBS, parse.headers=true; repeatable.",
         ),
     ] = None,
+    producer_property: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--producer-property",
+            help="A producer setting k=v by Kafka's name, e.g. batch.size=16384, linger.ms=100, "
+            "compression.type=lz4, acks=1; repeatable.",
+        ),
+    ] = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     output: OutputOption = OutputFormat.TABLE,
@@ -236,16 +327,24 @@ def produce_command(
     if acks not in _ACKS:
         raise CliUsageError(f"--acks expects one of {', '.join(_ACKS)}, got {acks!r}")
     fmt = build_format(key_separator, null_marker, header or [], prop or [])
+    settings = producer_settings(producer_property or [])
     cluster = Cluster(bootstrap, timeout)
-    producer = cluster.producer(
-        {
-            "acks": acks,
-            "linger.ms": 5,
-            "message.timeout.ms": cluster.timeout_ms,
-            "allow.auto.create.topics": False,
-        }
-    )
-    partitions = cluster.topic_partitions(producer, topic)
+    probe = cluster.producer({"allow.auto.create.topics": False})
+    partitions = cluster.topic_partitions(probe, topic)
+    for note in _bounded_batches(settings, topic_batch_limit(cluster, topic)):
+        err_console.print(f"note: {note}", markup=False, highlight=False)
+    try:
+        producer = cluster.producer(
+            {
+                "acks": acks,
+                "linger.ms": 5,
+                "message.timeout.ms": cluster.timeout_ms,
+                "allow.auto.create.topics": False,
+                **settings,
+            }
+        )
+    except KafkaException as exc:
+        raise CliUsageError(f"--producer-property: {describe_exception(exc)}") from None
     if partition is not None and partition not in partitions:
         raise CliError(f"topic {topic!r} has no partition {partition} (it has {len(partitions)})")
     tally = _send_all(producer, topic, partition, fmt, sys.stdin.buffer, cluster)
