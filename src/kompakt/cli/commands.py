@@ -53,3 +53,13 @@ def _backup_commands() -> list[Registrar]:
 
 
 REGISTRARS += _backup_commands()
+
+
+def _kafka_tool_commands() -> list[Registrar]:
+    """``kafka-topics``, ``kafka-configs``, ``kafka-console-producer`` ...: Kafka's spellings."""
+    from kompakt.cli import kafka_tools
+
+    return [kafka_tools.register]
+
+
+REGISTRARS += _kafka_tool_commands()

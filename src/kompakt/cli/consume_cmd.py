@@ -18,10 +18,10 @@ import contextlib
 import json
 import os
 import sys
+import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Annotated, Any
+from typing import IO, Annotated, Any, Protocol
 
 import typer
 from confluent_kafka import (
@@ -61,7 +61,11 @@ _FATAL_CODES = (
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "0": "\0"}
 _FIELDS = "tpokvThSK"
 
-Renderer = Callable[[Any], bytes]
+
+class Renderer(Protocol):
+    """Turns one consumed message into the bytes printed for it."""
+
+    def render(self, msg: Any) -> bytes: ...
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,118 @@ class RecordFormat:
             else:  # "K"
                 out.append(str(_size(msg.key())).encode())
         return b"".join(out)
+
+
+_KAFKA_FLAGS = (
+    "print.timestamp",
+    "print.key",
+    "print.value",
+    "print.partition",
+    "print.offset",
+    "print.delivery",
+    "print.epoch",
+    "print.headers",
+)
+_KAFKA_SEPARATORS = ("key.separator", "line.separator", "headers.separator", "null.literal")
+
+
+@dataclass(frozen=True)
+class KafkaMessageFormatter:
+    """Kafka's ``DefaultMessageFormatter``: the lines ``kafka-console-consumer`` prints.
+
+    Fields in Kafka's order (``CreateTime:ts``, ``Partition:p``, ``Offset:o``, headers ``k:v`` or
+    ``NO_HEADERS``, key, value), joined by ``key.separator`` (a tab), each record ended by
+    ``line.separator``; a null key, value or header value prints as ``null.literal`` (``null``).
+    kompakt reads records as bytes, so keys and values print as their bytes (Kafka's default
+    ByteArrayDeserializer does the same).
+    """
+
+    flags: frozenset[str] = frozenset({"print.value"})
+    key_separator: bytes = b"\t"
+    line_separator: bytes = b"\n"
+    headers_separator: bytes = b","
+    null_literal: bytes = b"null"
+
+    @classmethod
+    def configure(cls, props: dict[str, str]) -> KafkaMessageFormatter:
+        """From ``--property`` values; an unknown property is a usage error (Kafka ignores it,
+        which hides typos such as ``print.keys``)."""
+        flags = set(cls.flags)
+        values = {
+            "key.separator": cls.key_separator,
+            "line.separator": cls.line_separator,
+            "headers.separator": cls.headers_separator,
+            "null.literal": cls.null_literal,
+        }
+        for name, value in props.items():
+            if name in _KAFKA_FLAGS:
+                lowered = value.strip().lower()
+                if lowered not in ("true", "false"):
+                    raise CliUsageError(f"--property {name} expects true or false, got {value!r}")
+                if lowered == "true":
+                    flags.add(name)
+                else:
+                    flags.discard(name)
+            elif name in _KAFKA_SEPARATORS:
+                values[name] = _unescape(value).encode("utf-8")
+            elif name.startswith(("key.deserializer.", "value.deserializer.", "headers.deserializer.")):
+                continue
+            else:
+                known = ", ".join(_KAFKA_FLAGS + _KAFKA_SEPARATORS)
+                raise CliUsageError(f"unknown --property {name!r} (known: {known})")
+        return cls(
+            frozenset(flags),
+            values["key.separator"],
+            values["line.separator"],
+            values["headers.separator"],
+            values["null.literal"],
+        )
+
+    def _nullable(self, data: bytes | None) -> bytes:
+        return self.null_literal if data is None else data
+
+    def render(self, msg: Any) -> bytes:
+        fields: list[bytes] = []
+        if "print.timestamp" in self.flags:
+            kind, value = msg.timestamp()
+            name = {1: "CreateTime", 2: "LogAppendTime"}.get(kind)
+            fields.append(b"NO_TIMESTAMP" if name is None else f"{name}:{value}".encode())
+        if "print.partition" in self.flags:
+            fields.append(f"Partition:{msg.partition()}".encode())
+        if "print.offset" in self.flags:
+            fields.append(f"Offset:{msg.offset()}".encode())
+        if "print.delivery" in self.flags:
+            fields.append(b"Delivery:NOT_PRESENT")
+        if "print.epoch" in self.flags:
+            epoch = msg.leader_epoch() if hasattr(msg, "leader_epoch") else None
+            fields.append(b"Epoch:" + (b"NOT_PRESENT" if epoch is None else str(epoch).encode()))
+        if "print.headers" in self.flags:
+            headers = msg.headers() or []
+            fields.append(
+                self.headers_separator.join(k.encode("utf-8") + b":" + self._nullable(v) for k, v in headers)
+                if headers
+                else b"NO_HEADERS"
+            )
+        if "print.key" in self.flags:
+            fields.append(self._nullable(msg.key()))
+        if "print.value" in self.flags:
+            fields.append(self._nullable(msg.value()))
+            return self.key_separator.join(fields) + self.line_separator
+        # Without the value, Kafka ends the last field with the line separator as well.
+        return self.key_separator.join(fields) + (self.line_separator if fields else b"")
+
+
+def _unescape(text: str) -> str:
+    r"""``\t``, ``\n``, ``\r`` and ``\\`` in a separator typed in a shell."""
+    out: list[str] = []
+    chars = iter(text)
+    for char in chars:
+        if char != "\\":
+            out.append(char)
+            continue
+        nxt = next(chars, "")
+        out.append(_ESCAPES.get(nxt, "\\" + nxt))
+    return "".join(out)
 
 
 def _size(data: bytes | None) -> int:
@@ -224,8 +340,50 @@ def consume_command(
         raise CliUsageError("give at most one of --from-beginning, --offset and --timestamp")
     record_format = RecordFormat.compile(fmt, null_repr)
     start_ms = None if timestamp is None else parse_timestamp_ms(timestamp, "--timestamp")
-    cluster = Cluster(bootstrap, timeout)
-    subscribe = group is not None and partition is None and offset is None and start_ms is None
+    consumed = consume(
+        topic,
+        from_beginning=from_beginning,
+        offset=offset,
+        partition=partition,
+        start_ms=start_ms,
+        group=group,
+        renderer=record_format,
+        output=output,
+        exit_at_end=exit_at_end,
+        max_messages=max_messages,
+        bootstrap=bootstrap,
+        timeout_s=timeout,
+    )
+    if err_console.is_terminal:
+        err_console.print(f"consumed {consumed} records", highlight=False)
+
+
+def consume(
+    topic: str,
+    *,
+    renderer: Renderer,
+    output: OutputFormat,
+    bootstrap: str,
+    timeout_s: float,
+    pattern: bool = False,
+    from_beginning: bool = False,
+    offset: int | None = None,
+    partition: int | None = None,
+    start_ms: int | None = None,
+    group: str | None = None,
+    exit_at_end: bool = False,
+    max_messages: int | None = None,
+    idle_timeout_s: float | None = None,
+    consumer_config: dict[str, str] | None = None,
+) -> int:
+    """Print records until the end (``exit_at_end``), ``max_messages`` or ``idle_timeout_s``
+    without a record (Kafka's ``--timeout-ms``); returns how many were printed.
+
+    ``pattern``: ``topic`` is a regular expression, subscribed to (Kafka's ``--include``).
+    ``consumer_config``: extra consumer settings (Kafka's ``--consumer-property``).
+    """
+    cluster = Cluster(bootstrap, timeout_s)
+    subscribe = pattern or (group is not None and partition is None and offset is None and start_ms is None)
     consumer = cluster.consumer(
         {
             "group.id": group if group is not None else f"kompakt-consume-{uuid.uuid4().hex[:12]}",
@@ -235,20 +393,23 @@ def consume_command(
             # A fetch at the end waits this long on the broker before its empty answer, the one
             # that raises the partition-EOF event; short, so ``-e`` exits promptly.
             **({"fetch.wait.max.ms": 50} if exit_at_end else {}),
+            **(consumer_config or {}),
         }
     )
     tracker = EndTracker(set(), set())
     consumed = 0
     try:
-        partitions = cluster.topic_partitions(consumer, topic)
-        if partition is not None:
-            if partition not in partitions:
-                raise CliError(f"topic {topic!r} has no partition {partition} (it has {len(partitions)})")
-            partitions = [partition]
         total: int | None = None
         if subscribe:
-            _subscribe(consumer, topic, tracker)
+            if not pattern:
+                cluster.topic_partitions(consumer, topic)
+            _subscribe(consumer, f"^{topic}" if pattern else topic, tracker)
         else:
+            partitions = cluster.topic_partitions(consumer, topic)
+            if partition is not None:
+                if partition not in partitions:
+                    raise CliError(f"topic {topic!r} has no partition {partition} (it has {len(partitions)})")
+                partitions = [partition]
             assignment = _start_positions(
                 cluster, consumer, topic, partitions, offset, start_ms, from_beginning, group
             )
@@ -257,7 +418,15 @@ def consume_command(
             if exit_at_end and err_console.is_terminal:
                 total = _remaining(cluster, consumer, assignment)
         consumed = _loop(
-            consumer, record_format, output, tracker, exit_at_end, max_messages, total, sys.stdout.buffer
+            consumer,
+            renderer,
+            output,
+            tracker,
+            exit_at_end,
+            max_messages,
+            total,
+            sys.stdout.buffer,
+            idle_timeout_s,
         )
     except BrokenPipeError:
         # The reader went away (``| head``): stop quietly, as Unix tools do.
@@ -267,8 +436,7 @@ def consume_command(
         pass
     finally:
         _close(consumer, group is not None)
-    if err_console.is_terminal:
-        err_console.print(f"consumed {consumed} records", highlight=False)
+    return consumed
 
 
 def _subscribe(consumer: Any, topic: str, tracker: EndTracker) -> None:
@@ -331,23 +499,28 @@ def _remaining(cluster: Cluster, consumer: Any, assignment: list[Any]) -> int | 
 
 def _loop(
     consumer: Any,
-    record_format: RecordFormat,
+    record_format: Renderer,
     output: OutputFormat,
     tracker: EndTracker,
     exit_at_end: bool,
     max_messages: int | None,
     total: int | None,
     out: IO[bytes],
+    idle_timeout_s: float | None = None,
 ) -> int:
     consumed = 0
+    last_record = time.monotonic()
     with progress(total) as bar:
         task = bar.add_task("consuming", total=total)
         while True:
             if exit_at_end and tracker.done():
                 return consumed
+            if idle_timeout_s is not None and time.monotonic() - last_record >= idle_timeout_s:
+                return consumed
             # poll() returns as soon as one event is there; consume(.., 0) then drains what is
             # already fetched. consume() with a timeout would wait out the timeout on every batch.
-            first = consumer.poll(_POLL_S)
+            wait_s = _POLL_S if idle_timeout_s is None else max(0.0, min(_POLL_S, idle_timeout_s))
+            first = consumer.poll(wait_s)
             batch = [] if first is None else [first, *consumer.consume(_BATCH, 0)]
             chunks: list[bytes] = []
             for msg in batch:
@@ -360,6 +533,7 @@ def _loop(
                         raise CliError(f"cannot consume {msg.topic()}: {kafka_error_text(error)}")
                     continue
                 tracker.at_end.discard(msg.partition())
+                last_record = time.monotonic()
                 if output is OutputFormat.JSON:
                     chunks.append(record_json(msg).encode("utf-8") + b"\n")
                 else:

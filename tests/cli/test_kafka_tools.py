@@ -1,0 +1,167 @@
+"""The Kafka-spelled tools' own parsing and formatting, without a broker (issue 17).
+
+What a guide line does end to end is in ``tests/e2e/guides``; here: Kafka's ``--add-config``
+list syntax, flags kompakt refuses with a reason, ``--help``, the ``.sh`` aliases, and the console
+consumer's DefaultMessageFormatter lines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+from typer.testing import CliRunner
+
+from kompakt.cli import kafka_tools
+from kompakt.cli.app import app, register_commands
+from kompakt.cli.consume_cmd import KafkaMessageFormatter
+from kompakt.cli.output import CliUsageError
+
+
+def test_add_config_lists_group_commas_in_brackets() -> None:
+    assert kafka_tools._split_config_list("k1=v1,k2=[v1,v2,v2],k3=v3") == [
+        ("k1", "v1"),
+        ("k2", "v1,v2,v2"),
+        ("k3", "v3"),
+    ]
+    assert kafka_tools._split_config_list("cleanup.policy=[compact,delete]") == [
+        ("cleanup.policy", "compact,delete")
+    ]
+    assert kafka_tools._split_config_list("segment.ms=") == [("segment.ms", "")]
+    with pytest.raises(CliUsageError, match="--add-config expects"):
+        kafka_tools._split_config_list("no-equals")
+
+
+@pytest.mark.parametrize(
+    ("tool", "argv", "message"),
+    [
+        ("kafka-topics", ["--create", "--list", "--topic", "t"], "give exactly one of --list"),
+        ("kafka-topics", ["--create"], "--create needs --topic"),
+        ("kafka-topics", ["--alter", "--topic", "t", "--config", "a=b"], "--config is only for --create"),
+        (
+            "kafka-topics",
+            ["--create", "--topic", "t", "--replica-assignment", "0:1"],
+            "kompakt is one broker",
+        ),
+        (
+            "kafka-topics",
+            ["--list", "--command-config", "admin.properties"],
+            "--command-config is not supported",
+        ),
+        ("kafka-topics", ["--describe", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        (
+            "kafka-configs",
+            ["--describe", "--entity-type", "users", "--entity-name", "alice"],
+            "topics and brokers",
+        ),
+        ("kafka-configs", ["--alter", "--entity-type", "topics", "--entity-name", "t"], "needs --add-config"),
+        (
+            "kafka-configs",
+            ["--alter", "--entity-type", "topics", "--entity-default", "--add-config", "a=b"],
+            "applies to brokers",
+        ),
+        (
+            "kafka-console-consumer",
+            ["--topic", "t", "--formatter", "my.Formatter"],
+            "DefaultMessageFormatter",
+        ),
+        ("kafka-console-consumer", ["--topic", "t", "--offset", "5"], "--offset needs --partition"),
+        (
+            "kafka-console-consumer",
+            ["--topic", "t", "--property", "print.keys=true"],
+            "unknown --property 'print.keys'",
+        ),
+        ("kafka-console-consumer", [], "exactly one of --topic and --include"),
+        ("kafka-console-producer", ["--topic", "t", "--line-reader", "my.Reader"], "LineMessageReader"),
+        ("kafka-console-producer", [], "the following arguments are required: --topic"),
+        (
+            "kafka-consumer-groups",
+            ["--reset-offsets", "--group", "g", "--shift-by", "-2"],
+            "--shift-by is not supported",
+        ),
+        ("kafka-consumer-groups", ["--describe"], "needs --group"),
+        ("kafka-dump-log", ["--files", "x.log", "--offsets-decoder"], "--offsets-decoder"),
+    ],
+)
+def test_flags_kompakt_cannot_honour_are_usage_errors(tool: str, argv: list[str], message: str) -> None:
+    with pytest.raises(CliUsageError) as raised:
+        kafka_tools.run_tool(
+            tool, [*argv, "--bootstrap-server", "127.0.0.1:1"] if tool != "kafka-dump-log" else argv
+        )
+    assert message in str(raised.value)
+
+
+def test_help_lists_kafkas_flags_and_the_sh_alias_runs_the_same_tool() -> None:
+    register_commands()
+    runner = CliRunner()
+    shown = runner.invoke(app, ["kafka-topics", "--help"])
+    assert shown.exit_code == 0
+    for flag in ("--bootstrap-server", "--create", "--topic", "--config", "--partitions", "--if-not-exists"):
+        assert flag in shown.stdout
+    alias = runner.invoke(app, ["kafka-topics.sh", "--help"])
+    assert alias.exit_code == 0 and alias.stdout == shown.stdout
+    assert set(kafka_tools.TOOLS) == {
+        "kafka-topics",
+        "kafka-configs",
+        "kafka-console-producer",
+        "kafka-console-consumer",
+        "kafka-consumer-groups",
+        "kafka-dump-log",
+    }
+
+
+@dataclass
+class Msg:
+    key_: bytes | None
+    value_: bytes | None
+    headers_: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+    def key(self) -> bytes | None:
+        return self.key_
+
+    def value(self) -> bytes | None:
+        return self.value_
+
+    def headers(self) -> list[tuple[str, bytes | None]] | None:
+        return self.headers_ or None
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1700000000000)
+
+    def partition(self) -> int:
+        return 3
+
+    def offset(self) -> int:
+        return 42
+
+    def leader_epoch(self) -> int | None:
+        return None
+
+
+def test_default_message_formatter_lines() -> None:
+    value_only = KafkaMessageFormatter.configure({})
+    assert value_only.render(Msg(b"k", b"v")) == b"v\n"
+    assert value_only.render(Msg(b"k", None)) == b"null\n"  # a tombstone
+    assert value_only.render(Msg(b"k", b"")) == b"\n"  # an empty value
+    keyed = KafkaMessageFormatter.configure({"print.key": "true", "key.separator": ":"})
+    assert keyed.render(Msg(b"user_id_99", None)) == b"user_id_99:null\n"
+    everything = KafkaMessageFormatter.configure(
+        {
+            "print.timestamp": "true",
+            "print.partition": "true",
+            "print.offset": "true",
+            "print.headers": "true",
+            "print.key": "true",
+            "null.literal": "<tombstone>",
+        }
+    )
+    assert everything.render(Msg(b"k", None, [("h", b"x"), ("n", None)])) == (
+        b"CreateTime:1700000000000\tPartition:3\tOffset:42\th:x,n:<tombstone>\tk\t<tombstone>\n"
+    )
+    assert everything.render(Msg(None, b"v")) == (
+        b"CreateTime:1700000000000\tPartition:3\tOffset:42\tNO_HEADERS\t<tombstone>\tv\n"
+    )
+    key_only = KafkaMessageFormatter.configure({"print.key": "true", "print.value": "false"})
+    assert key_only.render(Msg(b"k", b"v")) == b"k\n"
+    with pytest.raises(CliUsageError, match="expects true or false"):
+        KafkaMessageFormatter.configure({"print.key": "yes please"})
