@@ -74,15 +74,24 @@ class BackupResult:
     partitions: list[dict[str, Any]]
     seconds: float
 
+    @property
+    def source_bytes(self) -> int:
+        """Key and value bytes read from the source in this run (what the rate is measured on:
+        the stored bytes are compressed, so a rate of them says how well zstd did, not how fast
+        the backup read)."""
+        return sum(int(p.get("bytes", 0)) for p in self.partitions)
+
     def summary(self) -> dict[str, Any]:
+        read = self.source_bytes
         return {
             "backup_id": self.manifest.backup_id,
             "run": self.run.run,
             "status": self.manifest.status,
             "records": self.run.records,
             "bytes": self.run.bytes,
+            "source_bytes": read,
             "seconds": round(self.seconds, 3),
-            "mb_per_s": round(self.run.bytes / 1e6 / self.seconds, 2) if self.seconds > 0 else None,
+            "mb_per_s": round(read / 1e6 / self.seconds, 2) if self.seconds > 0 else None,
         }
 
 
@@ -128,7 +137,10 @@ class BackupRun:
             created_ms=now_ms,
             updated_ms=now_ms,
             status=STATUS_INCOMPLETE,
-            source={"bootstrap_servers": self.config.bootstrap_servers},
+            source={
+                "bootstrap_servers": self.config.bootstrap_servers,
+                **({"cluster_id": self.config.source_cluster_id} if self.config.source_cluster_id else {}),
+            },
             compression=self.config.compression,
         )
 
@@ -142,8 +154,10 @@ class BackupRun:
                     "enable.partition.eof": True,
                     "auto.offset.reset": "earliest",
                     "isolation.level": "read_committed",
-                    "fetch.max.bytes": 64 * 1024 * 1024,
-                    "max.partition.fetch.bytes": 16 * 1024 * 1024,
+                    "fetch.max.bytes": self.config.fetch_max_bytes or 64 * 1024 * 1024,
+                    "max.partition.fetch.bytes": min(
+                        16 * 1024 * 1024, self.config.fetch_max_bytes or 16 * 1024 * 1024
+                    ),
                     "queued.max.messages.kbytes": 256 * 1024,
                     "fetch.wait.max.ms": 100,
                     "check.crcs": False,
@@ -317,6 +331,7 @@ class BackupRun:
         last_progress = time.monotonic()
         last_checkpoint = time.monotonic()
         segment_max = self.config.segment_max_bytes
+        records_max = self.config.segment_max_records
         log_append_time = KAFKA.TIMESTAMP_LOG_APPEND_TIME
         while remaining and not self.stop.is_set():
             messages = consumer.consume(CONSUME_BATCH, timeout=min(poll_s, 0.5))
@@ -369,7 +384,9 @@ class BackupRun:
                 if state.target is not None and state.next_offset >= state.target:
                     state.done = True
                     remaining -= 1
-                if state.builder.size >= segment_max:
+                if state.builder.size >= segment_max or (
+                    records_max is not None and state.builder.record_count >= records_max
+                ):
                     self._commit_file(manifest, state, run)
             now = time.monotonic()
             if self.config.continuous and now - last_checkpoint >= self.config.checkpoint_interval_ms / 1000:

@@ -39,6 +39,7 @@ class RestoreSource:
     manifest: Manifest
     topics: list[TopicEntry]
     record_filter: RecordFilter
+    source_partitions: frozenset[int] | None = None
 
     @classmethod
     def open(cls, config: RestoreConfig, storage: Storage | None = None) -> RestoreSource:
@@ -60,14 +61,23 @@ class RestoreSource:
             topics = [manifest.topics[t] for t in config.topics]
         else:
             topics = [manifest.topics[t] for t in sorted(manifest.topics)]
+        if config.topic_selection is not None:
+            topics = [t for t in topics if config.topic_selection.matches(t.name)]
+            if not topics:
+                raise BackupError(f"no topic of backup {config.backup_id!r} matches target.topics")
         unknown = [t for t in config.topic_mapping if t not in manifest.topics]
         if unknown:
             raise BackupError(f"restore.topic_mapping names topic(s) not in the backup: {', '.join(unknown)}")
         record_filter = RecordFilter(config.time_window_start, config.time_window_end, config.erasure)
-        return cls(store, manifest, topics, record_filter)
+        return cls(store, manifest, topics, record_filter, config.source_partitions)
 
     def partitions(self, topic: str) -> list[PartitionEntry]:
-        return [p for (t, _), p in sorted(self.manifest.partitions.items()) if t == topic]
+        """The topic's partitions to restore (all, or those of ``restore.source_partitions``)."""
+        return [
+            p
+            for (t, number), p in sorted(self.manifest.partitions.items())
+            if t == topic and (self.source_partitions is None or number in self.source_partitions)
+        ]
 
     def files(self, entry: PartitionEntry) -> list[FileEntry]:
         """The partition's files in offset order, without those wholly outside the time window."""

@@ -24,17 +24,21 @@ the same record), or to the end of the restored partition when there is none.
 from __future__ import annotations
 
 import functools
+import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from kompakt.backup.config import RestoreConfig
+from kompakt.backup.config import OSO_OFFSET_HEADERS, RestoreConfig
 from kompakt.backup.erasure import FilterCounts
 from kompakt.backup.errors import BackupError
 from kompakt.backup.kafka import KAFKA, KAFKA_ADMIN, Client
 from kompakt.backup.progress import NoProgress, PartitionProgress, Progress
 from kompakt.backup.reader import RestoreSource, policy_set
 from kompakt.backup.storage import Storage
+from kompakt.cleaner.throttler import Throttler
+from kompakt.clock import SystemClock
 from kompakt.records.record import decode_records
 
 ORIGINAL_OFFSET_HEADER = "kompakt.original.offset"
@@ -105,11 +109,12 @@ def _plan_topics(config: RestoreConfig, source: RestoreSource, plan: RestorePlan
     for topic in source.topics:
         entries = source.partitions(topic.name)
         files = [f for e in entries for f in source.files(e)]
+        mapped = [config.target_partition(e.partition) for e in entries]
         plan.topics.append(
             TopicPlan(
                 source=topic.name,
                 target=config.target_topic(topic.name),
-                partitions=topic.partitions,
+                partitions=max([topic.partitions, *(m + 1 for m in mapped)]),
                 action="create",
                 configs=dict(topic.configs),
                 cleanup_policy=topic.cleanup_policy,
@@ -129,13 +134,38 @@ def _plan_topics(config: RestoreConfig, source: RestoreSource, plan: RestorePlan
         )
     if config.erasure.active:
         plan.notes.append(f"erasure of {len(config.erasure.keys)} key(s), on_match={config.erasure.on_match}")
+    if source.source_partitions is not None:
+        plan.notes.append(f"only source partitions {sorted(source.source_partitions)}")
+    if config.partition_mapping:
+        moves = ", ".join(f"{k}->{v}" for k, v in sorted(config.partition_mapping.items()))
+        plan.notes.append(f"partition mapping {moves}")
+    plan.notes.extend(config.notes)
     plan.problems.extend(source.verify_all())
-    if config.consumer_groups == "snapshot":
+    if config.consumer_groups in ("snapshot", "manual"):
         chosen = {t.name for t in source.topics}
         for group, topics in source.manifest.consumer_groups.items():
-            kept = {t: p for t, p in topics.items() if t in chosen}
+            if config.group_names is not None and group not in config.group_names:
+                continue
+            kept = {
+                t: {
+                    p: o
+                    for p, o in parts.items()
+                    if source.source_partitions is None or int(p) in source.source_partitions
+                }
+                for t, parts in topics.items()
+                if t in chosen
+            }
+            kept = {t: parts for t, parts in kept.items() if parts}
             if kept:
                 plan.groups[group] = kept
+        if config.group_names is not None:
+            missing = sorted(config.group_names - set(source.manifest.consumer_groups))
+            if missing:
+                plan.notes.append(f"consumer group(s) not in the backup's snapshot: {', '.join(missing)}")
+        if config.consumer_groups == "manual":
+            plan.notes.append(
+                "consumer_group_strategy manual: translated offsets are reported, not committed"
+            )
 
 
 def _check_target(client: Client, config: RestoreConfig, source: RestoreSource, plan: RestorePlan) -> None:
@@ -167,7 +197,8 @@ def _check_target(client: Client, config: RestoreConfig, source: RestoreSource, 
         else:
             to_create.append(tplan)
     if to_create:
-        new_topics = [KAFKA_ADMIN.NewTopic(t.target, t.partitions, -1, config=t.configs) for t in to_create]
+        rf = config.default_replication_factor
+        new_topics = [KAFKA_ADMIN.NewTopic(t.target, t.partitions, rf, config=t.configs) for t in to_create]
         futures = client.admin.create_topics(new_topics, validate_only=True, request_timeout=client.timeout_s)
         for name, future in futures.items():
             try:
@@ -177,7 +208,7 @@ def _check_target(client: Client, config: RestoreConfig, source: RestoreSource, 
                 plan.problems.append(
                     f"cannot create topic {name!r}: {error.str() if hasattr(error, 'str') else error}"
                 )
-    if plan.groups:
+    if plan.groups and config.consumer_groups == "snapshot":
         listing = client.result(
             client.admin.list_consumer_groups(request_timeout=client.timeout_s), "list groups"
         )
@@ -270,25 +301,14 @@ def run_restore(
     client = Client(config.bootstrap_servers or "", config.timeout_s, config.client_config)
     to_create = [t for t in plan.topics if t.action == "create"]
     if to_create:
-        new_topics = [KAFKA_ADMIN.NewTopic(t.target, t.partitions, -1, config=t.configs) for t in to_create]
+        rf = config.default_replication_factor
+        new_topics = [KAFKA_ADMIN.NewTopic(t.target, t.partitions, rf, config=t.configs) for t in to_create]
         for name, future in client.admin.create_topics(new_topics, request_timeout=client.timeout_s).items():
             client.result(future, f"cannot create topic {name!r}")
         reporter.message(f"created {len(to_create)} topic(s) with their original configs")
     deliveries = _Deliveries()
-    producer = KAFKA.Producer(
-        client.config(
-            **{
-                "enable.idempotence": True,
-                "acks": "all",
-                "linger.ms": 20,
-                "batch.size": 1024 * 1024,
-                "message.max.bytes": 8 * 1024 * 1024,
-                "queue.buffering.max.kbytes": 256 * 1024,
-                "compression.type": config.producer_compression,
-                "on_delivery": deliveries.on_delivery,
-            }
-        )
-    )
+    producer = KAFKA.Producer(client.config(**_producer_settings(config, deliveries)))
+    byte_limit, record_limit = _rate_limits(config)
     counts = FilterCounts()
     rows: list[dict[str, Any]] = []
     total_records = total_bytes = 0
@@ -303,6 +323,7 @@ def run_restore(
             part_filter = source.record_filter.for_partition()
             last_report = time.monotonic()
             produce = producer.produce
+            target_partition = config.target_partition(entry.partition)
             for _file, _data, batches in source.iter_batches(entry):
                 for batch in batches:
                     records = decode_records(batch)
@@ -314,10 +335,14 @@ def run_restore(
                             headers = (headers or []) + [
                                 (ORIGINAL_OFFSET_HEADER, str(record.offset).encode())
                             ]
+                        if config.oso_offset_headers:
+                            headers = (headers or []) + _oso_headers(
+                                record.offset, record.timestamp, entry.partition
+                            )
                         kwargs: dict[str, Any] = {
                             "key": record.key,
                             "value": record.value,
-                            "partition": entry.partition,
+                            "partition": target_partition,
                             "timestamp": record.timestamp if record.timestamp >= 0 else 0,
                         }
                         if headers:
@@ -341,6 +366,10 @@ def run_restore(
                         )
                         bar.records += 1
                         bar.bytes += size
+                        if record_limit is not None:
+                            record_limit.maybe_throttle(1)
+                    if byte_limit is not None:
+                        byte_limit.maybe_throttle(len(batch.raw))
                     bar.done = bar.records
                     producer.poll(0)
                     if deliveries.error is not None:
@@ -358,7 +387,8 @@ def run_restore(
             rows.append(
                 {
                     "topic": tplan.target,
-                    "partition": entry.partition,
+                    "partition": target_partition,
+                    "source": f"{tplan.source}-{entry.partition}",
                     "records": bar.records,
                     "bytes": bar.bytes,
                 }
@@ -370,10 +400,92 @@ def run_restore(
             raise BackupError(f"produce failed: {deliveries.error}")
     finally:
         reporter.end()
-    groups = _restore_groups(client, plan, deliveries, group_offsets, anchor_of) if plan.groups else {}
-    return RestoreResult(
+    groups = (
+        _restore_groups(
+            client,
+            config,
+            plan,
+            deliveries,
+            group_offsets,
+            anchor_of,
+            commit=config.consumer_groups == "snapshot",
+        )
+        if plan.groups
+        else {}
+    )
+    result = RestoreResult(
         plan, rows, counts, total_records, total_bytes, time.monotonic() - started, groups=groups
     )
+    if config.offset_report is not None:
+        write_offset_report(
+            Path(config.offset_report), result, committed=config.consumer_groups == "snapshot"
+        )
+    return result
+
+
+def _producer_settings(config: RestoreConfig, deliveries: _Deliveries) -> dict[str, Any]:
+    """One producer for the whole restore. Idempotent with acks=all by default (OSO's
+    ``produce_acks: -1``); acks 0 or 1 cannot be idempotent, so order is kept with one request
+    in flight instead."""
+    settings: dict[str, Any] = {
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": 20,
+        "batch.size": 1024 * 1024,
+        "message.max.bytes": 8 * 1024 * 1024,
+        "queue.buffering.max.kbytes": 256 * 1024,
+        "compression.type": config.producer_compression,
+        "on_delivery": deliveries.on_delivery,
+    }
+    if config.produce_acks != -1:
+        settings.update(
+            {
+                "enable.idempotence": False,
+                "acks": str(config.produce_acks),
+                "max.in.flight.requests.per.connection": 1,
+            }
+        )
+    if config.produce_batch_size is not None:
+        settings["batch.num.messages"] = config.produce_batch_size
+    if config.produce_timeout_ms is not None:
+        settings["request.timeout.ms"] = config.produce_timeout_ms
+    return settings
+
+
+def _rate_limits(config: RestoreConfig) -> tuple[Throttler | None, Throttler | None]:
+    """OSO's ``rate_limit_bytes_per_sec`` (on the backup's batch bytes) and
+    ``rate_limit_records_per_sec``, with the cleaner's throttler on the system clock."""
+    clock = SystemClock()
+    by_bytes = config.rate_limit_bytes_per_sec
+    by_records = config.rate_limit_records_per_sec
+    return (
+        None if by_bytes is None else Throttler(by_bytes, clock, time.sleep),
+        None if by_records is None else Throttler(by_records, clock, time.sleep),
+    )
+
+
+def _oso_headers(offset: int, timestamp: int, partition: int) -> list[tuple[str, bytes | None]]:
+    """OSO kafka-backup's original-position headers, binary little-endian as OSO writes them."""
+    return [
+        (OSO_OFFSET_HEADERS[0], offset.to_bytes(8, "little", signed=True)),
+        (OSO_OFFSET_HEADERS[1], timestamp.to_bytes(8, "little", signed=True)),
+        (OSO_OFFSET_HEADERS[2], partition.to_bytes(4, "little", signed=True)),
+    ]
+
+
+def write_offset_report(path: Path, result: RestoreResult, *, committed: bool) -> None:
+    """OSO's ``offset_report``: what went where, and each group's translated offsets, as JSON."""
+    report = {
+        "backup_id": result.plan.backup_id,
+        "target": result.plan.target,
+        "partitions": result.partitions,
+        "consumer_groups": result.groups,
+        "consumer_offsets_committed": committed,
+    }
+    try:
+        path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise BackupError(f"cannot write restore.offset_report {path}: {exc.strerror or exc}") from None
 
 
 GroupKey = tuple[str, int]
@@ -391,12 +503,16 @@ def _committed_by_partition(plan: RestorePlan) -> dict[GroupKey, set[int]]:
 
 def _restore_groups(
     client: Client,
+    config: RestoreConfig,
     plan: RestorePlan,
     deliveries: _Deliveries,
     offsets: dict[GroupKey, set[int]],
     anchor_of: dict[tuple[str, int, int], int],
+    *,
+    commit: bool = True,
 ) -> dict[str, dict[str, dict[str, int]]]:
-    """Commit each snapshot group's translated offsets on the target topics."""
+    """Each snapshot group's offsets translated onto the target partitions; committed unless
+    ``commit`` is false (OSO's ``manual`` strategy: reported only)."""
     consumer = KAFKA.Consumer(client.config(**{"group.id": "kompakt-restore-watermarks"}))
     ends: dict[tuple[str, int], int] = {}
     target_of = {t.source: t.target for t in plan.topics}
@@ -404,7 +520,7 @@ def _restore_groups(
         for topic, partition in offsets:
             target = target_of[topic]
             _low, high = consumer.get_watermark_offsets(
-                KAFKA.TopicPartition(target, partition), timeout=client.timeout_s
+                KAFKA.TopicPartition(target, config.target_partition(partition)), timeout=client.timeout_s
             )
             ends[(topic, partition)] = int(high)
     finally:
@@ -420,9 +536,12 @@ def _restore_groups(
                 new = deliveries.anchors.get((topic, partition, anchor)) if anchor is not None else None
                 if new is None:
                     new = ends[(topic, partition)]
-                tps.append(KAFKA.TopicPartition(target_of[topic], partition, new))
-                restored.setdefault(group, {}).setdefault(target_of[topic], {})[partition_text] = new
+                moved = config.target_partition(partition)
+                tps.append(KAFKA.TopicPartition(target_of[topic], moved, new))
+                restored.setdefault(group, {}).setdefault(target_of[topic], {})[str(moved)] = new
         requests.append(KAFKA.ConsumerGroupTopicPartitions(group, tps))
+    if not commit:
+        return restored
     for request in requests:
         futures = client.admin.alter_consumer_group_offsets([request], request_timeout=client.timeout_s)
         for group, future in futures.items():

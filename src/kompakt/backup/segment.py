@@ -222,6 +222,11 @@ class SegmentBuilder:
     def empty(self) -> bool:
         return not self._batches and not self._pending
 
+    @property
+    def record_count(self) -> int:
+        """Records in the file so far, the open batch included."""
+        return self.records + len(self._pending)
+
     def finish(self) -> BuiltSegment:
         """Close the open batch and hand out the file; the builder is reset for the next file."""
         self._close_batch()

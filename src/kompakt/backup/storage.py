@@ -139,6 +139,9 @@ class S3Storage:
         endpoint_url: str | None = None,
         region: str | None = None,
         client: Any = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        path_style: bool = False,
     ) -> None:
         self.bucket = bucket
         self.prefix = prefix.strip("/")
@@ -146,9 +149,18 @@ class S3Storage:
         if client is None:
             boto3 = _boto3()
             config = importlib.import_module("botocore.config").Config(
-                retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=10, read_timeout=60
+                retries={"max_attempts": 3, "mode": "standard"},
+                connect_timeout=10,
+                read_timeout=60,
+                s3={"addressing_style": "path"} if path_style else None,
             )
-            client = boto3.client("s3", endpoint_url=endpoint_url, region_name=region, config=config)
+            credentials: dict[str, str] = {}
+            if access_key and secret_key:
+                # Given in the file (OSO's storage.access_key/secret_key); else boto3's usual chain.
+                credentials = {"aws_access_key_id": access_key, "aws_secret_access_key": secret_key}
+            client = boto3.client(
+                "s3", endpoint_url=endpoint_url, region_name=region, config=config, **credentials
+            )
         self.client = client
 
     def describe(self) -> str:

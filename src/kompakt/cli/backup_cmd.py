@@ -45,6 +45,7 @@ backup_app = typer.Typer(
 )
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="The YAML file.")]
+
 OutputOpt = Annotated[
     OutputFormat, typer.Option("--output", "-o", case_sensitive=False, help="table or json.")
 ]
@@ -54,11 +55,17 @@ EndpointOpt = Annotated[
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``backup`` (a group that is also a command) and ``restore`` (idempotent)."""
+    """Add ``backup`` (a group that is also a command), ``restore``, ``validate-restore`` and
+    ``kafka-backup`` (OSO kafka-backup's command shape); idempotent."""
     if not any(group.name == "backup" for group in app.registered_groups):
         app.add_typer(backup_app, name="backup")
-    if not any(command.name == "restore" for command in app.registered_commands):
+    if not any(group.name == "kafka-backup" for group in app.registered_groups):
+        app.add_typer(oso_app, name="kafka-backup")
+    commands = {command.name for command in app.registered_commands}
+    if "restore" not in commands:
         app.command("restore")(restore_command)
+    if "validate-restore" not in commands:
+        app.command("validate-restore")(validate_restore_command)
 
 
 @contextmanager
@@ -150,9 +157,15 @@ def backup_command(
     """Run a backup described by --config (or use a subcommand: validate-restore, list, describe)."""
     if ctx.invoked_subcommand is not None:
         return
+    run_backup_command(config, output)
+
+
+def run_backup_command(config: Path | None, output: OutputFormat) -> None:
+    """One backup run, with progress on stderr and the summary on stdout."""
     from kompakt.backup.backup import run_backup
 
     cfg = _load_backup(config)
+    _print_notes(cfg.notes)
     stop = threading.Event()
     previous: dict[signal.Signals, Any] = {}
     if cfg.continuous:
@@ -178,11 +191,18 @@ def backup_command(
         return
     emit_table(result.partitions, title=f"backup {cfg.backup_id} run {result.run.run}")
     console.print(
-        f"{summary['status']}: {summary['records']:,} records, {_human_bytes(summary['bytes'])} stored "
-        f"in {summary['seconds']} s ({summary['mb_per_s']} MB/s) at {cfg.storage.open().describe()}",
+        f"{summary['status']}: {summary['records']:,} records, {_human_bytes(summary['source_bytes'])} read "
+        f"in {summary['seconds']} s ({summary['mb_per_s']} MB/s), {_human_bytes(summary['bytes'])} stored "
+        f"at {cfg.storage.open().describe()}",
         markup=False,
         highlight=False,
+        soft_wrap=True,
     )
+
+
+def _print_notes(notes: Any) -> None:
+    for note in notes:
+        err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _print_plan(plan: Any, output: OutputFormat) -> None:
@@ -222,13 +242,14 @@ def restore_command(
     ] = False,
 ) -> None:
     """Restore a backup described by --config: through the protocol or into a stopped data directory."""
-    if dry_run:
+    cfg = _load_restore(config)
+    if dry_run or cfg.dry_run:
+        # OSO's restore.dry_run: validate and say what would happen, write nothing.
         validate_restore_command(config, output)
         return
     from kompakt.backup.offline import run_offline_restore
     from kompakt.backup.restore import run_restore
 
-    cfg = _load_restore(config)
     with _errors():
         if cfg.offline:
             result: Any = run_offline_restore(cfg, progress=RichProgress())
@@ -358,3 +379,63 @@ def describe_command(
             ],
             title="consumer group offsets",
         )
+
+
+# --------------------------------------------------------------------------------------------
+# OSO kafka-backup's command shape: ``kafka-backup backup|restore|validate-restore --config FILE``
+
+oso_app = typer.Typer(
+    help="OSO kafka-backup's commands: backup, restore, validate-restore --config FILE; list, describe.",
+    no_args_is_help=True,
+)
+
+
+def _oso_format(fmt: str | None) -> OutputFormat:
+    if fmt in (None, "text", "table"):
+        return OutputFormat.TABLE
+    if fmt == "json":
+        return OutputFormat.JSON
+    raise CliUsageError(f"--format {fmt}: kompakt prints text or json")
+
+
+OsoFormatOpt = Annotated[str | None, typer.Option("--format", "-f", help="text or json.")]
+
+
+@oso_app.command("backup")
+def oso_backup(config: ConfigOpt = None) -> None:
+    """kafka-backup backup --config backup.yaml (kompakt backup --config)."""
+    run_backup_command(config, OutputFormat.TABLE)
+
+
+@oso_app.command("restore")
+def oso_restore(config: ConfigOpt = None) -> None:
+    """kafka-backup restore --config restore.yaml (kompakt restore --config)."""
+    restore_command(config, OutputFormat.TABLE, False)
+
+
+@oso_app.command("validate-restore")
+def oso_validate_restore(config: ConfigOpt = None, fmt: OsoFormatOpt = None) -> None:
+    """kafka-backup validate-restore --config restore.yaml [--format json]."""
+    validate_restore_command(config, _oso_format(fmt))
+
+
+@oso_app.command("list")
+def oso_list(
+    path: Annotated[str, typer.Option("--path", "-p", help="Storage location (directory or s3://...).")],
+    backup_id: Annotated[str | None, typer.Option("--backup-id", "-b", help="Show this backup.")] = None,
+) -> None:
+    """kafka-backup list --path P [--backup-id ID]."""
+    if backup_id is None:
+        list_command(path, None, OutputFormat.TABLE)
+    else:
+        describe_command(f"{path.rstrip('/')}/{backup_id}", None, OutputFormat.TABLE)
+
+
+@oso_app.command("describe")
+def oso_describe(
+    path: Annotated[str, typer.Option("--path", "-p", help="Storage location (directory or s3://...).")],
+    backup_id: Annotated[str, typer.Option("--backup-id", "-b", help="The backup.")],
+    fmt: OsoFormatOpt = None,
+) -> None:
+    """kafka-backup describe --path P --backup-id ID [--format json]."""
+    describe_command(f"{path.rstrip('/')}/{backup_id}", None, _oso_format(fmt))

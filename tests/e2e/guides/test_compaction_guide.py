@@ -237,10 +237,7 @@ def test_kafkas_broker_config_examples(guide: GuideRunner) -> None:
         "bin/kafka-configs.sh --bootstrap-server localhost:9092 --entity-type brokers --entity-name 0 --describe"
     )
     # confluent-kafka keys synonyms by name, so the layers of one name collapse to the last one.
-    assert (
-        "  log.cleaner.threads=2 sensitive=false synonyms={"
-        in described.out
-    )
+    assert "  log.cleaner.threads=2 sensitive=false synonyms={" in described.out
     guide.ok(
         "bin/kafka-configs.sh --bootstrap-server localhost:9092 --entity-type brokers --entity-name 0 "
         "--alter --delete-config log.cleaner.threads"
