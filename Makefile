@@ -5,6 +5,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DATA_DIR ?= ./kompakt-data
+PORT ?= 9092
+ADMIN_PORT ?= 9192
 
 .PHONY: run test lint bench clean system-deps js-deps
 
@@ -12,6 +14,8 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
+	@echo "compiling the native cleaner kernels, once (typically 10-40 s)"
+	$(PY) -m kompakt.cleaner.warmup
 	touch $(STAMP)
 
 # Debian packages and npm modules used by the tests: kcat (client compatibility), chromium (the
@@ -31,11 +35,12 @@ js-deps:
 		cd tests/web/js && npm ci --silent --no-audit --no-fund; \
 	fi
 
+# `make run PORT=19092 ADMIN_PORT=19192 DATA_DIR=/tmp/k` for other ports or another directory.
 # Byte-compile first: an editable install has no cached bytecode, and where PYTHONDONTWRITEBYTECODE
 # is set (CI images, this project's sandboxes) every start would compile ~150 modules (0.16 s).
 run: $(STAMP)
 	$(PY) -m compileall -q src/kompakt
-	$(VENV)/bin/kompakt serve --data-dir $(DATA_DIR)
+	$(VENV)/bin/kompakt serve --data-dir $(DATA_DIR) --port $(PORT) --admin-port $(ADMIN_PORT)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

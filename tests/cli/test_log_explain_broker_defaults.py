@@ -175,3 +175,16 @@ def test_a_kompakt_directorys_dynamic_broker_configs_apply(
     row = config_row(report, "cleanup.policy")
     assert row["value"] == "compact,delete"
     assert row["source"] == ("kompakt-broker-dynamic.json (dynamic, this broker): log.cleanup.policy")
+
+
+def test_offline_tools_say_when_the_first_run_compiles(
+    tmp_path: Path, cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kompakt.cleaner.warmup as warmup
+
+    monkeypatch.setattr(warmup, "kernels_cached", lambda sources=None: False)
+    result = cli("log", "explain", str(kafka_dir(tmp_path / "kafka")))
+    assert result.code == 0, result.err
+    assert "compiling native kernels, first run only (typically 10-40 s;" in result.err
+    monkeypatch.setattr(warmup, "kernels_cached", lambda sources=None: True)
+    assert "compiling native kernels" not in cli("log", "explain", str(tmp_path / "kafka")).err

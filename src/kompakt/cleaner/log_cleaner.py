@@ -125,8 +125,14 @@ class LogCleaner:
         logs: Callable[[], Mapping[TopicPartition, PartitionLog]],
         data_dir: Path,
         clock: Clock,
+        *,
+        kernels_ready: Callable[[], object] | None = None,
     ) -> None:
+        """``kernels_ready`` blocks until the native kernels are compiled (a background compile
+        on a fresh install, :class:`kompakt.cleaner.warmup.BackgroundWarmup`); called before
+        the first use of the kernels, so a cleaner thread loads them instead of compiling too."""
         self.settings = CleanerSettings.from_broker(config)
+        self._kernels_ready = kernels_ready
         self.clock = clock
         self._logs = logs
         self.manager = CleanerManager(
@@ -160,6 +166,8 @@ class LogCleaner:
 
     def new_cleaner(self, thread_id: int) -> Cleaner:
         # The native kernels (numba) load here, with the first cleaner, not at broker startup.
+        if self._kernels_ready is not None:
+            self._kernels_ready()
         from kompakt.cleaner.cleaner import Cleaner
         from kompakt.cleaner.offset_map import HashedOffsetMap
 
@@ -216,6 +224,8 @@ class LogCleaner:
     def horizons(self) -> HorizonTracker:
         """Delete-horizon tracking, created on first use (it needs the native kernels)."""
         if self._horizons is None:
+            if self._kernels_ready is not None:
+                self._kernels_ready()
             from kompakt.cleaner.horizons import HorizonTracker
 
             self._horizons = HorizonTracker()

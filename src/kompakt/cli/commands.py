@@ -26,10 +26,10 @@ REGISTRARS += _cluster_commands()
 
 
 def _offline_commands() -> list[Registrar]:
-    """``log dump|verify|explain|compact`` and ``sizing``: offline tools over log files."""
-    from kompakt.cli import log_cmd, sizing
+    """``log dump|verify|explain|compact``, ``sizing`` and ``warmup``: offline tools."""
+    from kompakt.cli import log_cmd, sizing, warmup_cmd
 
-    return [log_cmd.register, sizing.register]
+    return [log_cmd.register, sizing.register, warmup_cmd.register]
 
 
 REGISTRARS += _offline_commands()

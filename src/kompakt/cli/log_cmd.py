@@ -30,6 +30,7 @@ from kompakt.cli.output import (
     emit_table,
     err_console,
 )
+from kompakt.cli.warmup_cmd import announce_kernel_compile
 from kompakt.errors import ConfigError, LogDirectoryError
 from kompakt.log.config import BrokerConfig
 from kompakt.log.config_tables import TOPIC_CONFIGS
@@ -568,6 +569,7 @@ def explain_command(
 
     target = _target(path)
     now_ms = parse_now(now)
+    announce_kernel_compile()
     cli_overrides = parse_pairs(config, "--config")
     stored = stored_topic_configs(target.data_dir)
     cluster: dict[str, dict[str, str]] = {}
@@ -751,6 +753,7 @@ def compact_command(
     )
     broker = defaults.config
     _note_skipped(defaults.skipped)
+    announce_kernel_compile()
     quiet = output is OutputFormat.JSON
     with Progress(
         TextColumn("{task.description}"),

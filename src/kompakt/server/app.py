@@ -25,6 +25,7 @@ from kompakt.broker.groups.offsets_topic import TopicOffsetStore
 from kompakt.broker.producer_ids import ProducerIdManager
 from kompakt.broker.topic_admin import load_dynamic_broker_config
 from kompakt.cleaner.log_cleaner import CleanerSettings, LogCleaner
+from kompakt.cleaner.warmup import BackgroundWarmup
 from kompakt.clock import Clock, SystemClock
 from kompakt.log.config import BrokerConfig
 from kompakt.log.manager import LogManager
@@ -255,17 +256,23 @@ class AppSettings:
 
 
 class CleanerService:
-    """The log cleaner threads as a broker service."""
+    """The log cleaner threads as a broker service, and the background compile of their native
+    kernels on a fresh install (which the threads wait for; ``kompakt ready`` does not)."""
 
     name = "log-cleaner"
 
-    def __init__(self, cleaner: LogCleaner) -> None:
+    def __init__(self, cleaner: LogCleaner, warmup: BackgroundWarmup | None = None) -> None:
         self.cleaner = cleaner
+        self.warmup = warmup
 
     def start(self) -> None:
+        if self.warmup is not None and self.cleaner.settings.enabled:
+            self.warmup.start()
         self.cleaner.startup()
 
     def stop(self) -> None:
+        if self.warmup is not None:
+            self.warmup.stop()
         self.cleaner.shutdown()
 
 
@@ -333,9 +340,16 @@ class BrokerApp:
     def _attach_cleaner(self, broker: Broker, log_manager: LogManager, offsets: TopicOffsetStore) -> None:
         """Create the log cleaner, run it as a service, and subscribe it to config changes and
         topic deletions (so a deleted partition's clean is aborted before its files go)."""
-        cleaner = LogCleaner(broker.broker_config, log_manager.logs, self.settings.data_dir, self.clock)
+        warmup = BackgroundWarmup()
+        cleaner = LogCleaner(
+            broker.broker_config,
+            log_manager.logs,
+            self.settings.data_dir,
+            self.clock,
+            kernels_ready=warmup.wait,
+        )
         broker.cleaner = cleaner
-        self.services.insert(0, CleanerService(cleaner))
+        self.services.insert(0, CleanerService(cleaner, warmup))
 
         def on_config(config: BrokerConfig) -> None:
             if CleanerSettings.from_broker(config) != cleaner.settings:

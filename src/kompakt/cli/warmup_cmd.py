@@ -1,0 +1,42 @@
+"""``kompakt warmup``: compile the native cleaner kernels now, and the first-run notice.
+
+See :mod:`kompakt.cleaner.warmup` for why the first compaction after an install is slow without it.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from kompakt.cli.output import console, err_console
+
+
+def announce_kernel_compile() -> bool:
+    """Say so on stderr when the next clean must compile the kernels first; True if it must."""
+    from kompakt.cleaner.warmup import COMPILE_ESTIMATE, kernels_cached
+
+    if kernels_cached():
+        return False
+    err_console.print(
+        f"compiling native kernels, first run only ({COMPILE_ESTIMATE}; "
+        "`kompakt warmup` does it ahead of time)",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    return True
+
+
+def warmup_command() -> None:
+    """Compile the native cleaner kernels now, so the first compaction takes under a second."""
+    from kompakt.cleaner.warmup import warm_up
+
+    cold = announce_kernel_compile()
+    seconds = warm_up()
+    verb = "compiled" if cold else "loaded (already compiled)"
+    console.print(f"native kernels {verb} in {seconds:.2f} s", markup=False, highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Attach ``kompakt warmup``."""
+    if not any(command.name == "warmup" for command in app.registered_commands):
+        app.command("warmup")(warmup_command)
