@@ -24,7 +24,8 @@ from types import FrameType
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
 from kompakt.backup.errors import BackupConfigError, BackupError
 from kompakt.backup.progress import PartitionProgress
@@ -88,19 +89,23 @@ def _human_bytes(count: float) -> str:
 
 
 class RichProgress:
-    """One bar per partition: records, bytes and rate; on stderr, only on a terminal."""
+    """One bar per partition: %, records, bytes, rate and time left (when the total is known:
+    a snapshot backup knows its offsets to go, a restore its records); on stderr, only on a
+    terminal."""
 
-    def __init__(self) -> None:
+    def __init__(self, console: Console | None = None) -> None:
+        target = console or err_console
         self._progress = Progress(
             TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.fields[records]:>10} rec"),
-            TextColumn("{task.fields[size]:>10}"),
-            TextColumn("{task.fields[rate]:>12}"),
-            TimeElapsedColumn(),
-            console=err_console,
+            BarColumn(bar_width=16),
+            TaskProgressColumn(),
+            TextColumn("{task.fields[records]:>9} rec"),
+            TextColumn("{task.fields[size]:>9}"),
+            TextColumn("{task.fields[rate]:>11}"),
+            TimeRemainingColumn(),
+            console=target,
             transient=False,
-            disable=not err_console.is_terminal,
+            disable=not target.is_terminal,
         )
         self._tasks: dict[str, TaskID] = {}
 

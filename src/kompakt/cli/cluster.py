@@ -27,13 +27,16 @@ import confluent_kafka.admin as _confluent_admin
 import typer
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
+from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
     SpinnerColumn,
+    TaskProgressColumn,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 
 from kompakt.cli.output import CliError, CliUsageError, OutputFormat, err_console
@@ -224,17 +227,27 @@ def decode_text(data: bytes | None) -> str | None:
     return None if data is None else data.decode("utf-8", errors="replace")
 
 
-def progress(total: float | None = None) -> Progress:
-    """A progress display on stderr, shown only on a terminal so pipes and tests stay clean."""
-    columns = [SpinnerColumn(), TextColumn("{task.description}")]
+def progress(total: float | None = None, console: Console | None = None) -> Progress:
+    """A progress display on stderr, shown only on a terminal so pipes and tests stay clean.
+
+    With a known total it shows the bar, done/total, the percentage and the time left (rich's
+    estimate from the recent rate); without one, the count and the time so far.
+    """
+    target = console or err_console
+    columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}")]
     if total is not None:
-        columns += [BarColumn(), MofNCompleteColumn()]
+        columns += [
+            BarColumn(bar_width=20),
+            MofNCompleteColumn(),
+            TaskProgressColumn(),
+            TimeRemainingColumn(),
+        ]
     else:
         columns += [TextColumn("{task.completed:.0f}")]
     columns.append(TimeElapsedColumn())
     return Progress(
         *columns,
-        console=err_console,
+        console=target,
         transient=True,
-        disable=not err_console.is_terminal,
+        disable=not target.is_terminal,
     )

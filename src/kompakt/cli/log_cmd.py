@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
 from kompakt.cli.broker_defaults import cluster_configs, resolve_broker_defaults
 from kompakt.cli.output import (
@@ -757,20 +757,24 @@ def compact_command(
     quiet = output is OutputFormat.JSON
     with Progress(
         TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
+        BarColumn(bar_width=20),
+        TaskProgressColumn(),
+        TextColumn("{task.fields[detail]}"),
+        TimeRemainingColumn(),
         console=console,
         disable=quiet,
         transient=False,
     ) as progress:
-        overall = progress.add_task("partitions", total=len(target.partitions))
+        overall = progress.add_task("partitions", total=len(target.partitions), detail="")
         current: dict[str, Any] = {}
 
         def on_partition(log: Any) -> None:
             if "task" in current:
-                progress.update(current["task"], completed=1, total=1)
-            current["task"] = progress.add_task(f"  {log.name}: pass 1", total=None)
+                progress.update(current["task"], completed=current["total"])
+            # The offsets a compaction covers: from the log start to the active segment (never cleaned).
+            current["start"] = log.log_start_offset
+            current["total"] = max(1, log.active_segment.base_offset - log.log_start_offset)
+            current["task"] = progress.add_task(f"  {log.name}", total=current["total"], detail="pass 1")
             current["passes"] = 0
             progress.advance(overall)
 
@@ -778,7 +782,8 @@ def compact_command(
             current["passes"] += 1
             progress.update(
                 current["task"],
-                description=f"  {log.name}: pass {current['passes']} done (to offset {result.end_offset})",
+                completed=min(current["total"], result.end_offset - current["start"]),
+                detail=f"pass {current['passes']} to offset {result.end_offset}",
             )
 
         try:
@@ -795,7 +800,7 @@ def compact_command(
         except LogDirectoryError as exc:
             raise CliError(str(exc)) from None
         if "task" in current:
-            progress.update(current["task"], completed=1, total=1)
+            progress.update(current["task"], completed=current["total"])
         progress.update(overall, completed=len(target.partitions))
     rows = [
         {
