@@ -563,8 +563,13 @@ def explain_command(
         Path | None,
         typer.Option("--html", help="Write the log map as one self-contained HTML file instead."),
     ] = None,
+    summary_only: Annotated[
+        bool, typer.Option("--summary", help="Only the one-row-per-partition summary, no details.")
+    ] = False,
 ) -> None:
-    """Why a partition is or is not compacting, with the numbers and the event that will change it."""
+    """Why a partition is or is not compacting, with the numbers and the event that will change it.
+
+    For a directory of several partitions a summary table comes first, one row per partition."""
     from kompakt.cleaner.explain import ConfigInput, explain_partition, source_from_files
 
     target = _target(path)
@@ -616,8 +621,38 @@ def explain_command(
     if output is OutputFormat.JSON:
         emit_json([r.to_dict() for r in reports])
         return
+    if len(reports) > 1 or summary_only:
+        _explain_summary(reports)
+    if summary_only:
+        return
     for report in reports:
         _explain_tables(report)
+
+
+def short_verdict(verdict: str) -> str:
+    """The verdict's head, without the numbers behind it: ``not compacting``, ``nothing to
+    clean``, ``not eligible until <time>``, ``will be cleaned at the next cleaner pass``."""
+    for stop in (": ", ", because", " ("):
+        head, sep, _ = verdict.partition(stop)
+        if sep:
+            verdict = head
+    return verdict
+
+
+def _explain_summary(reports: list[Any]) -> None:
+    """One row per partition, before the details: a directory of many partitions is otherwise
+    some 50 lines each with nothing to compare them by."""
+    rows = [
+        {
+            "partition": f"{r.topic}-{r.partition}",
+            "verdict": short_verdict(r.verdict),
+            "dirty": f"{r.dirty_ratio:.2f}",
+            "bytes": r.total_bytes,
+        }
+        for r in reports
+    ]
+    eligible = sum(1 for r in reports if r.eligible)
+    emit_table(rows, title=f"{len(reports)} partitions, {eligible} eligible to clean now")
 
 
 def _explain_tables(r: Any) -> None:

@@ -8,12 +8,15 @@ carry the same information. Errors are raised as :class:`CliError` (exit 1) or
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from kompakt.errors import KompaktError
 
@@ -39,17 +42,52 @@ def emit_json(data: Any) -> None:
     console.file.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
+def _table(title: str | None, cols: list[str], cells: list[list[str]], style: box.Box) -> Table:
+    table = Table(title=title, show_lines=False, box=style)
+    for col in cols:
+        table.add_column(col, overflow="fold")
+    for row in cells:
+        table.add_row(*row)
+    return table
+
+
 def emit_table(
     rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None, title: str | None = None
 ) -> None:
-    """Print ``rows`` as a table with ``columns`` (default: the keys of the first row)."""
+    """Print ``rows`` as a table with ``columns`` (default: the keys of the first row).
+
+    A table never breaks a value across lines to fit the width (80 columns in a pipe): if it
+    does not fit with its borders, it is drawn without them, and if it still does not fit, each
+    row is printed as one ``column value, column value`` paragraph, wrapped between values.
+    """
     cols = list(columns) if columns is not None else (list(rows[0].keys()) if rows else [])
-    table = Table(title=title, show_lines=False)
-    for col in cols:
-        table.add_column(col, overflow="fold")
-    for row in rows:
-        table.add_row(*("" if row.get(c) is None else str(row.get(c)) for c in cols))
-    console.print(table)
+    cells = [["" if row.get(c) is None else str(row.get(c)) for c in cols] for row in rows]
+    width = console.width
+    unbounded = console.options.update(max_width=1_000_000)
+    for style in (box.HEAVY_HEAD, box.SIMPLE_HEAD):
+        table = _table(title, cols, cells, style)
+        if console.measure(table, options=unbounded).maximum <= width:
+            console.print(table)
+            return
+    _emit_paragraphs(title, cols, cells)
+
+
+def _emit_paragraphs(title: str | None, cols: list[str], cells: list[list[str]]) -> None:
+    """Rows as wrapped paragraphs: the first column names the row, the rest follow it."""
+    if title:
+        console.print(title, markup=False, highlight=False, style="italic")
+    names = [c.replace(" ", "_") for c in cols]
+    for row in cells:
+        head = f"{names[0]} {row[0]}" if names else ""
+        rest = ", ".join(f"{c} {v}" for c, v in zip(names[1:], row[1:], strict=True) if v != "")
+        text = textwrap.fill(
+            f"{head}: {rest}" if rest else head,
+            width=max(20, console.width),
+            subsequent_indent="    ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        console.print(Text(text), highlight=False, soft_wrap=True)
 
 
 def emit(
