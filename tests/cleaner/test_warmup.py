@@ -39,6 +39,7 @@ def test_the_cache_check_wants_an_index_newer_than_each_source(
 
     key = f"{tmp_path.name}_{hashlib.sha1(str(tmp_path).encode()).hexdigest()}"
     (other / key).mkdir(parents=True)
+    assert not kernels_cached([source])  # with NUMBA_CACHE_DIR numba looks only there
     (other / key / "kernels_x.f-1.py311.nbi").write_bytes(b"")
     os.utime(other / key / "kernels_x.f-1.py311.nbi", (later + 1, later + 1))
     assert kernels_cached([source])

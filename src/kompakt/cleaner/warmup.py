@@ -20,7 +20,6 @@ CPU, so compiling once on the user's machine is the reliable way.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
@@ -90,10 +89,9 @@ def _cache_dirs(source: Path) -> list[Path]:
     ``__pycache__`` beside it, and the user-wide cache (``numba.core.caching``'s locators)."""
     directory = str(source.parent)
     subpath = f"{source.parent.name}_{hashlib.sha1(directory.encode()).hexdigest()}"  # noqa: S324 - numba's own key
-    dirs = []
     if os.environ.get("NUMBA_CACHE_DIR"):
-        dirs.append(Path(os.environ["NUMBA_CACHE_DIR"]) / subpath)
-    dirs.append(source.parent / "__pycache__")
+        return [Path(os.environ["NUMBA_CACHE_DIR"]) / subpath]  # numba then looks nowhere else
+    dirs = [source.parent / "__pycache__"]
     user_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     dirs.append(user_cache / "numba" / subpath)
     return dirs
@@ -124,7 +122,7 @@ class BackgroundWarmup:
     cache is missing; :meth:`wait` blocks a cleaner thread until it has finished.
 
     A process, not a thread: compiling holds the GIL for seconds at a time, which would stall the
-    broker's request handling. The child lowers its own priority.
+    broker's request handling.
     """
 
     def __init__(self, command: list[str] | None = None, cached: Callable[[], bool] = kernels_cached) -> None:
@@ -201,8 +199,8 @@ class BackgroundWarmup:
 
 def main(argv: list[str]) -> int:
     if "--background" in argv:
-        with contextlib.suppress(OSError):
-            os.nice(10)
+        # Normal priority: the cleaner threads wait for this, so it should end soon (it is a
+        # process of its own, so it does not hold the broker's GIL).
         warm_up()
         return 0
     print(f"cleaner kernels ready in {warm_up():.2f} s")  # noqa: T201
