@@ -95,3 +95,45 @@ def test_static_html_opens_offline_with_every_partition(
     assert sorted(found["partitions"]) == sorted(names)
     assert {"clean", "cleanable", "uncleanable", "active", "not-compacted"} <= set(found["sections"])
     assert found["status"].startswith("snapshot")
+
+
+def test_the_map_hides_50_empty_internal_partitions_and_fits_the_width(broker: InProcessBroker) -> None:
+    """Issue 17: a broker whose consumer groups made ``__consumer_offsets`` (50 partitions, empty
+    here) and an empty topic. By default the map shows only the partitions with data, each bar
+    fitted to the row; a toggle shows the rest. Nothing overflows the page, the bars or the
+    detail view's tables, at a desktop width and at a narrow one."""
+    broker.create_topic("__consumer_offsets", 50, cleanup_policy="compact")
+    broker.create_topic("empty-topic", 1, cleanup_policy="compact")
+    broker.create_topic(
+        "a-very-long-topic-name-that-goes-on-and-on-for-the-layout-test", 1, cleanup_policy="compact"
+    )
+    broker.create_topic("orders", 1, cleanup_policy="compact")
+    produce_rounds(broker, "orders", 3, 10)
+    produce_rounds(broker, "a-very-long-topic-name-that-goes-on-and-on-for-the-layout-test", 2, 4)
+    ARTIFACTS.mkdir(exist_ok=True)
+    found = run_map_check(
+        {
+            "mode": "layout",
+            "url": broker.admin_url + "/",
+            "widths": [1400, 760],
+            "partition": "orders-0",
+            "screenshots": [str(ARTIFACTS / "log-map-layout.png")],
+        }
+    )
+    assert found["blocked"] == [] and found["consoleErrors"] == []
+    for width, seen in found["widths"].items():
+        assert sorted(seen["shown"]) == [
+            "a-very-long-topic-name-that-goes-on-and-on-for-the-layout-test-0",
+            "orders-0",
+        ], width
+        assert "(51 internal or empty hidden)" in seen["count"], seen["count"]
+        assert seen["shownAll"] == 53
+        for state in (seen, seen["afterToggle"]):
+            assert state["pageOverflow"] <= 0, (width, state)
+            assert state["barOverflow"] <= 1, (width, state)
+            assert state["minFill"] > 0.98, (width, state)  # fitted to the width by default
+        assert seen["detail"]["overflow"] <= 0 and seen["detail"]["tableOverflow"] <= 1, (
+            width,
+            seen["detail"],
+        )
+        assert seen["detail"]["pageOverflow"] <= 0, (width, seen["detail"])

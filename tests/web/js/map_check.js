@@ -104,6 +104,59 @@ async function staticPage(page, config, out) {
   await shoot(page, config.screenshots);
 }
 
+// config.mode "layout": open config.url (live) at each width of config.widths; report the rows drawn
+//   by default and with "show internal and empty partitions", horizontal overflow of the page, of
+//   each bar and of the detail view's tables, and whether every bar fills its row.
+async function layout(page, config, out) {
+  const origin = new URL(config.url).origin;
+  await page.route("**/*", (route) => {
+    const url = route.request().url();
+    if (url.startsWith(origin + "/")) return route.continue();
+    out.blocked.push(url);
+    return route.abort();
+  });
+  out.widths = {};
+  for (const width of config.widths) {
+    await page.setViewportSize({ width: width, height: 900 });
+    await page.goto(config.url);
+    await waitFor(page, () => !!document.querySelector("[data-partition]"), null, "a partition row");
+    const found = {};
+    found.shown = await page.$$eval("[data-partition]", (els) => els.map((e) => e.dataset.partition));
+    found.count = (await page.textContent("#count")).trim();
+    const measure = () =>
+      page.evaluate(() => {
+        const doc = document.documentElement;
+        const bars = Array.from(document.querySelectorAll(".bar")).map((b) => {
+          const r = b.getBoundingClientRect(), w = b.parentElement.getBoundingClientRect();
+          return { over: r.right - w.right, fill: r.width / w.width };
+        });
+        return {
+          pageOverflow: doc.scrollWidth - doc.clientWidth,
+          barOverflow: Math.max(0, ...bars.map((b) => b.over)),
+          minFill: Math.min(1, ...bars.map((b) => b.fill)),
+        };
+      });
+    Object.assign(found, await measure());
+    await page.check("#show-hidden");
+    found.shownAll = await page.$$eval("[data-partition]", (els) => els.length);
+    found.afterToggle = await measure();
+    await page.uncheck("#show-hidden");
+    await page.click('[data-partition="' + config.partition + '"] button.name');
+    await waitFor(page, () => !!document.querySelector("#detail table.segments"), null, "the detail view");
+    found.detail = await page.evaluate(() => {
+      const d = document.getElementById("detail");
+      const tables = Array.from(d.querySelectorAll("table")).map((t) => t.getBoundingClientRect().right - d.getBoundingClientRect().right);
+      return {
+        overflow: d.scrollWidth - d.clientWidth,
+        tableOverflow: Math.max(0, ...tables),
+        pageOverflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+      };
+    });
+    await shoot(page, (config.screenshots || []).map((p) => p.replace(".png", "-" + width + ".png")));
+    out.widths[width] = found;
+  }
+}
+
 (async () => {
   const config = JSON.parse(process.argv[2]);
   const out = { blocked: [], consoleErrors: [] };
@@ -119,6 +172,7 @@ async function staticPage(page, config, out) {
     });
     page.on("pageerror", (err) => out.consoleErrors.push(String(err)));
     if (config.mode === "live") await live(page, config, out);
+    else if (config.mode === "layout") await layout(page, config, out);
     else await staticPage(page, config, out);
     console.log(JSON.stringify(out));
   } catch (e) {
