@@ -30,7 +30,7 @@ from kompakt.clock import Clock
 from kompakt.errors import InvalidOffsetError, InvalidRecordError, OffsetOutOfRangeError
 from kompakt.log.config import LogConfig
 from kompakt.log.offset_index import DEFAULT_FILE_OPS, FileOps
-from kompakt.log.producer_state import ProducerStateManager
+from kompakt.log.producer_state import AppendOrigin, ProducerStateManager
 from kompakt.log.recovery import load_partition_dir
 from kompakt.log.retention import deletable_count, passes_for
 from kompakt.log.roll import random_roll_jitter_ms, roll_reason
@@ -225,6 +225,7 @@ class PartitionLog:
         *,
         assign_offsets: bool = True,
         log_append_time_ms: int | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendInfo:
         """Append one validated v2 batch as the leader: assign offsets, roll if needed, write.
 
@@ -241,7 +242,7 @@ class PartitionLog:
         with self.lock:
             state = self.producer_state
             for view in views:
-                state.check(view)
+                state.check(view, origin)
             next_offset = self._log_end_offset
             for pos, view in zip(positions, views, strict=True):
                 set_base_offset(buf, pos, next_offset)

@@ -18,6 +18,7 @@ epoch and base sequence even when it empties the batch.
 
 from __future__ import annotations
 
+import enum
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -29,6 +30,18 @@ from kompakt.records.control import ControlType, control_type_of
 
 NUM_BATCHES_TO_RETAIN: Final = 5
 INT32_MAX: Final = 0x7FFFFFFF
+
+
+class AppendOrigin(enum.Enum):
+    """Who appends (Kafka's ``AppendOrigin``): sequence numbers are checked for clients only.
+
+    A coordinator writes transactional offset commits and markers with no sequence number
+    (``RecordBatch.NO_SEQUENCE``); their epoch is still checked, so a fenced producer's
+    coordinator-written batch is refused like its own.
+    """
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +106,8 @@ class ProducerStateManager:
 
     # ------------------------------------------------------------------ produce-side checks
 
-    def check(self, batch: RecordBatchView) -> None:
-        """Raise if a client's batch must not be appended (duplicate, out of order, fenced)."""
+    def check(self, batch: RecordBatchView, origin: AppendOrigin = AppendOrigin.CLIENT) -> None:
+        """Raise if a batch must not be appended (duplicate, out of order, fenced)."""
         pid = batch.producer_id
         if pid < 0:
             return
@@ -102,7 +115,7 @@ class ProducerStateManager:
         epoch = batch.producer_epoch
         if entry is None:
             return
-        if not batch.is_control:
+        if not batch.is_control and origin is AppendOrigin.CLIENT:
             dup = entry.find_duplicate(epoch, batch.base_sequence, batch.last_sequence)
             if dup is not None:
                 raise DuplicateSequenceError(
@@ -118,7 +131,7 @@ class ProducerStateManager:
                 f"is {epoch}, "
                 f"which is smaller than the last seen epoch {entry.epoch}"
             )
-        if batch.is_control:
+        if batch.is_control or origin is AppendOrigin.COORDINATOR:
             return
         seq = batch.base_sequence
         if entry.epoch == NO_PRODUCER_EPOCH:
