@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 READY = re.compile(r"^kompakt ready: listening on (?P<host>[^:]+):(?P<port>\d+), data directory ")
+ADMIN = re.compile(r"admin (?P<url>http://[0-9.:]+)")
 START_DEADLINE_S = 30.0
 DEADLINE_S = 30.0
 #: Fast timeout checks so a broker-side abort is seen within a second of the timeout.
@@ -39,6 +40,8 @@ class Kompakt:
     port: int
     stderr_path: Path
     extra: tuple[str, ...]
+    args: tuple[str, ...] = ()
+    admin_url: str = ""
 
     @property
     def bootstrap(self) -> str:
@@ -64,8 +67,11 @@ class Kompakt:
             self.process.stdout.close()
 
 
-def start(data_dir: Path, *extra: str, port: int = 0) -> Kompakt:
-    """Launch ``kompakt serve`` on ``data_dir`` and wait for its ready line."""
+def start(data_dir: Path, *extra: str, port: int = 0, args: tuple[str, ...] = ()) -> Kompakt:
+    """Launch ``kompakt serve`` on ``data_dir`` and wait for its ready line.
+
+    ``extra`` are ``--override`` settings, ``args`` other command-line arguments.
+    """
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     stderr_path = data_dir.parent / f"{data_dir.name}-stderr-{time.monotonic_ns()}.log"
     command = [
@@ -77,6 +83,7 @@ def start(data_dir: Path, *extra: str, port: int = 0) -> Kompakt:
         str(data_dir),
         "--port",
         str(port),
+        *args,
     ]
     for item in (*TXN_OVERRIDES, *extra):
         command += ["--override", item]
@@ -99,14 +106,18 @@ def start(data_dir: Path, *extra: str, port: int = 0) -> Kompakt:
         poller.register(process.stdout, select.POLLIN | select.POLLHUP)
         if not poller.poll(remaining * 1000):
             continue
-        match = READY.match(process.stdout.readline())
+        line = process.stdout.readline()
+        match = READY.match(line)
         if match:
-            return Kompakt(process, data_dir, int(match["port"]), stderr_path, extra)
+            admin = ADMIN.search(line)
+            return Kompakt(
+                process, data_dir, int(match["port"]), stderr_path, extra, args, admin["url"] if admin else ""
+            )
 
 
 def restart(broker: Kompakt) -> Kompakt:
     """Start the stopped ``broker``'s data directory again on the same port."""
-    return start(broker.data_dir, *broker.extra, port=broker.port)
+    return start(broker.data_dir, *broker.extra, port=broker.port, args=broker.args)
 
 
 @dataclass
