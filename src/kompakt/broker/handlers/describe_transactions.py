@@ -6,9 +6,18 @@ start time is -1 for a transaction that has not started, as Kafka answers.
 
 from __future__ import annotations
 
+import datetime
+
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def _timestamp(ms: int) -> datetime.datetime:
+    """kio's non-nullable datetime field for a millisecond time; -1 (no start) stays -1 on the wire."""
+    return _EPOCH + datetime.timedelta(milliseconds=ms)
 
 
 def _state(ctx: RequestContext, transactional_id: str) -> dict[str, object]:
@@ -19,7 +28,7 @@ def _state(ctx: RequestContext, transactional_id: str) -> dict[str, object]:
             "transactional_id": transactional_id,
             "transaction_state": "",
             "transaction_timeout": 0,
-            "transaction_start_time": -1,
+            "transaction_start_time": _timestamp(-1),
             "producer_id": -1,
             "producer_epoch": -1,
             "topics": [],
@@ -33,7 +42,7 @@ def _state(ctx: RequestContext, transactional_id: str) -> dict[str, object]:
         "transactional_id": transactional_id,
         "transaction_state": d.state,
         "transaction_timeout": d.timeout_ms,
-        "transaction_start_time": d.start_time_ms,
+        "transaction_start_time": _timestamp(d.start_time_ms),
         "producer_id": d.producer_id,
         "producer_epoch": d.producer_epoch,
         "topics": [{"topic": topic, "partitions": parts} for topic, parts in by_topic.items()],

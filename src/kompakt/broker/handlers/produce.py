@@ -105,7 +105,9 @@ def _append_transactional(
     """Verify a transactional batch with the coordinator and append it under the transaction's lock."""
     coordinator = broker.txn
     view = RecordBatchView(batch)
-    if coordinator is None or not coordinator.config.transaction_partition_verification_enable:
+    if coordinator is None:
+        return _error(partition_log.partition, codec.ErrorCode.invalid_txn_state, "no transaction coordinator")
+    if not coordinator.config.transaction_partition_verification_enable:
         return partition_log.append(batch, log_append_time_ms=log_append_time_ms)
     tp = (partition_log.topic, partition_log.partition)
     with coordinator.verified(transactional_id, view.producer_id, view.producer_epoch, [tp]) as errors:
