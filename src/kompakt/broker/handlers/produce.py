@@ -106,7 +106,7 @@ def _append_transactional(
     coordinator = broker.txn
     view = RecordBatchView(batch)
     if coordinator is None:
-        return _error(partition_log.partition, codec.ErrorCode.invalid_txn_state, "no transaction coordinator")
+        return _error(partition_log.partition, codec.ErrorCode.invalid_txn_state, "no coordinator")
     if not coordinator.config.transaction_partition_verification_enable:
         return partition_log.append(batch, log_append_time_ms=log_append_time_ms)
     tp = (partition_log.topic, partition_log.partition)
