@@ -157,9 +157,16 @@ def decode_snapshot(data: bytes) -> list[ProducerEntry]:
     if computed != crc:
         raise CorruptSnapshotError(f"snapshot is corrupt (stored CRC {crc}, computed {computed})")
     entries = []
-    for pid, epoch, last_seq, last_offset, delta, timestamp, coordinator_epoch, txn_first in (
-        _SNAPSHOT_ENTRY.iter_unpack(memoryview(data)[_SNAPSHOT_HEADER.size :])
-    ):
+    for (
+        pid,
+        epoch,
+        last_seq,
+        last_offset,
+        delta,
+        timestamp,
+        coordinator_epoch,
+        txn_first,
+    ) in _SNAPSHOT_ENTRY.iter_unpack(memoryview(data)[_SNAPSHOT_HEADER.size :]):
         entry = ProducerEntry(
             pid,
             epoch,
