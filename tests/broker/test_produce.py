@@ -16,9 +16,9 @@ from kompakt.protocol.codec import ErrorCode as E
 from kompakt.records.batch import RecordBatchView, TimestampType, iter_batches
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.compression import Compression
+from tests.support.wire import call, dispatch, produce_values
 
 from .conftest import NOW_MS
-from .wire import call, dispatch, produce_values
 
 V = 9
 

@@ -8,7 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _harness import (
+
+from kompakt.clock import FakeClock
+from kompakt.errors import DuplicateSequenceError
+from kompakt.log.partition_log import PartitionLog
+from kompakt.records.batch import Compression
+from kompakt.records.builder import SimpleRecord, build_batch
+
+from ._harness import (
     B,
     K,
     O,
@@ -24,12 +31,6 @@ from _harness import (
     roll,
     two_pass_clean,
 )
-
-from kompakt.clock import FakeClock
-from kompakt.errors import DuplicateSequenceError
-from kompakt.log.partition_log import PartitionLog
-from kompakt.records.batch import Compression
-from kompakt.records.builder import SimpleRecord, build_batch
 
 CODECS = list(Compression)
 

@@ -21,7 +21,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from _harness import (
+from kompakt.clock import FakeClock
+from kompakt.log.files import SimulatedCrashError
+from kompakt.log.offset_index import OsFileOps
+from kompakt.log.partition_log import PartitionLog
+from kompakt.records.batch import Compression
+
+from ._harness import (
     FAST_OPS,
     abort,
     all_records,
@@ -35,12 +41,6 @@ from _harness import (
     open_log,
     txn,
 )
-
-from kompakt.clock import FakeClock
-from kompakt.log.files import SimulatedCrashError
-from kompakt.log.offset_index import OsFileOps
-from kompakt.log.partition_log import PartitionLog
-from kompakt.records.batch import Compression
 
 CFG: dict[str, Any] = {"segment_bytes": 300, "index_interval_bytes": 64, "delete_retention_ms": 1_000}
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from _harness import batches, clean_result, lct_log, roll
-
 from kompakt.clock import FakeClock
 from kompakt.log.partition_log import PartitionLog
 from kompakt.records.batch import Compression, TimestampType
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.control import ControlType, build_control_batch
+
+from ._harness import batches, clean_result, lct_log, roll
 
 
 def _rec(key: str | None, value: str | None, ts: int, delta: int | None = None) -> SimpleRecord:

@@ -25,7 +25,6 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _harness import all_records, batches, clean_result, lct_log, log_bytes, reopen
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,6 +32,8 @@ from kompakt.clock import FakeClock
 from kompakt.log.partition_log import PartitionLog
 from kompakt.records.batch import Compression
 from kompakt.records.builder import SimpleRecord, build_batch
+
+from ._harness import all_records, batches, clean_result, lct_log, log_bytes, reopen
 
 RETENTION_MS = 10_000
 # CI runs a fixed, derandomized set; KOMPAKT_CLEANER_EXAMPLES=N runs N fresh random examples.

@@ -10,10 +10,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _harness import MAX_LONG, K, all_records, append_kv, clean, lct_log, leftovers, make_map, reopen, rewrite
 
 from kompakt.clock import FakeClock
 from kompakt.log.partition_log import PartitionLog
+
+from ._harness import (
+    MAX_LONG,
+    K,
+    all_records,
+    append_kv,
+    clean,
+    lct_log,
+    leftovers,
+    make_map,
+    reopen,
+    rewrite,
+)
 
 HEAD = "00000000000000000000."
 EXTS = ("log", "index", "timeindex", "txnindex")

@@ -5,7 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _harness import (
+
+from kompakt.clock import FakeClock
+from kompakt.errors import CleaningAbortedError
+
+from ._harness import (
     DAY_MS,
     MAX_LONG,
     K,
@@ -27,9 +31,6 @@ from _harness import (
     roll_at,
     segment_record_counts,
 )
-
-from kompakt.clock import FakeClock
-from kompakt.errors import CleaningAbortedError
 
 
 @pytest.fixture

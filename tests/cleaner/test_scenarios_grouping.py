@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _harness import append_at, clean, lct_log, roll_at
 
 from kompakt.cleaner.grouping import GroupingInput, group_segments_by_size
 from kompakt.clock import FakeClock
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segment import LogSegment
 from kompakt.records.builder import SimpleRecord, build_batch
+
+from ._harness import append_at, clean, lct_log, roll_at
 
 INT_MAX = 2**31 - 1
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _harness import (
+
+from kompakt.clock import FakeClock
+from kompakt.errors import DuplicateSequenceError
+from kompakt.log.partition_log import PartitionLog
+from kompakt.records.builder import SimpleRecord, build_batch
+from kompakt.records.control import ControlType, build_control_batch, control_key
+
+from ._harness import (
     BB,
     LARGE,
     MAX_LONG,
@@ -30,12 +37,6 @@ from _harness import (
     two_pass_clean,
     txn,
 )
-
-from kompakt.clock import FakeClock
-from kompakt.errors import DuplicateSequenceError
-from kompakt.log.partition_log import PartitionLog
-from kompakt.records.builder import SimpleRecord, build_batch
-from kompakt.records.control import ControlType, build_control_batch, control_key
 
 
 @pytest.fixture

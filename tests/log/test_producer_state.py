@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from log_helpers import LogHarness, batch, config
 
 from kompakt.errors import DuplicateSequenceError, OutOfOrderSequenceError, ProducerFencedError
 from kompakt.records.builder import build_batch
 from kompakt.records.control import ControlType, build_control_batch
+
+from .log_helpers import LogHarness, batch, config
 
 
 def idem(seq: int, *values: bytes, pid: int = 1, epoch: int = 0, txn: bool = False) -> bytes:

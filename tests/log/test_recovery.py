@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from log_helpers import LogHarness, all_records, config, kv
 
 from kompakt.errors import PartitionOfflineError
 from kompakt.log.files import FaultInjectingFileOps, SimulatedCrashError, use_file_ops
@@ -15,6 +14,8 @@ from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segment import LogSegment
 from kompakt.records.batch import iter_batches
 from kompakt.records.record import decode_records
+
+from .log_helpers import LogHarness, all_records, config, kv
 
 SIZE = len(kv(0))
 

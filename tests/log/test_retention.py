@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from log_helpers import LogHarness, config, kv
-
 from kompakt.log import retention
+
+from .log_helpers import LogHarness, config, kv
 
 
 def filled(tmp_path: Path, n: int = 15, timestamp: int = 10, **overrides: object) -> LogHarness:

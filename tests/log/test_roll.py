@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from log_helpers import LogHarness, batch, config, kv
+from .log_helpers import LogHarness, batch, config, kv
 
 HOUR = 3_600_000
 

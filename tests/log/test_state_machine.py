@@ -15,7 +15,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from log_helpers import LogHarness, all_records, batch, batch_ranges, config
+
+from .log_helpers import LogHarness, all_records, batch, batch_ranges, config
 
 
 class PartitionLogMachine(RuleBasedStateMachine):
