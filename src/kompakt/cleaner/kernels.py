@@ -16,8 +16,8 @@ Contract between kernels and callers: the kernels trust the column arrays they a
 far as ``scan_records`` produced them; any bytes read from segment buffers are bounds-checked,
 because numba does not check indexes and a corrupt segment must raise, not crash.
 
-Byte layout: see ``docs/design.md`` and kafka-log-cleaner.md §3.2. Varints are zigzag then
-little-endian base-128 (at most 5 bytes for an int, 10 for a long).
+Byte layout: see ``docs/design.md`` and Kafka's ``DefaultRecordBatch`` / ``DefaultRecord``. Varints are zigzag
+then little-endian base-128 (at most 5 bytes for an int, 10 for a long).
 """
 
 from __future__ import annotations

@@ -321,8 +321,9 @@ def _map_spans(
     size: Scalar,
     max_keys: Scalar,
 ) -> tuple[Scalar, Scalar, Scalar, Scalar, Scalar, Scalar, Scalar]:
-    """§2.5 over spans. Returns ``(status, span, records_done_in_span, size, last_put, position,
-    cap)``; status DONE, FULL, or a record error code (> 0) with the span and byte position."""
+    """``Cleaner.buildOffsetMapForSegment`` over spans. Returns ``(status, span, records_done_in_span, size,
+    last_put, position, cap)``; status DONE, FULL, or a record error code (> 0) with the span and byte
+    position."""
     most = 0
     for b in range(starts.shape[0]):
         if counts[b] < 0:
@@ -395,9 +396,9 @@ def _retain_spans(
     kept: I64Array,
     kept_first: I64Array,
 ) -> tuple[Scalar, Scalar, Scalar, Scalar, Scalar]:
-    """§2.9 over spans, writing only the kept records' columns into ``kept`` (a RecordTable layout)
-    and their per-span prefix counts into ``kept_first``. Returns ``(error, span, position,
-    invalid_dropped, tombstones_dropped)``; the ``batch`` column holds the span index."""
+    """``Cleaner.shouldRetainRecord`` over spans, writing only the kept records' columns into ``kept`` (a
+    RecordTable layout) and their per-span prefix counts into ``kept_first``. Returns ``(error, span,
+    position, invalid_dropped, tombstones_dropped)``; the ``batch`` column holds the span index."""
     most = 0
     for b in range(starts.shape[0]):
         if counts[b] < 0:

@@ -6,12 +6,12 @@ tombstones removed, the offset map's utilization, and start / map-done / end tim
 clock's monotonic reading.
 
 :func:`format_clean_log_line` renders Kafka's per-clean INFO message byte for byte
-(kafka-log-cleaner.md §2.22), including Java's number formatting: ``%,.1f`` groups thousands
+(``LogCleaner.CleanerThread.recordStats``), including Java's number formatting: ``%,.1f`` groups thousands
 with commas and rounds half-up on the shortest decimal form of the double; a division by zero
 prints ``NaN`` or ``Infinity`` as Java's doubles do.
 
 :class:`CleanerMetrics` turns the threads' last cleans and the manager's last selection into
-Kafka's gauges (§2.21), read with :meth:`CleanerMetrics.snapshot`, plus a record of the last
+Kafka's ``LogCleaner`` gauges, read with :meth:`CleanerMetrics.snapshot`, plus a record of the last
 clean of each partition. Thread-safe (one lock); cleaner threads push, readers pull.
 """
 
