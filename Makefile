@@ -24,11 +24,11 @@ system-deps:
 	fi
 
 js-deps:
-	@if command -v npm >/dev/null 2>&1 && [ ! -d tests/js/node_modules/kafkajs ]; then \
-		cd tests/js && npm ci --silent --no-audit --no-fund; \
+	@if command -v npm >/dev/null 2>&1 && [ ! -d tests/e2e/js/node_modules/kafkajs ]; then \
+		cd tests/e2e/js && npm ci --silent --no-audit --no-fund; \
 	fi
-	@if command -v npm >/dev/null 2>&1 && [ ! -d tests/web/js/node_modules/playwright-core ]; then \
-		cd tests/web/js && npm ci --silent --no-audit --no-fund; \
+	@if command -v npm >/dev/null 2>&1 && [ ! -d tests/e2e/web/js/node_modules/playwright-core ]; then \
+		cd tests/e2e/web/js && npm ci --silent --no-audit --no-fund; \
 	fi
 
 # Byte-compile first: an editable install has no cached bytecode, and where PYTHONDONTWRITEBYTECODE

@@ -131,7 +131,7 @@ def test_corrupted_backup_is_detected(broker: BrokerProcess, tmp_path: Path) -> 
 
 
 def consume_topics(broker: BrokerProcess) -> set[str]:
-    from backup.conftest import admin
+    from .conftest import admin
 
     client = admin(broker)
     return set(client.list_topics(timeout=10).topics)

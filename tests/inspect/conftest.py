@@ -1,4 +1,5 @@
-"""Fixtures of the log map tests: an in-process broker whose only compactions are explicit."""
+"""Fixtures of the explain and log map tests: the offline log-directory builders and runner
+(:mod:`tests.support.log_dirs`), and an in-process broker whose only compactions are explicit."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from pathlib import Path
 import pytest
 
 from kompakt.testing import InProcessBroker
+from tests.support.log_dirs import build, cli
+
+__all__ = ["build", "cli"]
 
 
 @pytest.fixture
