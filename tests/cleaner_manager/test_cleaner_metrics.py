@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cleaner_manager._fakes import MemoryCheckpoints, filthy_log
+from kompakt.cleaner.manager import CleanerManager
 from kompakt.cleaner.metrics import (
     CleanerMetrics,
     CleanerStats,
@@ -13,7 +14,6 @@ from kompakt.cleaner.metrics import (
     format_invalid_messages_line,
     java_fixed,
 )
-from kompakt.cleaner.state import CleanerManager
 from kompakt.cleaner.throttler import Throttler
 from kompakt.clock import FakeClock
 
