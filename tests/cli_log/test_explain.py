@@ -11,9 +11,9 @@ from typing import Any
 
 from cli_log_helpers import DAY, HOUR, T0, kafka_dir, keys
 
-from kompakt.cleaner.explain import iso_ms
 from kompakt.cleaner.offline import compact_directory
 from kompakt.clock import FakeClock
+from kompakt.inspect.explain import iso_ms
 from kompakt.log.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
 from kompakt.records.builder import SimpleRecord, build_batch
 
