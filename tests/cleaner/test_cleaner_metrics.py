@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kompakt.cleaner.manager import CleanerManager
 from kompakt.cleaner.metrics import (
     CleanerMetrics,
     CleanerStats,
@@ -12,7 +13,6 @@ from kompakt.cleaner.metrics import (
     format_invalid_messages_line,
     java_fixed,
 )
-from kompakt.cleaner.state import CleanerManager
 from kompakt.cleaner.throttler import Throttler
 from kompakt.clock import FakeClock
 

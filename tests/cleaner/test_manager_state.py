@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from kompakt.cleaner.manager import ABORTED, IN_PROGRESS, CleanerManager, paused
 from kompakt.cleaner.planning import SelectionError
-from kompakt.cleaner.state import ABORTED, IN_PROGRESS, CleanerManager, paused
 from kompakt.errors import CleaningAbortedError, IllegalCleanerStateError
 from kompakt.log.checkpoint import OffsetCheckpointFile
 

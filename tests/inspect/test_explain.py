@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kompakt.cleaner.explain import iso_ms
 from kompakt.cleaner.offline import compact_directory
 from kompakt.clock import FakeClock
+from kompakt.inspect.explain import iso_ms
 from kompakt.log.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
 from kompakt.records.builder import SimpleRecord, build_batch
 from tests.support.log_dirs import DAY, HOUR, T0, kafka_dir, keys

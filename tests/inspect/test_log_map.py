@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kompakt.cleaner.log_map import TIER_CLEANING, TIER_ELIGIBLE, TIER_NOT_COMPACTED, TIER_WAITING
+from kompakt.inspect.log_map import TIER_CLEANING, TIER_ELIGIBLE, TIER_NOT_COMPACTED, TIER_WAITING
 from kompakt.server.web import DATA_PLACEHOLDER, embed_json, page_html
 from kompakt.testing import InProcessBroker
 from tests.support.produce import produce, produce_rounds

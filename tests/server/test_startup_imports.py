@@ -19,7 +19,7 @@ DEFERRED = (
     "prometheus_client",
     "kompakt.server.admin_metrics",
     "kompakt.server.web.live",
-    "kompakt.cleaner.explain_report",
+    "kompakt.inspect.explain_report",
     "kompakt.cleaner.kernels",
     "typer",
     "click",

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kompakt.cleaner.adapter import LogView
+from kompakt.cleaner.manager import CleanerCheckpointFile, CleanerManager
 from kompakt.cleaner.metrics import CleanerMetrics, format_clean_log_line
 from kompakt.cleaner.planning import SelectionError, TopicPartition, segments_to_force_roll
-from kompakt.cleaner.state import CleanerCheckpointFile, CleanerManager
 from kompakt.cleaner.throttler import Throttler
 from kompakt.clock import Clock
 from kompakt.errors import CleaningAbortedError

@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
+from kompakt.cleaner.manager import CleanerManager
 from kompakt.cleaner.planning import CleanableLog, TopicPartition
-from kompakt.cleaner.state import CleanerManager
 from kompakt.cleaner.throttler import Throttler
 from kompakt.clock import Clock
 

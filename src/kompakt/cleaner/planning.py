@@ -3,7 +3,7 @@
 This module is pure. It reads a partition log only through the small :class:`CleanableLog`
 protocol (offsets, config, and one :class:`SegmentInfo` per segment), takes ``now_ms`` as an
 argument and returns values; it never writes a checkpoint or changes a cleaning state. The
-cleaner manager (``cleaner/state.py``) applies what it returns under its lock.
+cleaner manager (``cleaner/manager.py``) applies what it returns under its lock.
 
 Sections of a compacted log (Kafka's ``LogToClean`` and ``LogCleanerManager.calculateCleanableBytes``)::
 

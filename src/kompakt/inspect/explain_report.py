@@ -1,7 +1,7 @@
 """The explain report's inputs and outputs: what a partition looks like to ``kompakt log explain``.
 
 Plain frozen dataclasses, free of the native kernels, so the broker and the web page can build
-inputs and read reports without loading numba; :mod:`kompakt.cleaner.explain` computes them.
+inputs and read reports without loading numba; :mod:`kompakt.inspect.explain` computes them.
 """
 
 from __future__ import annotations

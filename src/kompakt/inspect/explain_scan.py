@@ -15,7 +15,6 @@ import numpy as np
 import numpy.typing as npt
 
 from kompakt.cleaner.dedupe import decompressed_spans
-from kompakt.cleaner.explain_report import BOOL, I64, MAX_TOMBSTONES_LISTED, U64, PartitionSource
 from kompakt.cleaner.kernels import (
     BatchTable,
     Spans,
@@ -25,6 +24,7 @@ from kompakt.cleaner.kernels import (
     scan_records,
 )
 from kompakt.cleaner.planning import NO_TIMESTAMP, SegmentInfo
+from kompakt.inspect.explain_report import BOOL, I64, MAX_TOMBSTONES_LISTED, U64, PartitionSource
 from kompakt.log.producer_state import ProducerStateManager
 from kompakt.records.batch import (
     ATTR_COMPRESSION_MASK,

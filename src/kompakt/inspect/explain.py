@@ -12,8 +12,8 @@ It reads files and returns values: no printing, no CLI, no locks taken, nothing 
 builds its input from a directory on disk; the broker's admin endpoint can build the same
 :class:`PartitionSource` from a live log (segment paths and sizes read under the log's lock).
 
-The report's types live in :mod:`kompakt.cleaner.explain_report` (no native code) and the file
-scanning in :mod:`kompakt.cleaner.explain_scan`; both are re-exported here.
+The report's types live in :mod:`kompakt.inspect.explain_report` (no native code) and the file
+scanning in :mod:`kompakt.inspect.explain_scan`; both are re-exported here.
 """
 
 from __future__ import annotations
@@ -24,7 +24,19 @@ from pathlib import Path
 
 import numpy as np
 
-from kompakt.cleaner.explain_report import (
+from kompakt.cleaner.planning import (
+    LONG_MAX,
+    NO_TIMESTAMP,
+    SegmentInfo,
+    cleanable_offsets,
+    estimated_earliest_timestamps,
+    first_too_young_segment,
+    log_to_clean,
+    max_segment_ms,
+)
+from kompakt.cleaner.sizing import SLOT_BYTES, keys_per_pass
+from kompakt.errors import CorruptCheckpointError
+from kompakt.inspect.explain_report import (
     BOOL,
     I64,
     MAX_TOMBSTONES_LISTED,
@@ -46,27 +58,15 @@ from kompakt.cleaner.explain_report import (
     iso_ms,
     resolve_configs,
 )
-from kompakt.cleaner.explain_scan import _cat, _digests, _latest_mask, _Scan, _varint_size
-from kompakt.cleaner.explain_scan import scan_partition as _scan
-from kompakt.cleaner.planning import (
-    LONG_MAX,
-    NO_TIMESTAMP,
-    SegmentInfo,
-    cleanable_offsets,
-    estimated_earliest_timestamps,
-    first_too_young_segment,
-    log_to_clean,
-    max_segment_ms,
-)
-from kompakt.cleaner.sizing import SLOT_BYTES, keys_per_pass
-from kompakt.errors import CorruptCheckpointError
+from kompakt.inspect.explain_scan import _cat, _digests, _latest_mask, _Scan, _varint_size
+from kompakt.inspect.explain_scan import scan_partition as _scan
+from kompakt.inspect.log_files import PartitionDir
 from kompakt.log.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE,
     OffsetCheckpointFile,
 )
 from kompakt.log.config import BrokerConfig, LogConfig
-from kompakt.log.inspect import PartitionDir
 from kompakt.log.producer_state import ProducerStateManager
 from kompakt.records.batch import (
     ATTR_CONTROL,

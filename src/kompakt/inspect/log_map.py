@@ -15,7 +15,7 @@ The web page served by the broker's admin endpoint (``GET /``) and the static pa
   ones.
 
 Pure data in, JSON-ready dicts out: no I/O except :func:`segment_tombstones`, which reads the
-segment files of a :class:`~kompakt.cleaner.explain.PartitionSource` with the explain engine's
+segment files of a :class:`~kompakt.inspect.explain.PartitionSource` with the explain engine's
 native scan.
 """
 
@@ -26,8 +26,8 @@ from typing import Any, Final
 
 import numpy as np
 
-from kompakt.cleaner.explain_report import PartitionSource, iso_ms
 from kompakt.cleaner.planning import LONG_MAX
+from kompakt.inspect.explain_report import PartitionSource, iso_ms
 
 MAP_FORMAT_VERSION: Final = 1
 
@@ -52,7 +52,7 @@ TIER_NOT_COMPACTED: Final = 0
 def segment_tombstones(source: PartitionSource) -> list[dict[str, Any]]:
     """Per segment of ``source``: records, tombstones and the delete horizons stamped in its
     batches (``stamped_batches``, ``min_horizon_ms``, ``max_horizon_ms``; None when unstamped)."""
-    from kompakt.cleaner.explain_scan import scan_partition  # native kernels: loaded on first use
+    from kompakt.inspect.explain_scan import scan_partition  # native kernels: loaded on first use
 
     scan = scan_partition(source)
     n_segments = len(scan.segments)
