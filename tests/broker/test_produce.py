@@ -1,4 +1,5 @@
-"""Produce: every §5 validation case with Kafka's codes and messages, appends, idempotence."""
+"""Produce: every ``LogValidator`` / ``UnifiedLog.analyzeAndValidateRecords`` case with Kafka's codes and
+messages, appends, idempotence."""
 
 from __future__ import annotations
 
@@ -123,7 +124,8 @@ def test_empty_record_set_is_invalid(dispatcher: Dispatcher, plain: str) -> None
     assert answer.error_code == E.invalid_record
 
 
-# ---- S71: null keys on compacted topics ------------------------------------------------------
+# ---- null keys on compacted topics (``UnifiedLogTest.testCompactedTopicConstraints``)
+# ------------------------------------------------------
 
 NULL_KEY = "Compacted topic cannot accept message without key in topic partition compacted-0."
 

@@ -1,4 +1,5 @@
-"""CleanerStats, the per-clean log line (§2.22) and the gauges (§2.21, S61)."""
+"""CleanerStats, the per-clean log line (``LogCleaner.CleanerThread.recordStats``) and the
+``LogCleaner`` gauges (``LogCleanerTest.testMaxCleanTimeSecs``, reference scenario S61)."""
 
 from __future__ import annotations
 
@@ -113,7 +114,8 @@ def test_stats_derived_values() -> None:
 # ----------------------------------------------------------------------------- gauges
 
 
-def test_s61_gauges_read_zero_with_no_threads() -> None:
+def test_gauges_read_zero_with_no_threads() -> None:
+    """Kafka's ``LogCleanerTest.testMaxCleanTimeSecs`` (reference scenario S61)."""
     snap = CleanerMetrics().snapshot(T0)
     for name in (
         "max-buffer-utilization-percent",

@@ -1,4 +1,5 @@
-"""A crash at every file operation of one full cleaning pass (§2.7, §2.12, §2.13; S40 generalised).
+"""A crash at every file operation of one full cleaning pass (``Cleaner.cleanSegments``,
+``LocalLog.replaceSegments``, ``LogLoader``; ``LogCleanerTest.testRecoveryAfterCrash`` generalised).
 
 The log's segment, index and swap writes all go through the ``file_ops`` object handed to the
 ``PartitionLog``. A counting implementation learns how many operations one full pass performs;

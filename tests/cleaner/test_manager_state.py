@@ -1,4 +1,6 @@
-"""CleanerManager: states (§2.19, S50, S52), checkpoints (§2.14, S48, S51), uncleanable set."""
+"""CleanerManager (Kafka's ``LogCleanerManager``): cleaning states, checkpoints, the uncleanable set.
+
+Ports of ``LogCleanerManagerTest`` (reference scenarios S48, S50-S53); each test names its Kafka test."""
 
 from __future__ import annotations
 
@@ -49,7 +51,9 @@ def test_grab_marks_chosen_in_progress_and_records_metrics() -> None:
     assert store.writes == 0
 
 
-def test_s48_checkpoint_reset_written_when_nothing_selected() -> None:
+def test_checkpoint_reset_written_when_nothing_selected() -> None:
+    """Kafka's ``LogCleanerManagerTest.testCheckpointUpdatedForInvalidOffsetNoCleaning`` (reference scenario
+    S48)."""
     log = filthy_log(0, 20)
     log.log_start_offset = 20
     mgr, store = _manager({TP: 15})
@@ -58,7 +62,9 @@ def test_s48_checkpoint_reset_written_when_nothing_selected() -> None:
     assert mgr.cleaning_state(TP) is None
 
 
-def test_s48_checkpoint_reset_written_when_other_log_selected() -> None:
+def test_checkpoint_reset_written_when_other_log_selected() -> None:
+    """Kafka's ``LogCleanerManagerTest.testCheckpointUpdatedForInvalidOffsetNotSelected`` (reference scenario
+    S48)."""
     tp0, tp1 = filthy_log(0, 20), filthy_log(1, 20)
     tp0.log_start_offset = 15
     mgr, store = _manager({("t", 0): 10, ("t", 1): 5})
@@ -67,7 +73,9 @@ def test_s48_checkpoint_reset_written_when_other_log_selected() -> None:
     assert store.entries == {("t", 0): 15, ("t", 1): 5}
 
 
-def test_s53_selection_error_propagates_after_writing_earlier_resets() -> None:
+def test_selection_error_propagates_after_writing_earlier_resets() -> None:
+    """Kafka's ``LogCleanerManagerTest.testGrabFilthiestCompactedLogThrowsException`` (reference scenario
+    S53)."""
     ok, broken = filthy_log(0, 20), filthy_log(1, 20)
     ok.log_start_offset = 5
     broken.fail_with = OSError("boom")
@@ -106,10 +114,11 @@ def test_uncleanable_bytes_counts_cleanable_bytes_of_marked_partitions() -> None
     assert mgr.uncleanable_bytes(logs, T0) == 0
 
 
-# ----------------------------------------------------------------------------- S52
+# ------------------------------------------------ doneCleaning / doneDeleting / concurrent cleanup
 
 
-def test_s52_done_cleaning_transitions() -> None:
+def test_done_cleaning_transitions() -> None:
+    """Kafka's ``LogCleanerManagerTest.testDoneCleaning`` (reference scenario S52)."""
     mgr, store = _manager()
     with pytest.raises(IllegalCleanerStateError):
         mgr.done_cleaning(TP, 10)
@@ -126,7 +135,8 @@ def test_s52_done_cleaning_transitions() -> None:
     assert store.entries == {TP: 25}
 
 
-def test_s52_done_cleaning_after_abort_pauses_and_leaves_checkpoint() -> None:
+def test_done_cleaning_after_abort_pauses_and_leaves_checkpoint() -> None:
+    """Kafka's ``LogCleanerManagerTest.testDoneCleaning`` (reference scenario S52)."""
     mgr, store = _manager({TP: 3})
     mgr.grab_filthiest_compacted_log([filthy_log(0, 30)], T0)
     done = threading.Event()
@@ -150,7 +160,8 @@ def test_s52_done_cleaning_after_abort_pauses_and_leaves_checkpoint() -> None:
     assert mgr.cleaning_state(TP) is None
 
 
-def test_s52_done_deleting_transitions() -> None:
+def test_done_deleting_transitions() -> None:
+    """Kafka's ``LogCleanerManagerTest.testDoneDeleting`` (reference scenario S52)."""
     mgr, store = _manager()
     with pytest.raises(IllegalCleanerStateError):
         mgr.done_deleting([TP])
@@ -162,7 +173,8 @@ def test_s52_done_deleting_transitions() -> None:
     assert store.writes == 0
 
 
-def test_s52_concurrent_cleanup_and_truncation() -> None:
+def test_concurrent_cleanup_and_truncation() -> None:
+    """Kafka's ``LogCleanerManagerTest.testConcurrentLogCleanupAndLogTruncation`` (reference scenario S52)."""
     mgr, _ = _manager()
     log = filthy_log(0, 20)
     log.config.cleanup_policy = frozenset({"delete"})
@@ -174,7 +186,8 @@ def test_s52_concurrent_cleanup_and_truncation() -> None:
     assert mgr.states() == {}
 
 
-def test_s52_concurrent_cleanup_and_topic_deletion() -> None:
+def test_concurrent_cleanup_and_topic_deletion() -> None:
+    """Kafka's ``LogCleanerManagerTest.testConcurrentLogCleanupAndTopicDeletion`` (reference scenario S52)."""
     mgr, _ = _manager()
     log = filthy_log(0, 20)
     log.config.cleanup_policy = frozenset({"delete"})
@@ -215,10 +228,12 @@ def test_done_cleaning_clears_state_even_if_checkpoint_write_fails() -> None:
     assert mgr.cleaning_state(TP) is None
 
 
-# ----------------------------------------------------------------------------- S50
+# ------------------------------------------------------------ logs under cleanup are ineligible
 
 
-def test_s50_logs_under_cleanup_are_ineligible_for_compaction() -> None:
+def test_logs_under_cleanup_are_ineligible_for_compaction() -> None:
+    """Kafka's ``LogCleanerManagerTest.testLogsUnderCleanupIneligibleForCompaction`` (reference scenario
+    S50)."""
     config = FakeConfig(cleanup_policy=frozenset({"delete"}), min_cleanable_dirty_ratio=0.0)
     log = FakeLog("t", 0, config, build_segments(2, lambda o: o == 0), high_watermark=2)
     mgr, _ = _manager()
@@ -236,10 +251,13 @@ def test_s50_logs_under_cleanup_are_ineligible_for_compaction() -> None:
     assert mgr.pause_cleaning_for_non_compacted_partitions([log]) == [log]
 
 
-# ----------------------------------------------------------------------------- S51
+# ------------------------------------------------------------------ checkpoint file operations
 
 
-def test_s51_checkpoint_update_remove_and_truncate() -> None:
+def test_checkpoint_update_remove_and_truncate() -> None:
+    """Kafka's ``LogCleanerManagerTest.testUpdateCheckpointsShouldAddOffsetToPartition,
+    testUpdateCheckpointsShouldRemovePartitionData, testMaybeTruncateCheckpointShouldTruncateData`` (reference
+    scenario S51)."""
     mgr, store = _manager()
     mgr.update_checkpoint(TP, 999)
     assert mgr.all_cleaner_checkpoints() == {TP: 999}

@@ -1,4 +1,5 @@
-"""Cleanable range and byte accounting (kafka-log-cleaner.md §2.1, §2.3 steps 3 and 5)."""
+"""Cleanable range and byte accounting (``LogCleanerManager.cleanableOffsets`` and
+``calculateCleanableBytes``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ T0 = 1_700_000_000_000
 HOUR_MS = 3_600_000
 
 
-# ----------------------------------------------------------------------------- S13
+# ------------------------------------------------------------------------------ LogToClean
 
 
 def _six_single_record_segments() -> FakeLog:
@@ -27,7 +28,8 @@ def _six_single_record_segments() -> FakeLog:
     return FakeLog("t", 0, FakeConfig(), segments)
 
 
-def test_s13_log_to_clean_empty_dirty_range_counts_all_non_active_bytes() -> None:
+def test_log_to_clean_empty_dirty_range_counts_all_non_active_bytes() -> None:
+    """Kafka's ``LogCleanerTest.testLogToClean`` (reference scenario S13)."""
     log = _six_single_record_segments()
     active_base = log.segments[-1].base_offset
     ltc = log_to_clean(log, active_base, active_base, T0)
@@ -36,7 +38,8 @@ def test_s13_log_to_clean_empty_dirty_range_counts_all_non_active_bytes() -> Non
     assert ltc.first_uncleanable_offset == active_base
 
 
-def test_s13_log_to_clean_with_uncleanable_section() -> None:
+def test_log_to_clean_with_uncleanable_section() -> None:
+    """Kafka's ``LogCleanerTest.testLogToCleanWithUncleanableSection`` (reference scenario S13)."""
     log = _six_single_record_segments()
     seg = log.segments
     ltc = log_to_clean(log, seg[2].base_offset, seg[4].base_offset, T0)
@@ -81,10 +84,11 @@ def test_segment_range_helpers() -> None:
     assert non_active_segments_from(segs, 16) == []
 
 
-# ----------------------------------------------------------------------------- S44 / S47
+# --------------------------------------------------------------- checkpoint reset in cleanableOffsets
 
 
-def test_s47_checkpoint_inside_log_is_used_without_forced_update() -> None:
+def test_checkpoint_inside_log_is_used_without_forced_update() -> None:
+    """Kafka's ``LogCleanerManagerTest.testCleanableOffsetsNeedsCheckpointReset`` (reference scenario S47)."""
     log = filthy_log(0, 20)
     log.log_start_offset = 10
     offsets = cleanable_offsets(log, 15, T0)
@@ -92,7 +96,8 @@ def test_s47_checkpoint_inside_log_is_used_without_forced_update() -> None:
     assert not offsets.force_update_checkpoint
 
 
-def test_s47_checkpoint_below_log_start_is_reset() -> None:
+def test_checkpoint_below_log_start_is_reset() -> None:
+    """Kafka's ``LogCleanerManagerTest.testCleanableOffsetsNeedsCheckpointReset`` (reference scenario S47)."""
     log = filthy_log(0, 20)
     log.log_start_offset = 20
     offsets = cleanable_offsets(log, 15, T0)
@@ -100,7 +105,8 @@ def test_s47_checkpoint_below_log_start_is_reset() -> None:
     assert offsets.force_update_checkpoint
 
 
-def test_s47_checkpoint_beyond_log_end_is_reset() -> None:
+def test_checkpoint_beyond_log_end_is_reset() -> None:
+    """Kafka's ``LogCleanerManagerTest.testCleanableOffsetsNeedsCheckpointReset`` (reference scenario S47)."""
     log = filthy_log(0, 20)
     log.log_start_offset = 10
     offsets = cleanable_offsets(log, 25, T0)
@@ -121,7 +127,7 @@ def test_checkpoint_equal_to_log_end_is_valid() -> None:
     assert (offsets.first_dirty_offset, offsets.force_update_checkpoint) == (20, False)
 
 
-# ----------------------------------------------------------------------------- S46
+# --------------------------------------------------------------------------- cleanableOffsets
 
 
 def _eight_segments(timestamp_at: int, records_per_segment: int = 10) -> list[SegmentInfo]:
@@ -135,20 +141,23 @@ def _eight_segments(timestamp_at: int, records_per_segment: int = 10) -> list[Se
     )
 
 
-def test_s46_cleanable_offsets_for_none_bounded_by_high_watermark() -> None:
+def test_cleanable_offsets_for_none_bounded_by_high_watermark() -> None:
+    """Kafka's ``LogCleanerManagerTest.testCleanableOffsetsForNone`` (reference scenario S46)."""
     log = FakeLog("t", 0, FakeConfig(), _eight_segments(T0), high_watermark=50)
     offsets = cleanable_offsets(log, 0, T0)
     assert (offsets.first_dirty_offset, offsets.first_uncleanable_dirty_offset) == (0, 50)
 
 
-def test_s46_cleanable_offsets_for_active_segment() -> None:
+def test_cleanable_offsets_for_active_segment() -> None:
+    """Kafka's ``LogCleanerManagerTest.testCleanableOffsetsActiveSegment`` (reference scenario S46)."""
     log = FakeLog("t", 0, FakeConfig(), _eight_segments(T0))
     assert log.last_stable_offset == log.log_end_offset == 71
     offsets = cleanable_offsets(log, 0, T0)
     assert (offsets.first_dirty_offset, offsets.first_uncleanable_dirty_offset) == (0, 70)
 
 
-def test_s46_cleanable_offsets_for_time() -> None:
+def test_cleanable_offsets_for_time() -> None:
+    """Kafka's ``LogCleanerManagerTest.testCleanableOffsetsForTime`` (reference scenario S46)."""
     lag = HOUR_MS
     t1 = T0 + lag + 1
     # Records at t0 until 4 segments exist (the 4th holds one), then at t1 until 8 exist.
@@ -163,7 +172,8 @@ def test_s46_cleanable_offsets_for_time() -> None:
     assert (offsets.first_dirty_offset, offsets.first_uncleanable_dirty_offset) == (0, 30)
 
 
-def test_s46_cleanable_offsets_for_short_time() -> None:
+def test_cleanable_offsets_for_short_time() -> None:
+    """Kafka's ``LogCleanerManagerTest.testCleanableOffsetsForShortTime`` (reference scenario S46)."""
     lag = HOUR_MS
     log = FakeLog("t", 0, FakeConfig(min_compaction_lag_ms=lag), _eight_segments(T0))
     offsets = cleanable_offsets(log, 0, T0 + lag + 1)

@@ -1,4 +1,5 @@
-"""Choosing the filthiest log (§2.3, S43-S45, S48, S49, S53) and kompakt's KIP-354 ranking."""
+"""Choosing the filthiest log (``LogCleanerManager.grabFilthiestCompactedLog``, ports of
+``LogCleanerManagerTest``: reference scenarios S43-S45, S48, S49, S53) and kompakt's KIP-354 ranking."""
 
 from __future__ import annotations
 
@@ -32,10 +33,12 @@ def _with_cp(logs: list[FakeLog], cp: int | None = 20) -> list[tuple[FakeLog, in
     return [(log, cp) for log in logs]
 
 
-# ----------------------------------------------------------------------------- S43
+# ------------------------------------------------------------------- grabFilthiestCompactedLog
 
 
-def test_s43_dirtiest_ratio_wins() -> None:
+def test_dirtiest_ratio_wins() -> None:
+    """Kafka's ``LogCleanerManagerTest.testGrabFilthiestCompactedLogReturnsLogWithDirtiestRatio`` (reference
+    scenario S43)."""
     logs = _filthy()
     sel = grab_filthiest(_with_cp(logs), T0, NONE, NONE)
     assert sel.chosen is not None and sel.chosen.topic_partition == ("t", 2)
@@ -46,17 +49,24 @@ def test_s43_dirtiest_ratio_wins() -> None:
     assert sel.chosen.reason == "dirty ratio 0.40 > min.cleanable.dirty.ratio 0.05"
 
 
-def test_s43_ignores_uncleanable_partitions() -> None:
+def test_selection_ignores_uncleanable_partitions() -> None:
+    """Kafka's ``LogCleanerManagerTest.testGrabFilthiestCompactedLogIgnoresUncleanablePartitions`` (reference
+    scenario S43)."""
     sel = grab_filthiest(_with_cp(_filthy()), T0, NONE, {("t", 2)})
     assert sel.chosen is not None and sel.chosen.topic_partition == ("t", 1)
 
 
-def test_s43_ignores_in_progress_partitions() -> None:
+def test_selection_ignores_in_progress_partitions() -> None:
+    """Kafka's ``LogCleanerManagerTest.testGrabFilthiestCompactedLogIgnoresInProgressPartitions`` (reference
+    scenario S43)."""
     sel = grab_filthiest(_with_cp(_filthy()), T0, {("t", 2)}, NONE)
     assert sel.chosen is not None and sel.chosen.topic_partition == ("t", 1)
 
 
-def test_s43_ignores_both() -> None:
+def test_selection_ignores_in_progress_and_uncleanable_partitions() -> None:
+    """Kafka's
+    ``LogCleanerManagerTest.testGrabFilthiestCompactedLogIgnoresBothInProgressPartitionsAndUncleanablePartitions``
+    (reference scenario S43)."""
     sel = grab_filthiest(_with_cp(_filthy()), T0, {("t", 2)}, {("t", 1)})
     assert sel.chosen is None
     assert sel.max_dirty_percent == 0.0  # tp0 has nothing dirty
@@ -76,16 +86,20 @@ def test_ratio_test_is_strict() -> None:
     assert grab_filthiest([(log, 0)], T0, NONE, NONE).chosen is not None
 
 
-# ----------------------------------------------------------------------------- S44 / S45
+# ------------------------------------------------------------ invalid dirty offsets, log start
 
 
-def test_s44_checkpoint_past_log_end_resets_to_log_start() -> None:
+def test_checkpoint_past_log_end_resets_to_log_start() -> None:
+    """Kafka's ``LogCleanerManagerTest.testDirtyOffsetResetIfLargerThanEndOffset`` (reference scenario
+    S44)."""
     sel = grab_filthiest([(filthy_log(0, 20), 200)], T0, NONE, NONE)
     assert sel.chosen is not None and sel.chosen.first_dirty_offset == 0
     assert sel.checkpoint_resets == {("t", 0): 0}
 
 
-def test_s44_checkpoint_below_log_start_resets_to_log_start() -> None:
+def test_checkpoint_below_log_start_resets_to_log_start() -> None:
+    """Kafka's ``LogCleanerManagerTest.testDirtyOffsetResetIfSmallerThanStartOffset`` (reference scenario
+    S44)."""
     log = filthy_log(0, 20)
     log.log_start_offset = 10
     sel = grab_filthiest([(log, 0)], T0, NONE, NONE)
@@ -93,7 +107,9 @@ def test_s44_checkpoint_below_log_start_resets_to_log_start() -> None:
     assert sel.checkpoint_resets == {("t", 0): 10}
 
 
-def test_s45_log_start_beyond_active_base_selects_nothing() -> None:
+def test_log_start_beyond_active_base_selects_nothing() -> None:
+    """Kafka's ``LogCleanerManagerTest.testLogStartOffsetLargerThanActiveSegmentBaseOffset`` (reference
+    scenario S45)."""
     log = FakeLog(
         "t",
         0,
@@ -106,7 +122,9 @@ def test_s45_log_start_beyond_active_base_selects_nothing() -> None:
     assert sel.checkpoint_resets == {("t", 0): 2}
 
 
-def test_s45_dirty_offset_beyond_active_base_selects_nothing() -> None:
+def test_dirty_offset_beyond_active_base_selects_nothing() -> None:
+    """Kafka's ``LogCleanerManagerTest.testDirtyOffsetLargerThanActiveSegmentBaseOffset`` (reference scenario
+    S45)."""
     log = FakeLog(
         "t",
         0,
@@ -124,10 +142,12 @@ def test_empty_logs_are_skipped() -> None:
     assert sel.chosen is None and sel.eligible == ()
 
 
-# ----------------------------------------------------------------------------- S48
+# ------------------------------------------------------------ checkpoint updated for invalid offset
 
 
-def test_s48_invalid_checkpoint_is_reset_even_when_nothing_is_cleaned() -> None:
+def test_invalid_checkpoint_is_reset_even_when_nothing_is_cleaned() -> None:
+    """Kafka's ``LogCleanerManagerTest.testCheckpointUpdatedForInvalidOffsetNoCleaning`` (reference scenario
+    S48)."""
     log = filthy_log(0, 20)
     log.log_start_offset = 20
     sel = grab_filthiest([(log, 15)], T0, NONE, NONE)
@@ -135,7 +155,9 @@ def test_s48_invalid_checkpoint_is_reset_even_when_nothing_is_cleaned() -> None:
     assert sel.checkpoint_resets == {("t", 0): 20}
 
 
-def test_s48_invalid_checkpoint_is_reset_when_another_log_is_selected() -> None:
+def test_invalid_checkpoint_is_reset_when_another_log_is_selected() -> None:
+    """Kafka's ``LogCleanerManagerTest.testCheckpointUpdatedForInvalidOffsetNotSelected`` (reference scenario
+    S48)."""
     tp0, tp1 = filthy_log(0, 20), filthy_log(1, 20)
     tp0.log_start_offset = 15
     sel = grab_filthiest([(tp0, 10), (tp1, 5)], T0, NONE, NONE)
@@ -143,10 +165,12 @@ def test_s48_invalid_checkpoint_is_reset_when_another_log_is_selected() -> None:
     assert sel.checkpoint_resets == {("t", 0): 15}
 
 
-# ----------------------------------------------------------------------------- S53
+# --------------------------------------------------------------------------- evaluation errors
 
 
-def test_s53_evaluation_error_names_the_log_and_chains_the_cause() -> None:
+def test_evaluation_error_names_the_log_and_chains_the_cause() -> None:
+    """Kafka's ``LogCleanerManagerTest.testGrabFilthiestCompactedLogThrowsException`` (reference scenario
+    S53)."""
     ok = filthy_log(0, 30)
     ok.log_start_offset = 5
     broken = filthy_log(1, 30)
@@ -162,10 +186,11 @@ def test_s53_evaluation_error_names_the_log_and_chains_the_cause() -> None:
     assert err.checkpoint_resets == {("t", 0): 5}
 
 
-# ----------------------------------------------------------------------------- S49
+# ------------------------------------------------------------------------------- deletableLogs
 
 
-def test_s49_deletable_logs() -> None:
+def test_deletable_logs_by_cleanup_policy() -> None:
+    """Kafka's ``LogCleanerManagerTest.testLogsWithSegmentsToDelete*`` (reference scenario S49)."""
     log = filthy_log(0, 20)
     log.config.cleanup_policy = frozenset({"delete"})
     assert deletable_logs([log], NONE, NONE) == []

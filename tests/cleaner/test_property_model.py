@@ -1,4 +1,5 @@
-"""Random workloads against a model of compaction (reference §2.5-§2.11, §8 quirks 1-4).
+"""Random workloads against a model of compaction (``Cleaner.doClean`` end to end: next dirty offset,
+rewrite from the log start, KIP-534 horizons, batches never merged or split).
 
 Workload: one-to-five-record batches over a small key alphabet (the empty key included), values
 that may be empty or null (tombstones), all codecs, small segments, forced rolls, clock advances

@@ -1,4 +1,4 @@
-"""The shared I/O throttler (§2.20) with a fake clock and recorded sleeps."""
+"""The shared I/O throttler (Kafka's ``Throttler.maybeThrottle``) with a fake clock and recorded sleeps."""
 
 from __future__ import annotations
 

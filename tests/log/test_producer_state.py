@@ -61,7 +61,8 @@ def test_only_last_five_batches_are_remembered(tmp_path: Path) -> None:
 
 
 def test_rebuild_from_empty_batch_header(tmp_path: Path) -> None:
-    """S19(a): an emptied batch still carries last offset and last sequence."""
+    """``UnifiedLogTest.testRebuildProducerStateWithEmptyCompactedBatch`` (S19): an emptied batch still
+    carries last offset and last sequence."""
     h = LogHarness(tmp_path / "t-0")
     empty = build_batch(
         [],

@@ -1,4 +1,5 @@
-"""S74: roll rules (size, time with jitter, index full, offset overflow, compacted max lag)."""
+"""``LogSegment.shouldRoll`` (``UnifiedLogTest.testTimeBasedLogRollDuringAppend`` and friends, reference
+scenario S74): roll rules (size, time with jitter, index full, offset overflow, compacted max lag)."""
 
 from __future__ import annotations
 

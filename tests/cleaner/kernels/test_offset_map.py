@@ -1,4 +1,5 @@
-"""Offset map semantics (§2.4 OffsetMapTest), bulk build (§2.5) and retention (§2.9), both maps."""
+"""Offset map semantics (``SkimpyOffsetMap``, Kafka's ``OffsetMapTest``), bulk build
+(``Cleaner.buildOffsetMapForSegment``) and retention (``Cleaner.shouldRetainRecord``), both maps."""
 
 from __future__ import annotations
 

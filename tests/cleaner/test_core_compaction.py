@@ -1,4 +1,5 @@
-"""Core compaction scenarios S1-S16 of the reference (§6.1), driven through the real Cleaner."""
+"""Core compaction: ports of Kafka's ``LogCleanerTest`` (reference scenarios S1-S16), driven through the
+real Cleaner."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-def test_s1_clean_segments(tmp_path: Path, clock: FakeClock) -> None:
+def test_clean_keeps_the_latest_value_of_each_key(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testCleanSegments`` (reference scenario S1)."""
     log = lct_log(tmp_path, clock)
     append_until_segments(log, 4)
     before = K(log)
@@ -51,7 +53,8 @@ def test_s1_clean_segments(tmp_path: Path, clock: FakeClock) -> None:
     assert stats.bytes_read == sum(s.size for s in segs[:3])
 
 
-def test_s2_clean_segments_retaining_last_empty_batch(tmp_path: Path, clock: FakeClock) -> None:
+def test_clean_segments_retaining_last_empty_batch(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testCleanSegmentsRetainingLastEmptyBatch`` (reference scenario S2)."""
     log = lct_log(tmp_path, clock)
     keys = append_until_segments(log, 4)
     segs = log.segments.values()
@@ -66,7 +69,8 @@ def test_s2_clean_segments_retaining_last_empty_batch(tmp_path: Path, clock: Fak
     assert views == [(0, log.segments.active.base_offset - 1)]
 
 
-def test_s3_size_trimmed_for_preallocated_and_compacted_topic(tmp_path: Path, clock: FakeClock) -> None:
+def test_size_trimmed_for_preallocated_and_compacted_topic(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testSizeTrimmedForPreallocatedAndCompactedTopic`` (reference scenario S3)."""
     log = lct_log(tmp_path, clock, preallocate=True)
     for k in (0, 1, 0, 1, 0):
         append_kv(log, k, k)
@@ -77,7 +81,8 @@ def test_s3_size_trimmed_for_preallocated_and_compacted_topic(tmp_path: Path, cl
     assert first.log_path.stat().st_size == first.size
 
 
-def test_s4_log_cleaner_stats(tmp_path: Path, clock: FakeClock) -> None:
+def test_clean_statistics_count_reads_and_writes(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testLogCleanerStats`` (reference scenario S4)."""
     log = lct_log(tmp_path, clock)
     for k in (0, 1, 0, 1, 0):
         append_kv(log, k, k)
@@ -94,7 +99,8 @@ def test_s4_log_cleaner_stats(tmp_path: Path, clock: FakeClock) -> None:
     assert stats.end_ms is not None and stats.end_ms >= stats.start_ms
 
 
-def test_s5_partial_segment_clean(tmp_path: Path, clock: FakeClock) -> None:
+def test_partial_segment_clean_when_the_map_is_full(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testPartialSegmentClean`` (reference scenario S5)."""
     log = lct_log(tmp_path, clock)
     for k in (0, 1, 0, 1, 0):
         append_kv(log, k, k)
@@ -108,7 +114,8 @@ def test_s5_partial_segment_clean(tmp_path: Path, clock: FakeClock) -> None:
 
 
 @pytest.mark.parametrize("hashed", [False, True])
-def test_s6_build_partial_offset_map(tmp_path: Path, clock: FakeClock, hashed: bool) -> None:
+def test_build_partial_offset_map(tmp_path: Path, clock: FakeClock, hashed: bool) -> None:
+    """Kafka's ``LogCleanerTest.testBuildPartialOffsetMap`` (reference scenario S6)."""
     log = lct_log(tmp_path, clock)
     for k in range(5):
         append_kv(log, k, k)
@@ -121,7 +128,8 @@ def test_s6_build_partial_offset_map(tmp_path: Path, clock: FakeClock, hashed: b
 
 
 @pytest.mark.parametrize("hashed", [False, True])
-def test_s7_build_offset_map(tmp_path: Path, clock: FakeClock, hashed: bool) -> None:
+def test_build_offset_map(tmp_path: Path, clock: FakeClock, hashed: bool) -> None:
+    """Kafka's ``LogCleanerTest.testBuildOffsetMap`` (reference scenario S7)."""
     log = lct_log(tmp_path, clock)
     for i in range(500):
         append_kv(log, i, i)
@@ -142,7 +150,8 @@ def test_s7_build_offset_map(tmp_path: Path, clock: FakeClock, hashed: bool) -> 
         assert stats.map_messages_read == b - a
 
 
-def test_s8_build_offset_map_fake_large(tmp_path: Path, clock: FakeClock) -> None:
+def test_build_offset_map_fake_large(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testBuildOffsetMapFakeLarge`` (reference scenario S8)."""
     log = lct_log(tmp_path, clock, segment_bytes=120, segment_index_bytes=120)
     append_at(log, 0, 0, 0)
     append_at(log, 7206178, 1, 1)
@@ -154,7 +163,8 @@ def test_s8_build_offset_map_fake_large(tmp_path: Path, clock: FakeClock) -> Non
     assert offset_map.get(b"1") == 7206178
 
 
-def test_s9_cleaning_with_deletes(tmp_path: Path, clock: FakeClock) -> None:
+def test_cleaning_with_deletes(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testCleaningWithDeletes`` (reference scenario S9)."""
     log = lct_log(tmp_path, clock)
     append_until_segments(log, 2)
     leo = log.log_end_offset
@@ -170,7 +180,8 @@ def test_s9_cleaning_with_deletes(tmp_path: Path, clock: FakeClock) -> None:
             assert view.has_delete_horizon
 
 
-def test_s10_clean_tombstone(tmp_path: Path, clock: FakeClock) -> None:
+def test_tombstone_horizon_follows_clean_time(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testCleanTombstone`` (reference scenario S10)."""
     log = lct_log(tmp_path, clock, base={})
     now = clock.now_ms()
     append_kv(log, 0, 0, timestamp=now + DAY_MS + 10_000)
@@ -188,7 +199,8 @@ def test_s10_clean_tombstone(tmp_path: Path, clock: FakeClock) -> None:
     assert first.last_offset == 1
 
 
-def test_s11_cleaning_with_unkeyed_messages(tmp_path: Path, clock: FakeClock) -> None:
+def test_cleaning_with_unkeyed_messages(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testCleaningWithUnkeyedMessages`` (reference scenario S11)."""
     log = lct_log(tmp_path, clock, cleanup_policy=frozenset({"delete"}))
     while len(log.segments) < 2:
         append_kv(log, None, log.log_end_offset)
@@ -203,7 +215,8 @@ def test_s11_cleaning_with_unkeyed_messages(tmp_path: Path, clock: FakeClock) ->
     assert result.stats.invalid_messages_read == n
 
 
-def test_s12_cleaning_with_uncleanable_section(tmp_path: Path, clock: FakeClock) -> None:
+def test_cleaning_with_uncleanable_section(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testCleaningWithUncleanableSection`` (reference scenario S12)."""
     log = lct_log(tmp_path, clock)
     while len(log.segments) < 3:
         o = log.log_end_offset
@@ -220,7 +233,8 @@ def test_s12_cleaning_with_uncleanable_section(tmp_path: Path, clock: FakeClock)
     assert after[2:] == before[2:]
 
 
-def test_s14a_cleaning_beyond_missing_offsets(tmp_path: Path, clock: FakeClock) -> None:
+def test_cleaning_beyond_missing_offsets_in_one_pass(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testCleaningBeyondMissingOffsets`` (reference scenario S14)."""
     log = lct_log(tmp_path, clock, segment_bytes=1024 * 1024)
     for i in range(10):
         append_at(log, i, i, i)
@@ -229,7 +243,8 @@ def test_s14a_cleaning_beyond_missing_offsets(tmp_path: Path, clock: FakeClock) 
     assert clean(log, 0) == 11
 
 
-def test_s14b_cleaning_beyond_missing_offsets(tmp_path: Path, clock: FakeClock) -> None:
+def test_cleaning_beyond_missing_offsets_in_two_passes(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testCleaningBeyondMissingOffsets`` (reference scenario S14)."""
     log = lct_log(tmp_path, clock, segment_bytes=1024 * 1024)
     for i in range(10):
         append_at(log, i, i, i)
@@ -245,7 +260,8 @@ def _always_abort(topic: str, partition: int) -> None:
     raise CleaningAbortedError(f"cleaning of {topic}-{partition} aborted")
 
 
-def test_s15_clean_segments_with_abort(tmp_path: Path, clock: FakeClock) -> None:
+def test_clean_segments_with_abort(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testCleanSegmentsWithAbort`` (reference scenario S15)."""
     log = lct_log(tmp_path, clock)
     append_until_segments(log, 4, value=lambda i: i)
     before = log_bytes(log)
@@ -271,8 +287,11 @@ def test_s15_clean_segments_with_abort(tmp_path: Path, clock: FakeClock) -> None
     assert log_bytes(log) == before
 
 
-def test_s15_abort_after_rewrite_before_swap(tmp_path: Path, clock: FakeClock) -> None:
-    """An abort that fires at the last check (after the .cleaned files were written) also cleans up."""
+def test_abort_after_rewrite_before_swap(tmp_path: Path, clock: FakeClock) -> None:
+    """An abort that fires at the last check (after the .cleaned files were written) also cleans up.
+
+    Kafka's ``LogCleanerTest.testCleanSegmentsWithAbort`` (reference scenario S15).
+    """
     log = lct_log(tmp_path, clock)
     append_until_segments(log, 4)
     before = log_bytes(log)
@@ -287,7 +306,8 @@ def test_s15_abort_after_rewrite_before_swap(tmp_path: Path, clock: FakeClock) -
     assert log_bytes(log) == before
 
 
-def test_s16_clean_segments_with_concurrent_segment_deletion(tmp_path: Path, clock: FakeClock) -> None:
+def test_clean_segments_with_concurrent_segment_deletion(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testCleanSegmentsWithConcurrentSegmentDeletion`` (reference scenario S16)."""
     log = lct_log(tmp_path, clock, cleanup_policy=frozenset({"compact", "delete"}))
     append_kv(log, 0, 0)
     roll(log)
@@ -314,7 +334,7 @@ def test_s16_clean_segments_with_concurrent_segment_deletion(tmp_path: Path, clo
 
 
 def test_empty_dirty_range_is_a_no_op(tmp_path: Path, clock: FakeClock) -> None:
-    """§6.0 note: with a real map, clean(active base) maps nothing and returns 0."""
+    """With a real map, clean(active base) maps nothing and returns 0 (the reference's harness note)."""
     log = lct_log(tmp_path, clock)
     for k in (0, 0, 1):
         append_kv(log, k, k)

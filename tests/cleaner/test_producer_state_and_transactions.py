@@ -1,4 +1,5 @@
-"""Producer-state (S17-S19) and transaction (S20-S33) scenarios of the reference (§6.2, §6.3)."""
+"""Producer state and transactions: ports of Kafka's ``LogCleanerTest`` and ``UnifiedLogTest`` (reference
+scenarios S17-S19 and S20-S33)."""
 
 from __future__ import annotations
 
@@ -52,10 +53,11 @@ def _duplicate(log: PartitionLog, raw: bytes) -> tuple[int, int]:
     return info.value.first_offset, info.value.last_offset
 
 
-# ---------------------------------------------------------------------------- §6.2
+# ------------------------------------------------------------------ producer state (idempotence)
 
 
-def test_s17_duplicate_check_after_cleaning(tmp_path: Path, clock: FakeClock) -> None:
+def test_duplicate_check_after_cleaning(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testDuplicateCheckAfterCleaning`` (reference scenario S17)."""
     log = lct_log(tmp_path, clock, segment_bytes=2048)
     p1 = producer_batch(log, 1, (1, 2, 3), transactional=False)
     p2 = producer_batch(log, 2, (3, 1, 4), transactional=False)
@@ -86,7 +88,8 @@ def test_s17_duplicate_check_after_cleaning(tmp_path: Path, clock: FakeClock) ->
     assert _duplicate(log, p1) == (0, 2)
 
 
-def test_s18_log_cleaner_retains_producer_last_sequence(tmp_path: Path, clock: FakeClock) -> None:
+def test_cleaner_retains_producer_last_sequence(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testLogCleanerRetainsProducerLastSequence`` (reference scenario S18)."""
     log = lct_log(tmp_path, clock)
     append_kv(log, 0, 0)
     idem(log, 1, 0, values=(1,))
@@ -101,9 +104,11 @@ def test_s18_log_cleaner_retains_producer_last_sequence(tmp_path: Path, clock: F
     assert O(log) == [3, 4]
 
 
-def test_s19a_rebuild_producer_state_with_empty_compacted_batch(tmp_path: Path, clock: FakeClock) -> None:
+def test_rebuild_producer_state_with_empty_compacted_batch(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``UnifiedLogTest.testRebuildProducerStateWithEmptyCompactedBatch`` (reference scenario S19)."""
     log = lct_log(tmp_path, clock)
-    # The RETAIN_EMPTY result of a 2-record batch of pid 1 at base 23 (§2.11 empty header).
+    # The RETAIN_EMPTY result of a 2-record batch of pid 1 at base 23 (``MemoryRecords.filterTo``'s empty
+    # header).
     empty = build_batch(
         [], base_offset=23, producer_id=1, producer_epoch=0, base_sequence=0, last_offset_delta=1
     )
@@ -115,7 +120,8 @@ def test_s19a_rebuild_producer_state_with_empty_compacted_batch(tmp_path: Path, 
     assert log.producer_state.last_sequence(1) == 1
 
 
-def test_s19b_rebuild_producer_id_map_with_compacted_data(tmp_path: Path, clock: FakeClock) -> None:
+def test_rebuild_producer_id_map_with_compacted_data(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``UnifiedLogTest.testRebuildProducerIdMapWithCompactedData`` (reference scenario S19)."""
     log = lct_log(tmp_path, clock)
     # The DELETE_EMPTY result keeping the unkeyed records 0 and 2 of a 4-record batch (last delta 3).
     kept = [SimpleRecord(None, b"a", offset_delta=0), SimpleRecord(None, b"c", offset_delta=2)]
@@ -129,10 +135,11 @@ def test_s19b_rebuild_producer_id_map_with_compacted_data(tmp_path: Path, clock:
     assert log.producer_state.last_sequence(1) == 3
 
 
-# ---------------------------------------------------------------------------- §6.3
+# -------------------------------------------------------------------------------- transactions
 
 
-def test_s20_basic_transaction_aware_cleaning(tmp_path: Path, clock: FakeClock) -> None:
+def test_basic_transaction_aware_cleaning(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testBasicTransactionAwareCleaning`` (reference scenario S20)."""
     log = lct_log(tmp_path, clock, segment_bytes=2048)
     assert txn(log, 1, 1, 2) == (0, 1)
     assert txn(log, 2, 2, 3) == (2, 3)
@@ -149,7 +156,8 @@ def test_s20_basic_transaction_aware_cleaning(tmp_path: Path, clock: FakeClock) 
     assert aborted_index(log) == [(1, 0, 6)]
 
 
-def test_s21_clean_with_transactions_spanning_segments(tmp_path: Path, clock: FakeClock) -> None:
+def test_clean_with_transactions_spanning_segments(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testCleanWithTransactionsSpanningSegments`` (reference scenario S21)."""
     log = lct_log(tmp_path, clock)
     txn(log, 1, 1, 2)
     txn(log, 3, 2, 3)
@@ -174,7 +182,9 @@ def test_s21_clean_with_transactions_spanning_segments(tmp_path: Path, clock: Fa
     assert K(log) == [2, 3, 6, 7, 8, 9, 11, 12]
 
 
-def test_s22_multi_pass_segment_cleaning_with_aborted_transactions(tmp_path: Path, clock: FakeClock) -> None:
+def test_multi_pass_segment_cleaning_with_aborted_transactions(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testMultiPassSegmentCleaningWithAbortedTransactions`` (reference scenario
+    S22)."""
     log = lct_log(tmp_path, clock, delete_retention_ms=50_000)
     txn(log, 1, 1, 2)
     txn(log, 2, 2, 3)
@@ -221,7 +231,8 @@ def test_s22_multi_pass_segment_cleaning_with_aborted_transactions(tmp_path: Pat
     assert O(log) == [0, 2, 4, 5, 6, 7, 13, 15, 17, 18, 19]
 
 
-def test_s23_commit_marker_removal(tmp_path: Path, clock: FakeClock) -> None:
+def test_commit_marker_removal(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testCommitMarkerRemoval`` (reference scenario S23)."""
     log = lct_log(tmp_path, clock, segment_bytes=256)
     txn(log, 1, 1)
     txn(log, 1, 2, 3)
@@ -244,7 +255,8 @@ def test_s23_commit_marker_removal(tmp_path: Path, clock: FakeClock) -> None:
     assert (K(log), O(log)) == ([2, 1, 3], [4, 5, 6, 7, 8])
 
 
-def test_s24_deleted_batches_with_no_messages_read(tmp_path: Path, clock: FakeClock) -> None:
+def test_deleted_batches_with_no_messages_read(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testDeletedBatchesWithNoMessagesRead`` (reference scenario S24)."""
     log = lct_log(tmp_path, clock, max_message_bytes=100, segment_bytes=1000)
     txn(log, 1, 1)
     abort(log, 1)
@@ -258,7 +270,8 @@ def test_s24_deleted_batches_with_no_messages_read(tmp_path: Path, clock: FakeCl
     assert (K(log), O(log)) == ([2], [3, 4])
 
 
-def test_s25_commit_marker_retention_with_empty_batch(tmp_path: Path, clock: FakeClock) -> None:
+def test_commit_marker_retention_with_empty_batch(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testCommitMarkerRetentionWithEmptyBatch`` (reference scenario S25)."""
     log = lct_log(tmp_path, clock, segment_bytes=256)
     txn(log, 1, 2, 3)
     roll(log)
@@ -282,7 +295,8 @@ def test_s25_commit_marker_retention_with_empty_batch(tmp_path: Path, clock: Fak
     assert (K(log), O(log), B(log)) == ([2, 3, 1], [5, 6, 7, 8, 9], [1, 5, 6, 7, 8, 9])
 
 
-def test_s26_clean_empty_control_batch(tmp_path: Path, clock: FakeClock) -> None:
+def test_clean_empty_control_batch(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testCleanEmptyControlBatch`` (reference scenario S26)."""
     log = lct_log(tmp_path, clock, segment_bytes=256)
     commit(log, 1)
     append_kv(log, 2, 2)
@@ -294,7 +308,8 @@ def test_s26_clean_empty_control_batch(tmp_path: Path, clock: FakeClock) -> None
     assert (K(log), O(log), B(log)) == ([2, 3], [1, 2], [0, 1, 2])
 
 
-def test_s27_committed_transaction_spanning_segments(tmp_path: Path, clock: FakeClock) -> None:
+def test_committed_transaction_spanning_segments(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testCommittedTransactionSpanningSegments`` (reference scenario S27)."""
     log = lct_log(tmp_path, clock, segment_bytes=128)
     txn(log, 1, 1)
     roll(log)
@@ -304,7 +319,8 @@ def test_s27_committed_transaction_spanning_segments(tmp_path: Path, clock: Fake
     assert (O(log), B(log)) == ([0, 1], [0, 1])
 
 
-def test_s28_aborted_transaction_spanning_segments(tmp_path: Path, clock: FakeClock) -> None:
+def test_aborted_transaction_spanning_segments(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testAbortedTransactionSpanningSegments`` (reference scenario S28)."""
     log = lct_log(tmp_path, clock, segment_bytes=128)
     txn(log, 1, 1)
     roll(log)
@@ -316,7 +332,8 @@ def test_s28_aborted_transaction_spanning_segments(tmp_path: Path, clock: FakeCl
     assert (O(log), B(log)) == ([1], [0, 1])
 
 
-def test_s29_abort_marker_removal(tmp_path: Path, clock: FakeClock) -> None:
+def test_abort_marker_removal(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testAbortMarkerRemoval`` (reference scenario S29)."""
     log = lct_log(tmp_path, clock, segment_bytes=256)
     txn(log, 1, 1)
     txn(log, 1, 2, 3)
@@ -330,7 +347,8 @@ def test_s29_abort_marker_removal(tmp_path: Path, clock: FakeClock) -> None:
     assert (K(log), O(log)) == ([3], [4, 5])
 
 
-def test_s30_empty_batch_removal_with_sequence_reuse(tmp_path: Path, clock: FakeClock) -> None:
+def test_empty_batch_removal_with_sequence_reuse(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testEmptyBatchRemovalWithSequenceReuse`` (reference scenario S30)."""
     log = lct_log(tmp_path, clock, segment_bytes=2048)
     now = clock.now_ms()
 
@@ -361,7 +379,8 @@ def test_s30_empty_batch_removal_with_sequence_reuse(tmp_path: Path, clock: Fake
     assert (O(log), B(log)) == ([3, 4, 5], [2, 3, 4, 5])
 
 
-def test_s31_abort_marker_retention_with_empty_batch(tmp_path: Path, clock: FakeClock) -> None:
+def test_abort_marker_retention_with_empty_batch(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testAbortMarkerRetentionWithEmptyBatch`` (reference scenario S31)."""
     log = lct_log(tmp_path, clock, segment_bytes=256)
     txn(log, 1, 2, 3)
     abort(log, 1)
@@ -383,7 +402,9 @@ def test_s31_abort_marker_retention_with_empty_batch(tmp_path: Path, clock: Fake
     assert aborted_index(log) == []
 
 
-def test_s32_retains_last_sequence_even_if_transaction_aborted(tmp_path: Path, clock: FakeClock) -> None:
+def test_retains_last_sequence_even_if_transaction_aborted(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testLogCleanerRetainsLastSequenceEvenIfTransactionAborted`` (reference
+    scenario S32)."""
     log = lct_log(tmp_path, clock)
     txn(log, 1, 1)
     txn(log, 1, 2, 3)
@@ -397,7 +418,9 @@ def test_s32_retains_last_sequence_even_if_transaction_aborted(tmp_path: Path, c
     assert (B(log), S(log), K(log), O(log)) == ([3, 5], {1: 4}, [1, 5], [3, 4, 5])
 
 
-def test_s33_keys_conflicting_with_txn_marker_keys(tmp_path: Path, clock: FakeClock) -> None:
+def test_keys_conflicting_with_txn_marker_keys(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testCleaningWithKeysConflictingWithTxnMarkerKeys`` (reference scenario
+    S33)."""
     log = lct_log(tmp_path, clock)
     txn(log, 1, 1)
     commit(log, 1)

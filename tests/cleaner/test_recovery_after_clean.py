@@ -1,4 +1,7 @@
-"""S40: every crash point of §2.13's table, staged after a real cleaner rewrite of 9 segments.
+"""Every crash point of the swap, staged after a real cleaner rewrite of 9 segments.
+
+Kafka's ``LogCleanerTest.testRecoveryAfterCrash`` (reference scenario S40), recovered by the rules of
+``LogLoader.removeTempFilesAndCollectSwapFiles``.
 
 ``tests/log/test_recovery.py`` proves the loader's rules with a fake compaction; here the cleaned
 head segment is produced by :meth:`Cleaner.clean_segments` (odd keys mapped to 2^63-1), and the
@@ -74,9 +77,10 @@ ROWS = [
 @pytest.mark.parametrize(
     ("head_suffix", "restore", "expected"), [r[1:] for r in ROWS], ids=[r[0] for r in ROWS]
 )
-def test_s40_recovery_after_crash(
+def test_every_crash_point_after_a_real_clean_recovers(
     tmp_path: Path, head_suffix: dict[str, str], restore: bool, expected: str
 ) -> None:
+    """Kafka's ``LogCleanerTest.testRecoveryAfterCrash`` (reference scenario S40)."""
     log, all_keys, cleaned = _cleaned_log(tmp_path)
     _stage(log.directory, head_suffix, restore)
     log = reopen(log, clean_shutdown=False)

@@ -1,4 +1,5 @@
-"""Grouping and offset-overflow scenarios S35-S38 of the reference (§6.4)."""
+"""Segment grouping (``Cleaner.groupSegmentsBySize``): ports of ``LogCleanerTest.testSegmentGrouping*``
+(reference scenarios S35-S38)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ def _check_spans(log: PartitionLog, groups: list[list[LogSegment]]) -> None:
     assert bases == sorted(bases) == [s.base_offset for s in log.segments.values()]
 
 
-def test_s35_segment_grouping(tmp_path: Path, clock: FakeClock) -> None:
+def test_segment_grouping_by_size_and_index_size(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testSegmentGrouping`` (reference scenario S35)."""
     log = lct_log(tmp_path, clock, segment_bytes=300, index_interval_bytes=1)
     while len(log.segments) < 10:
         hello(log)
@@ -66,7 +68,8 @@ def test_s35_segment_grouping(tmp_path: Path, clock: FakeClock) -> None:
         _check_spans(log, groups)
 
 
-def test_s36_segment_grouping_with_sparse_offsets(tmp_path: Path, clock: FakeClock) -> None:
+def test_segment_grouping_with_sparse_offsets(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testSegmentGroupingWithSparseOffsets`` (reference scenario S36)."""
     log = lct_log(tmp_path, clock, segment_bytes=400, index_interval_bytes=1)
     while len(log.segments) < 2:
         hello(log)
@@ -83,7 +86,8 @@ def test_s36_segment_grouping_with_sparse_offsets(tmp_path: Path, clock: FakeClo
     _check_spans(log, groups)
 
 
-def test_s37_segment_grouping_following_load_of_zero_index(tmp_path: Path, clock: FakeClock) -> None:
+def test_segment_grouping_following_load_of_zero_index(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testSegmentGroupingFollowingLoadOfZeroIndex`` (reference scenario S37)."""
     log = lct_log(tmp_path, clock, segment_bytes=400, index_interval_bytes=400)
     hello_at(log, 0)
     hello_at(log, 1)
@@ -96,9 +100,9 @@ def test_s37_segment_grouping_following_load_of_zero_index(tmp_path: Path, clock
     _check_spans(log, groups)
 
 
-def test_s38_segment_grouping_with_sparse_offsets_and_empty_segments(
-    tmp_path: Path, clock: FakeClock
-) -> None:
+def test_segment_grouping_with_sparse_offsets_and_empty_segments(tmp_path: Path, clock: FakeClock) -> None:
+    """Kafka's ``LogCleanerTest.testSegmentGroupingWithSparseOffsetsAndEmptySegments`` (reference scenario
+    S38)."""
     log = lct_log(tmp_path, clock)
     for i in range(3):
         log.append(build_batch([SimpleRecord(b"key", b"val", -1)]))
