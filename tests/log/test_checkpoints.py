@@ -16,6 +16,7 @@ from kompakt.log.checkpoint import (
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
 )
+from tests.support.profiles import examples
 
 
 def test_file_names() -> None:
@@ -75,7 +76,7 @@ def test_malformed_files(tmp_path: Path, content: str, message: str) -> None:
     assert str(path) in str(info.value)
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(
     st.dictionaries(
         st.tuples(st.from_regex(r"[a-zA-Z0-9._-]{1,20}", fullmatch=True), st.integers(0, 10_000)),

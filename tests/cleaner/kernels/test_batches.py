@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kompakt.cleaner import kernels as k
@@ -38,7 +38,6 @@ def test_varint_int_fits_five_bytes(value: int) -> None:
     assert tuple(k._read_varint(u8(enc), 0, len(enc), 5)) == (value, len(enc))
 
 
-@settings(deadline=None)
 @given(st.integers(min_value=-(2**63), max_value=2**63 - 1))
 def test_varint_long_any(value: int) -> None:
     enc = varint(value)

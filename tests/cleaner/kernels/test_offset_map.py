@@ -18,6 +18,7 @@ from kompakt.cleaner.offset_map import (
     RecordKeys,
 )
 from kompakt.errors import OffsetMapTooSmallError
+from tests.support.profiles import examples
 
 MapFactory = Callable[[int, float], OffsetMap]
 FACTORIES: list[MapFactory] = [HashedOffsetMap, ExactOffsetMap.for_memory]
@@ -173,7 +174,7 @@ POOL: list[bytes | None] = [
 key_pool = st.sampled_from(POOL)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150))
 @given(
     st.lists(key_pool, max_size=60),
     st.integers(min_value=2, max_value=40),
@@ -216,7 +217,6 @@ def retain_model(
     return keep, invalid
 
 
-@settings(max_examples=100, deadline=None)
 @given(
     st.lists(st.tuples(key_pool, st.sampled_from([-1, 0, 5]), st.booleans()), max_size=50),
     st.integers(min_value=0, max_value=60),
@@ -257,7 +257,7 @@ def test_single_and_bulk_paths_share_digests() -> None:
 # Growth: the table starts with a few slots in use and rehashes in place as keys arrive
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150))
 @given(
     st.lists(st.integers(min_value=0, max_value=80), max_size=120),
     st.integers(min_value=2, max_value=70),

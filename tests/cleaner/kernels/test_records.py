@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from kompakt.cleaner import kernels as k
 from kompakt.cleaner import kernels_rewrite as kr
 from kompakt.errors import CorruptRecordError
+from tests.support.profiles import examples
 
 from ._fixtures import Rec, encode_batch, encode_record, parse_records, varint
 
@@ -70,7 +71,7 @@ def model_rows(raw: bytes, table: k.BatchTable) -> list[tuple[int, int, bytes | 
     return out
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60))
 @given(batches_st)
 def test_scan_records_matches_reference(batches: list[list[Rec]]) -> None:
     raw, _ = build_segment(batches)
@@ -223,7 +224,7 @@ def test_hash_distinct_over_many_similar_keys() -> None:
 # ----------------------------------------------------------------------------- rewriting
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60))
 @given(batches_st, st.integers(min_value=-(2**44), max_value=2**44), st.randoms(use_true_random=False))
 def test_rewrite_round_trip(batches: list[list[Rec]], new_base: int, rnd: random.Random) -> None:
     raw, _ = build_segment(batches)

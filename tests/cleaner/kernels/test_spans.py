@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from kompakt.cleaner import kernels as k
 from kompakt.cleaner.offset_map import ExactOffsetMap, HashedOffsetMap, OffsetMap
 from kompakt.errors import CorruptRecordError
+from tests.support.profiles import examples
 
 from ._fixtures import Rec, encode_batch, encode_record
 
@@ -28,7 +29,7 @@ def segment(batches: list[list[Rec]]) -> tuple[np.ndarray, k.BatchTable]:
     return buf, k.scan_batches(buf)
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120))
 @given(log_st, st.integers(min_value=2, max_value=12), st.integers(min_value=0, max_value=20), st.data())
 def test_put_and_retain_spans_match_oracle(
     batches: list[list[Rec]], slots: int, start: int, data: st.DataObject
