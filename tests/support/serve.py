@@ -1,6 +1,6 @@
 """A real ``kompakt serve`` subprocess: for the end-to-end client, CLI, backup and seed-guide tests.
 
-The broker is started on ``--port 0`` over a temporary data directory; the fixture parses the
+The broker is started on ``--port 0`` over a temporary data directory; :func:`start_broker` parses the
 ready line from stdout (with a deadline, no sleeps) and stops the process with SIGTERM on
 teardown (SIGKILL only if it does not exit in time). Topics that need configs (the compacted
 topic) are created in the data directory with ``LogManager.create_topic`` before launch.
@@ -25,6 +25,7 @@ from kompakt.log.manager import LogManager
 READY = re.compile(
     r"^kompakt ready: listening on (?P<host>[^:]+):(?P<port>\d+), data directory (?P<dir>.+) \("
 )
+ADMIN_URL = re.compile(r", admin (?P<url>http://[^,\s]+)")
 START_DEADLINE_S = 30.0
 COMPACTED = "compacted"
 
@@ -40,6 +41,13 @@ class BrokerProcess:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def admin_url(self) -> str:
+        """The admin endpoint's base URL, from the ready line (``, admin http://...``)."""
+        match = ADMIN_URL.search(self.ready_line)
+        assert match, f"no admin endpoint in the ready line: {self.ready_line}"
+        return match["url"]
 
     def stop(self, timeout_s: float = 20.0) -> int:
         """SIGTERM and wait for a clean exit; returns the exit code."""
