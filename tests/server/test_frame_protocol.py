@@ -10,6 +10,7 @@ import pytest
 
 from kompakt.protocol.framing import FrameTooLarge
 from kompakt.server.connection import FrameProtocol
+from tests.support.wire import framed
 
 
 class FakeTransport:
@@ -46,10 +47,6 @@ def receive(protocol: FrameProtocol, data: bytes, rng: random.Random) -> None:
         target[:n] = view[:n]
         view = view[n:]
         protocol.buffer_updated(n)
-
-
-def framed(payloads: list[bytes]) -> bytes:
-    return b"".join(struct.pack(">i", len(p)) + p for p in payloads)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -103,10 +100,9 @@ def test_connection_lost_ends_the_stream_and_reaches_the_stream_protocol() -> No
         stream = Stream()
         protocol = FrameProtocol(stream, 100)
         protocol.attach(FakeTransport(), b"", at_eof=False)  # type: ignore[arg-type]
-        waiting = asyncio.ensure_future(protocol.next_frames())
-        await asyncio.sleep(0)
-        protocol.connection_lost(None)
-        assert await waiting == []
+        # The loss arrives while next_frames waits: it runs once the read below has suspended.
+        asyncio.get_running_loop().call_soon(protocol.connection_lost, None)
+        assert await protocol.next_frames() == []
         assert stream.lost == [None]
 
     asyncio.run(scenario())

@@ -10,6 +10,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -23,9 +24,17 @@ from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.codec import ErrorCode as E
 from kompakt.server.app import KafkaServer
-from tests.support.wire import request_bytes
+from tests.support.wire import read_frame, request_bytes, size_prefixed
 
 TIMEOUT_S = 5.0
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    """Let the server run until ``condition`` holds; fail naming ``what`` after ``TIMEOUT_S``."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not reached within {TIMEOUT_S} s"
+        await asyncio.sleep(0.001)  # the polling interval; the deadline is the check
 
 
 class Client:
@@ -47,9 +56,7 @@ class Client:
         return self.next_id
 
     async def receive(self, api_key: int, version: int) -> tuple[int, Any]:
-        size = struct.unpack(">i", await asyncio.wait_for(self.reader.readexactly(4), TIMEOUT_S))[0]
-        frame = await asyncio.wait_for(self.reader.readexactly(size), TIMEOUT_S)
-        return codec.decode_response(frame, api_key, version)
+        return codec.decode_response(await read_frame(self.reader, TIMEOUT_S), api_key, version)
 
     async def request(self, api_key: int, version: int, values: Mapping[str, object]) -> Any:
         sent = self.send(api_key, version, values)
@@ -60,6 +67,12 @@ class Client:
     async def close(self) -> None:
         self.writer.close()
         await self.writer.wait_closed()
+
+
+def members(server: KafkaServer, group_id: str) -> int:
+    """How many members the coordinator holds for ``group_id`` (joins still pending included)."""
+    group = server.broker.groups.group(group_id)
+    return 0 if group is None else len(group.members)
 
 
 def blocking_echo(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload | None:
@@ -176,7 +189,7 @@ async def scenario_pipelined_responses_stay_in_order_behind_a_deferred_join(serv
     )
     versions_id = follower.send(ApiKey.API_VERSIONS, 0, {})
     await follower.writer.drain()
-    await asyncio.sleep(0)  # let the server read the pipeline; the join must stay pending
+    await until(lambda: members(server, "g") == 2, "the server parks the follower's join")
     rejoined = await leader.request(ApiKey.JOIN_GROUP, 5, JOIN | {"member_id": first.member_id})
     assert rejoined.generation_id == 2
     correlation_id, joined = await follower.receive(ApiKey.JOIN_GROUP, 5)
@@ -197,11 +210,7 @@ async def scenario_tick_task_expires_sessions(server: KafkaServer) -> None:
     clock = server.broker.clock
     assert isinstance(clock, FakeClock)
     clock.advance(10_001)  # the sync never comes: the leader is dropped after the rebalance timeout
-    for _ in range(200):
-        group = server.broker.groups.group("g")
-        if group is not None and not group.members:
-            break
-        await asyncio.sleep(0.005)
+    await until(lambda: members(server, "g") == 0, "the tick task drops the leader")
     beat = {"group_id": "g", "generation_id": joined.generation_id, "member_id": joined.member_id}
     assert (await client.request(ApiKey.HEARTBEAT, 4, beat)).error_code == E.unknown_member_id
     await client.close()
@@ -217,7 +226,7 @@ HUGE_COUNT = b"\xff\xff\xff\xff\x0f"
 
 #: Issue 14's frames, size prefix included: a first array whose count no frame can back.
 ISSUE_FRAMES = {
-    name: struct.pack(">i", len(body)) + body
+    name: size_prefixed(body)
     for name, body in {
         "metadata_v12": header_v2(ApiKey.METADATA, 12) + HUGE_COUNT + b"\x00" * 20,
         "produce_v9": header_v2(ApiKey.PRODUCE, 9)
@@ -282,7 +291,7 @@ def length_field_mutations(frame: bytes) -> list[bytes]:
             replacements = [v.to_bytes(width, "big", signed=True) for v in (-2, 2 ** (8 * width - 1) - 1)]
         for replacement in replacements:
             mutated = head + replacement + tail
-            cases.append(struct.pack(">i", len(mutated)) + mutated)
+            cases.append(size_prefixed(mutated))
     return cases
 
 
@@ -309,7 +318,7 @@ def mutations(seed: int) -> list[bytes]:
         cases.append(bytes(data))
     for _ in range(50):
         body = rng.randbytes(rng.randrange(0, 40))
-        cases.append(struct.pack(">i", len(body)) + body)
+        cases.append(size_prefixed(body))
     cases += [struct.pack(">i", -5), struct.pack(">i", 2**31 - 1), b"\x00\x00\x00\x00"]
     return cases
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import struct
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from kompakt.protocol.codec import ErrorCode as E
 from kompakt.records.batch import iter_batches
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.server.app import KafkaServer
-from tests.support.wire import fetch_values, produce_values, request_bytes
+from tests.support.wire import fetch_values, produce_values, read_frame, request_bytes
 
 DEADLINE_S = 10.0
 
@@ -28,9 +27,7 @@ async def roundtrip(port: int, api_key: int, version: int, values: dict[str, obj
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         writer.write(request_bytes(api_key, version, values))
-        size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), DEADLINE_S))[0]
-        frame = await asyncio.wait_for(reader.readexactly(size), DEADLINE_S)
-        return codec.decode_response(frame, api_key, version)[1]
+        return codec.decode_response(await read_frame(reader, DEADLINE_S), api_key, version)[1]
     finally:
         writer.close()
 
