@@ -17,7 +17,6 @@ from typing import Any
 
 from kompakt.cleaner.cleaner import Cleaner, CleanResult
 from kompakt.cleaner.dedupe import CleanerIo, build_offset_map
-from kompakt.cleaner.kernels import Workspace
 from kompakt.cleaner.metrics import CleanerStats
 from kompakt.cleaner.offset_map import SLOT_BYTES, ExactOffsetMap, HashedOffsetMap, OffsetMap
 from kompakt.cleaner.rewrite import FilterContext
@@ -33,6 +32,7 @@ from kompakt.log.txn_index import AbortedTxn
 from kompakt.records.batch import Compression, RecordBatchView
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.control import ControlType, build_control_batch
+from kompakt.records.native import Workspace
 from kompakt.records.record import Record, decode_records
 
 DAY_MS = 86_400_000

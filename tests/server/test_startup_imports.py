@@ -21,6 +21,8 @@ DEFERRED = (
     "kompakt.server.web.live",
     "kompakt.inspect.explain_report",
     "kompakt.cleaner.kernels",
+    "kompakt.records.scan",
+    "kompakt.records.native",
     "typer",
     "click",
     "rich",

@@ -194,7 +194,7 @@ def _scan(view: RecordBatchView, tp: str) -> tuple[np.ndarray, np.ndarray, np.nd
         return np.array([value], dtype=np.int64)
 
     try:
-        from kompakt.cleaner.kernels import scan_records  # numba loads on first use, not at startup
+        from kompakt.records.scan import scan_records  # numba loads on first use, not at startup
 
         table = scan_records(
             buf, one(start), one(end), one(0), one(view.base_timestamp), one(view.records_count)

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 from kompakt.cleaner.dedupe import CleanerIo, build_offset_map
 from kompakt.cleaner.grouping import GroupingInput, group_segments_by_size
-from kompakt.cleaner.kernels import Workspace
 from kompakt.cleaner.metrics import CleanerStats
 from kompakt.cleaner.offset_map import OffsetMap
 from kompakt.cleaner.rewrite import FilterContext, clean_into
@@ -31,6 +30,7 @@ from kompakt.cleaner.transactions import TransactionTracker
 from kompakt.clock import Clock
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segment import CLEANED_SUFFIX, LogSegment
+from kompakt.records.native import Workspace
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kompakt.cleaner.kernels import BatchTable, I64Array, Spans, U8Array
 from kompakt.cleaner.metrics import CleanerStats
 from kompakt.cleaner.offset_map import OffsetMap
 from kompakt.cleaner.segment_reader import Chunk, ReadBuffer, iter_chunks
@@ -35,6 +34,8 @@ from kompakt.records.batch import (
 )
 from kompakt.records.compression import decompress
 from kompakt.records.control import control_type_of
+from kompakt.records.native import I64Array, U8Array
+from kompakt.records.scan import BatchTable, Spans
 
 _PLAIN_RAW, _PLAIN_COMPRESSED, _SPECIAL = 0, 1, 2
 

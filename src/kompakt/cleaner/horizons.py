@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from kompakt.cleaner.dedupe import decompressed_spans
-from kompakt.cleaner.kernels import Spans, scan_records
 from kompakt.cleaner.segment_reader import ReadBuffer, iter_chunks
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segment import LogSegment
 from kompakt.records.batch import ATTR_COMPRESSION_MASK, ATTR_CONTROL, ATTR_DELETE_HORIZON
+from kompakt.records.scan import Spans, scan_records
 
 _NONE = 2**63 - 1
 

@@ -23,22 +23,7 @@ import crc32c
 import numpy as np
 
 from kompakt.cleaner.dedupe import CleanerIo, decompressed_spans
-from kompakt.cleaner.kernels import (
-    _B_BASE_OFFSET,
-    _B_BASE_SEQ,
-    _B_EPOCH,
-    _B_LAST_DELTA,
-    _B_PEPOCH,
-    _B_PID,
-    BatchTable,
-    BoolArray,
-    I64Array,
-    RecordTable,
-    Spans,
-    U8Array,
-    Workspace,
-)
-from kompakt.cleaner.kernels_rewrite import rewrite_batches
+from kompakt.cleaner.kernels.rewrite import rewrite_batches
 from kompakt.cleaner.metrics import CleanerStats
 from kompakt.cleaner.offset_map import OffsetMap
 from kompakt.cleaner.segment_reader import Chunk, iter_chunks
@@ -60,6 +45,9 @@ from kompakt.records.batch import (
 )
 from kompakt.records.compression import Compression, compress
 from kompakt.records.control import control_type_of
+from kompakt.records.layout import B_BASE_OFFSET, B_BASE_SEQ, B_EPOCH, B_LAST_DELTA, B_PEPOCH, B_PID
+from kompakt.records.native import BoolArray, I64Array, U8Array, Workspace
+from kompakt.records.scan import BatchTable, RecordTable, Spans
 
 _U32 = struct.Struct(">I")
 
@@ -112,18 +100,18 @@ def _pack_batch(
     HEADER.pack_into(
         out,
         0,
-        fields[_B_BASE_OFFSET],
+        fields[B_BASE_OFFSET],
         BATCH_OVERHEAD - LOG_OVERHEAD + len(body),
-        fields[_B_EPOCH],
+        fields[B_EPOCH],
         MAGIC_V2,
         0,
         attrs,
-        fields[_B_LAST_DELTA],
+        fields[B_LAST_DELTA],
         base_ts,
         max_ts,
-        fields[_B_PID],
-        fields[_B_PEPOCH],
-        fields[_B_BASE_SEQ],
+        fields[B_PID],
+        fields[B_PEPOCH],
+        fields[B_BASE_SEQ],
         count,
     )
     out[BATCH_OVERHEAD:] = body

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kompakt.cleaner.kernels import BatchTable, StopReason, U8Array, batch_crcs_ok, scan_batches
 from kompakt.errors import CorruptRecordError
 from kompakt.records.batch import LOG_OVERHEAD
+from kompakt.records.native import U8Array
+from kompakt.records.scan import BatchTable, StopReason, batch_crcs_ok, scan_batches
 
 DEFAULT_CHUNK_BYTES = 16 * 1024 * 1024
 

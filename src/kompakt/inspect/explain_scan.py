@@ -15,14 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kompakt.cleaner.dedupe import decompressed_spans
-from kompakt.cleaner.kernels import (
-    BatchTable,
-    Spans,
-    hash_key,
-    hash_keys,
-    scan_batches,
-    scan_records,
-)
+from kompakt.cleaner.kernels.hashing import hash_key, hash_keys
 from kompakt.cleaner.planning import NO_TIMESTAMP, SegmentInfo
 from kompakt.inspect.explain_report import BOOL, I64, MAX_TOMBSTONES_LISTED, U64, PartitionSource
 from kompakt.log.producer_state import ProducerStateManager
@@ -34,6 +27,7 @@ from kompakt.records.batch import (
     RecordBatchView,
 )
 from kompakt.records.legacy import iter_legacy_records
+from kompakt.records.scan import BatchTable, Spans, scan_batches, scan_records
 
 # --------------------------------------------------------------------------------------------
 # Scanning

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kompakt.cleaner import kernels as k
+from kompakt.records import native
+from kompakt.records import scan as k
 
 from ._fixtures import Rec, encode_batch, varint
 
@@ -24,32 +25,32 @@ LONG_EDGES = [*INT_EDGES, 2**63 - 1, -(2**63), 2**40, -(2**40)]
 def test_varint_long_round_trip(value: int) -> None:
     enc = varint(value)
     assert len(enc) <= 10
-    assert k._varint_size(value) == len(enc)
+    assert native.varint_size(value) == len(enc)
     out = np.zeros(16, dtype=np.uint8)
-    assert k._write_varint(out, 0, value) == len(enc)
+    assert native.write_varint(out, 0, value) == len(enc)
     assert out[: len(enc)].tobytes() == enc
-    assert tuple(k._read_varint(u8(enc), 0, len(enc), 10)) == (value, len(enc))
+    assert tuple(native.read_varint(u8(enc), 0, len(enc), 10)) == (value, len(enc))
 
 
 @pytest.mark.parametrize("value", INT_EDGES)
 def test_varint_int_fits_five_bytes(value: int) -> None:
     enc = varint(value)
     assert len(enc) <= 5
-    assert tuple(k._read_varint(u8(enc), 0, len(enc), 5)) == (value, len(enc))
+    assert tuple(native.read_varint(u8(enc), 0, len(enc), 5)) == (value, len(enc))
 
 
 @given(st.integers(min_value=-(2**63), max_value=2**63 - 1))
 def test_varint_long_any(value: int) -> None:
     enc = varint(value)
-    assert tuple(k._read_varint(u8(enc + b"\xff"), 0, len(enc) + 1, 10)) == (value, len(enc))
+    assert tuple(native.read_varint(u8(enc + b"\xff"), 0, len(enc) + 1, 10)) == (value, len(enc))
 
 
 def test_varint_overruns_and_overlong() -> None:
     enc = varint(2**40)  # 6 bytes
-    assert k._read_varint(u8(enc), 0, len(enc) - 1, 10)[1] == -1  # stops at the limit
-    assert k._read_varint(u8(enc), 0, len(enc), 5)[1] == -1  # too long for an int
-    assert k._read_varint(u8(b"\x80" * 11), 0, 11, 10)[1] == -1  # too long for a long
-    assert k._read_varint(u8(b""), 0, 0, 5)[1] == -1
+    assert native.read_varint(u8(enc), 0, len(enc) - 1, 10)[1] == -1  # stops at the limit
+    assert native.read_varint(u8(enc), 0, len(enc), 5)[1] == -1  # too long for an int
+    assert native.read_varint(u8(b"\x80" * 11), 0, 11, 10)[1] == -1  # too long for a long
+    assert native.read_varint(u8(b""), 0, 0, 5)[1] == -1
 
 
 def three_batches() -> list[bytes]:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kompakt.cleaner.kernels import hash_key
+from kompakt.cleaner.kernels.hashing import hash_key
 from kompakt.cleaner.offset_map import (
     ExactOffsetMap,
     HashedOffsetMap,

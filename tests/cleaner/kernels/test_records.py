@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kompakt.cleaner import kernels as k
-from kompakt.cleaner import kernels_rewrite as kr
+from kompakt.cleaner.kernels import hashing
+from kompakt.cleaner.kernels import rewrite as kr
 from kompakt.errors import CorruptRecordError
+from kompakt.records import scan as k
 from tests.support.profiles import examples
 
 from ._fixtures import Rec, encode_batch, encode_record, parse_records, varint
@@ -185,23 +186,23 @@ def test_hash_is_deterministic_and_matches_single_key_path() -> None:
     raw = b"".join(keys)
     starts = np.cumsum([0] + [len(x) for x in keys[:-1]])
     lens = np.array([len(x) for x in keys])
-    hi, lo = k.hash_keys(u8(raw), starts, lens)
-    hi2, lo2 = k.hash_keys(u8(raw), starts, lens)
+    hi, lo = hashing.hash_keys(u8(raw), starts, lens)
+    hi2, lo2 = hashing.hash_keys(u8(raw), starts, lens)
     assert hi.tolist() == hi2.tolist() and lo.tolist() == lo2.tolist()
     for i, key in enumerate(keys):
-        assert k.hash_key(key) == (int(hi[i]), int(lo[i]))
+        assert hashing.hash_key(key) == (int(hi[i]), int(lo[i]))
     assert len({(int(a), int(b)) for a, b in zip(hi, lo, strict=True)}) == len(keys)
 
 
 def test_null_keys_are_not_hashed() -> None:
-    hi, lo = k.hash_keys(u8(b"abc"), np.array([0, 0]), np.array([-1, 3]))
+    hi, lo = hashing.hash_keys(u8(b"abc"), np.array([0, 0]), np.array([-1, 3]))
     assert (int(hi[0]), int(lo[0])) == (0, 0)
-    assert (int(hi[1]), int(lo[1])) == k.hash_key(b"abc")
+    assert (int(hi[1]), int(lo[1])) == hashing.hash_key(b"abc")
 
 
 def test_hash_rejects_keys_outside_buffer() -> None:
     with pytest.raises(ValueError):
-        k.hash_keys(u8(b"abc"), np.array([1]), np.array([3]))
+        hashing.hash_keys(u8(b"abc"), np.array([1]), np.array([3]))
 
 
 def test_hash_distinct_over_many_similar_keys() -> None:
@@ -212,7 +213,7 @@ def test_hash_distinct_over_many_similar_keys() -> None:
     raw = b"".join(ids)
     lens = np.array([len(x) for x in ids])
     starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
-    hi, lo = k.hash_keys(u8(raw), starts, lens)
+    hi, lo = hashing.hash_keys(u8(raw), starts, lens)
     assert len(np.unique(hi)) == len(ids)
     assert len(np.unique(lo)) == len(ids)
     # every output bit is roughly balanced

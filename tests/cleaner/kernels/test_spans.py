@@ -7,9 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kompakt.cleaner import kernels as k
 from kompakt.cleaner.offset_map import ExactOffsetMap, HashedOffsetMap, OffsetMap
 from kompakt.errors import CorruptRecordError
+from kompakt.records import scan as k
+from kompakt.records.native import Workspace
 from tests.support.profiles import examples
 
 from ._fixtures import Rec, encode_batch, encode_record
@@ -43,7 +44,7 @@ def test_put_and_retain_spans_match_oracle(
     puts = [m.put_spans(buf, spans, start) for m in maps]
     assert puts[0] == puts[1]
     assert maps[0].size == maps[1].size and maps[0].latest_offset == maps[1].latest_offset
-    ws = k.Workspace()
+    ws = Workspace()
     kept = [maps[0].retain_spans(buf, spans, tomb, ws), maps[1].retain_spans(buf, spans, tomb)]
     assert kept[0].invalid_dropped == kept[1].invalid_dropped
     a, b = kept[0].kept, kept[1].kept

@@ -11,20 +11,20 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from kompakt.cleaner.kernels import (
-    BATCH_OVERHEAD,
+from kompakt.errors import CorruptRecordError
+from kompakt.records.batch import BATCH_OVERHEAD
+from kompakt.records.native import (
     BoolArray,
     I64Array,
-    RecordTable,
     Scalar,
     U8Array,
-    _memcpy,
-    _ptr,
-    _read_varint,
-    _varint_size,
-    _write_varint,
+    memcpy,
+    ptr,
+    read_varint,
+    varint_size,
+    write_varint,
 )
-from kompakt.errors import CorruptRecordError
+from kompakt.records.scan import RecordTable
 
 
 @njit(cache=True, nogil=True)
@@ -54,23 +54,23 @@ def _rewrite_span(
             return -2
         if out_pos + rec_len[i] + 12 > out_len:  # delta may grow by 9 bytes, length by 1
             return -1
-        _, q = _read_varint(sp, p, end, 5)
+        _, q = read_varint(sp, p, end, 5)
         if q < 0 or q >= end:
             return -2
         attrs = sp[q]
-        old_delta, r = _read_varint(sp, q + 1, end, 10)
+        old_delta, r = read_varint(sp, q + 1, end, 10)
         if r < 0:
             return -2
         delta = rec_ts[i] - new_base_ts
         if delta == old_delta:  # byte-identical record: copy as is
-            _memcpy(op, out_pos, sp, p, end - p)
+            memcpy(op, out_pos, sp, p, end - p)
             out_pos += end - p
             continue
         rest = end - r
-        out_pos = _write_varint(op, out_pos, 1 + _varint_size(delta) + rest)
+        out_pos = write_varint(op, out_pos, 1 + varint_size(delta) + rest)
         op[out_pos] = attrs
-        out_pos = _write_varint(op, out_pos + 1, delta)
-        _memcpy(op, out_pos, sp, r, rest)
+        out_pos = write_varint(op, out_pos + 1, delta)
+        memcpy(op, out_pos, sp, r, rest)
         out_pos += rest
     return out_pos
 
@@ -90,7 +90,7 @@ def _rewrite_one(
     if rec_len.shape[0] != n or rec_ts.shape[0] != n or keep.shape[0] != n:
         return -2
     return _rewrite_span(
-        _ptr(src),
+        ptr(src),
         src.shape[0],
         rec_start,
         rec_len,
@@ -99,7 +99,7 @@ def _rewrite_one(
         0,
         n,
         new_base_ts,
-        _ptr(out),
+        ptr(out),
         out.shape[0],
         out_pos,
     )
@@ -122,8 +122,8 @@ def _rewrite_batches(
     nb = batch_lo.shape[0]
     starts = np.empty(nb, dtype=np.int64)
     ends = np.empty(nb, dtype=np.int64)
-    sp = _ptr(src)
-    op = _ptr(out)
+    sp = ptr(src)
+    op = ptr(out)
     n = rec_start.shape[0]
     if rec_len.shape[0] != n or rec_ts.shape[0] != n or keep.shape[0] != n:
         return starts, ends, -2

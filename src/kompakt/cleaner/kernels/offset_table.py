@@ -24,27 +24,20 @@ from typing import Final
 import numpy as np
 from numba import njit
 
-from kompakt.cleaner.kernels import (
-    _R_BATCH,
-    _R_KEY_LEN,
-    _R_KEY_START,
-    _R_LENGTH,
-    _R_OFFSET,
-    _R_POSITION,
-    _R_TIMESTAMP,
-    _R_VALUE_LEN,
-    _R_VALUE_START,
-    BoolArray,
-    I64Array,
-    Scalar,
-    U8Array,
-    U64Array,
-    _hash_one,
-    _parse_fields,
-    _prefetch,
-    _ptr,
-    _read_varint,
+from kompakt.cleaner.kernels.hashing import hash_one
+from kompakt.records.layout import (
+    R_BATCH,
+    R_KEY_LEN,
+    R_KEY_START,
+    R_LENGTH,
+    R_OFFSET,
+    R_POSITION,
+    R_TIMESTAMP,
+    R_VALUE_LEN,
+    R_VALUE_START,
 )
+from kompakt.records.native import BoolArray, I64Array, Scalar, U8Array, U64Array, prefetch, ptr, read_varint
+from kompakt.records.scan import parse_fields
 
 _LINEAR_PROBES: Final = 8  # first probe this many adjacent slots (about three cache lines), then
 _DOUBLE_PROBES: Final = 32  # this many double-hashing steps, then linear probing to the end
@@ -63,8 +56,8 @@ def _prefetch_slot(tp: Scalar, cap: Scalar, hi: Scalar) -> None:
     """Prefetch the cache line of the home slot of digest ``hi`` and the line after it (a slot may
     straddle two lines, and the first probes are adjacent)."""
     row = _home(hi, cap) * 3
-    _prefetch(tp, row)
-    _prefetch(tp, row + 8)
+    prefetch(tp, row)
+    prefetch(tp, row + 8)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -192,22 +185,22 @@ def _maybe_grow(tp: Scalar, cap: Scalar, slots: Scalar, size: Scalar) -> Scalar:
 
 
 @njit(cache=True, nogil=True)
-def _lookup(table: U64Array, cap: Scalar, hi: Scalar, lo: Scalar) -> Scalar:
-    return _lookup_p(_ptr(table), cap, hi, lo)
+def lookup(table: U64Array, cap: Scalar, hi: Scalar, lo: Scalar) -> Scalar:
+    return _lookup_p(ptr(table), cap, hi, lo)
 
 
 @njit(cache=True, nogil=True)
-def _put_one(
+def put_one(
     table: U64Array, cap: Scalar, slots: Scalar, size: Scalar, hi: Scalar, lo: Scalar, offset: Scalar
 ) -> tuple[Scalar, Scalar]:
     """``(size increment, new cap)`` of a single put."""
-    tp = _ptr(table)
+    tp = ptr(table)
     cap = _maybe_grow(tp, cap, slots, size)
     return _put_p(tp, cap, hi, lo, offset), cap
 
 
 @njit(cache=True, nogil=True)
-def _put_records(
+def put_records(
     table: U64Array,
     cap: Scalar,
     hi: U64Array,
@@ -219,7 +212,7 @@ def _put_records(
     max_keys: Scalar,
 ) -> tuple[Scalar, Scalar, Scalar, Scalar, Scalar]:
     """Returns ``(consumed, size, full, last_put, cap)``."""
-    tp = _ptr(table)
+    tp = ptr(table)
     slots = table.shape[0]
     grow_at = _grow_at(cap, slots)
     last_put = np.int64(-1)
@@ -237,8 +230,8 @@ def _put_records(
 
 
 @njit(cache=True, nogil=True)
-def _get_many(table: U64Array, cap: Scalar, hi: U64Array, lo: U64Array, key_len: I64Array) -> I64Array:
-    tp = _ptr(table)
+def get_many(table: U64Array, cap: Scalar, hi: U64Array, lo: U64Array, key_len: I64Array) -> I64Array:
+    tp = ptr(table)
     out = np.empty(hi.shape[0], dtype=np.int64)
     for i in range(hi.shape[0]):
         out[i] = -1 if key_len[i] < 0 else _lookup_p(tp, cap, hi[i], lo[i])
@@ -246,7 +239,7 @@ def _get_many(table: U64Array, cap: Scalar, hi: U64Array, lo: U64Array, key_len:
 
 
 @njit(cache=True, nogil=True)
-def _retain(
+def retain(
     table: U64Array,
     cap: Scalar,
     hi: U64Array,
@@ -257,7 +250,7 @@ def _retain(
     tombstone_ok: BoolArray,
     latest: Scalar,
 ) -> tuple[BoolArray, Scalar]:
-    tp = _ptr(table)
+    tp = ptr(table)
     keep = np.empty(offsets.shape[0], dtype=np.bool_)
     invalid = 0
     for i in range(offsets.shape[0]):
@@ -276,7 +269,7 @@ def _retain(
 # Fused passes over spans (a span = one batch's records section, in the segment or in a buffer of
 # decompressed payloads)
 
-# status codes of _map_spans; positive codes are record errors (kernels._RECORD_ERRORS)
+# status codes of map_spans; positive codes are record errors (kernels._RECORD_ERRORS)
 DONE: Final = 0
 FULL: Final = -1
 
@@ -288,19 +281,19 @@ def _parse_key(buf: Scalar, pos: Scalar, limit: Scalar) -> tuple[Scalar, Scalar,
     Values and headers are skipped via the length prefix; the copy pass parses every record in
     full, so a record malformed past its key is still caught before anything is written.
     """
-    length, body = _read_varint(buf, pos, limit, 5)
+    length, body = read_varint(buf, pos, limit, 5)
     if body < 0:
         return pos, 2, 0, 0, 0
     rec_end = body + length
     if length < 0 or rec_end > limit:
         return pos, 3, 0, 0, 0
-    _, p = _read_varint(buf, body + 1, rec_end, 10)
+    _, p = read_varint(buf, body + 1, rec_end, 10)
     if p < 0:
         return pos, 4, 0, 0, 0
-    off_delta, p = _read_varint(buf, p, rec_end, 5)
+    off_delta, p = read_varint(buf, p, rec_end, 5)
     if p < 0:
         return pos, 4, 0, 0, 0
-    key_len, p = _read_varint(buf, p, rec_end, 5)
+    key_len, p = read_varint(buf, p, rec_end, 5)
     if p < 0:
         return pos, 4, 0, 0, 0
     if key_len < -1 or p + max(key_len, 0) > rec_end:
@@ -309,7 +302,7 @@ def _parse_key(buf: Scalar, pos: Scalar, limit: Scalar) -> tuple[Scalar, Scalar,
 
 
 @njit(cache=True, nogil=True)
-def _map_spans(
+def map_spans(
     buf: U8Array,
     starts: I64Array,
     ends: I64Array,
@@ -332,8 +325,8 @@ def _map_spans(
     off = np.empty(most, dtype=np.int64)
     hi = np.empty(most, dtype=np.uint64)
     lo = np.empty(most, dtype=np.uint64)
-    bp = _ptr(buf)
-    tp = _ptr(table)
+    bp = ptr(buf)
+    tp = ptr(table)
     slots = table.shape[0]
     grow_at = _grow_at(cap, slots)
     last_put = np.int64(-1)
@@ -358,7 +351,7 @@ def _map_spans(
                 lo[j] = 0
             else:
                 off[j] = o
-                h, g = _hash_one(bp, ks, kl)
+                h, g = hash_one(bp, ks, kl)
                 hi[j] = h
                 lo[j] = g
         if pos != limit:
@@ -382,7 +375,7 @@ def _map_spans(
 
 
 @njit(cache=True, nogil=True)
-def _retain_spans(
+def retain_spans(
     buf: U8Array,
     starts: I64Array,
     ends: I64Array,
@@ -406,12 +399,12 @@ def _retain_spans(
         if starts[b] < 0 or ends[b] < starts[b] or ends[b] > buf.shape[0]:
             return 9, b, starts[b], 0, 0
         most = max(most, counts[b])
-    rows = np.empty((_R_BATCH, most), dtype=np.int64)
+    rows = np.empty((R_BATCH, most), dtype=np.int64)
     found = np.empty(most, dtype=np.int64)
     hi = np.empty(most, dtype=np.uint64)
     lo = np.empty(most, dtype=np.uint64)
-    bp = _ptr(buf)
-    tp = _ptr(table)
+    bp = ptr(buf)
+    tp = ptr(table)
     n_kept = 0
     invalid = 0
     tombstones = 0
@@ -425,20 +418,20 @@ def _retain_spans(
         # Parse every record in full and hash the keys that need a lookup (prefetching their
         # home slots); then look them up; then decide and emit.
         for j in range(n):
-            nxt, err, od, td, ks, kl, vs, vl = _parse_fields(bp, pos, limit)
+            nxt, err, od, td, ks, kl, vs, vl = parse_fields(bp, pos, limit)
             if err != 0:
                 return err, b, pos, invalid, tombstones
             o = base_off + od
-            rows[_R_OFFSET, j] = o
-            rows[_R_POSITION, j] = pos
-            rows[_R_LENGTH, j] = nxt - pos
-            rows[_R_TIMESTAMP, j] = base_ts + td
-            rows[_R_KEY_START, j] = ks
-            rows[_R_KEY_LEN, j] = kl
-            rows[_R_VALUE_START, j] = vs
-            rows[_R_VALUE_LEN, j] = vl
+            rows[R_OFFSET, j] = o
+            rows[R_POSITION, j] = pos
+            rows[R_LENGTH, j] = nxt - pos
+            rows[R_TIMESTAMP, j] = base_ts + td
+            rows[R_KEY_START, j] = ks
+            rows[R_KEY_LEN, j] = kl
+            rows[R_VALUE_START, j] = vs
+            rows[R_VALUE_LEN, j] = vl
             if kl >= 0 and o <= latest:
-                h, g = _hash_one(bp, ks, kl)
+                h, g = hash_one(bp, ks, kl)
                 hi[j] = h
                 lo[j] = g
             else:
@@ -452,23 +445,23 @@ def _retain_spans(
         for j in range(n):
             if j + _AHEAD < n:
                 _prefetch_slot(tp, cap, hi[j + _AHEAD])
-            if rows[_R_KEY_LEN, j] >= 0 and rows[_R_OFFSET, j] <= latest:
+            if rows[R_KEY_LEN, j] >= 0 and rows[R_OFFSET, j] <= latest:
                 found[j] = _lookup_p(tp, cap, hi[j], lo[j])
         for j in range(n):
-            offset = rows[_R_OFFSET, j]
+            offset = rows[R_OFFSET, j]
             if offset > latest:
                 keep = True
-            elif rows[_R_KEY_LEN, j] < 0:
+            elif rows[R_KEY_LEN, j] < 0:
                 keep = False
                 invalid += 1
             else:
-                keep = offset >= found[j] and (rows[_R_VALUE_LEN, j] >= 0 or tombstone_ok[b])
-                if not keep and rows[_R_VALUE_LEN, j] < 0:
+                keep = offset >= found[j] and (rows[R_VALUE_LEN, j] >= 0 or tombstone_ok[b])
+                if not keep and rows[R_VALUE_LEN, j] < 0:
                     tombstones += 1
             if keep:
-                for c in range(_R_BATCH):
+                for c in range(R_BATCH):
                     kept[c, n_kept] = rows[c, j]
-                kept[_R_BATCH, n_kept] = b
+                kept[R_BATCH, n_kept] = b
                 n_kept += 1
         kept_first[b + 1] = n_kept
     return 0, 0, 0, invalid, tombstones
