@@ -13,9 +13,8 @@ from kompakt.cleaner.kernels import hashing
 from kompakt.cleaner.kernels import rewrite as kr
 from kompakt.errors import CorruptRecordError
 from kompakt.records import scan as k
+from tests.support.handbuilt_batches import Rec, encode_batch, encode_record, parse_records, varint
 from tests.support.profiles import examples
-
-from ._fixtures import Rec, encode_batch, encode_record, parse_records, varint
 
 
 def u8(b: bytes) -> np.ndarray:

@@ -11,9 +11,8 @@ from kompakt.cleaner.offset_map import ExactOffsetMap, HashedOffsetMap, OffsetMa
 from kompakt.errors import CorruptRecordError
 from kompakt.records import scan as k
 from kompakt.records.native import Workspace
+from tests.support.handbuilt_batches import Rec, encode_batch, encode_record
 from tests.support.profiles import examples
-
-from ._fixtures import Rec, encode_batch, encode_record
 
 keys_st = st.sampled_from([None, b"", b"a", b"b", b"c", b"key-1", b"\x00"])
 recs_st = st.builds(Rec, key=keys_st, value=st.sampled_from([None, b"", b"v", b"value" * 5]))

@@ -1,6 +1,8 @@
-"""Hand-built v2 batches and a slow pure-Python record parser: the model the kernels are checked against.
+"""Hand-built v2 batches and a slow pure-Python record parser: the model the native record scans
+(``kompakt.records.scan``) and the cleaner's kernels are checked against.
 
-Deliberately independent of ``kompakt.records`` so these tests exercise the kernels alone.
+Deliberately independent of ``kompakt.records``' builders and readers, so these tests exercise the
+native code alone.
 """
 
 from __future__ import annotations

@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 
 from kompakt.records import native
 from kompakt.records import scan as k
-
-from ._fixtures import Rec, encode_batch, varint
+from tests.support.handbuilt_batches import Rec, encode_batch, varint
 
 
 def u8(b: bytes) -> np.ndarray:
