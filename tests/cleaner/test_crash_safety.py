@@ -37,10 +37,10 @@ from _harness import (
 )
 
 from kompakt.clock import FakeClock
-from kompakt.log.files import SimulatedCrashError
-from kompakt.log.offset_index import OsFileOps
+from kompakt.log.files import OsFileOps
 from kompakt.log.partition_log import PartitionLog
 from kompakt.records.batch import Compression
+from kompakt.testing.faults import SimulatedCrashError
 
 CFG: dict[str, Any] = {"segment_bytes": 300, "index_interval_bytes": 64, "delete_retention_ms": 1_000}
 

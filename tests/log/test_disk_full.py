@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from full_disk import FullDisk, install
+from full_disk import FullDisk
 
 from kompakt.broker.context import Broker, ManualTimers
 from kompakt.broker.handlers.produce import produce_partition
@@ -34,14 +34,14 @@ COMPACT = {"cleanup.policy": "compact", "segment.bytes": "4096", "min.cleanable.
 
 
 @pytest.fixture
-def disk(monkeypatch: pytest.MonkeyPatch) -> FullDisk:
-    return install(monkeypatch)
+def disk() -> FullDisk:
+    return FullDisk()
 
 
 @pytest.fixture
-def manager(tmp_path: Path) -> Any:
+def manager(tmp_path: Path, disk: FullDisk) -> Any:
     clock = FakeClock(NOW)
-    mgr = LogManager(tmp_path / "data", BrokerConfig.from_properties({}), clock)
+    mgr = LogManager(tmp_path / "data", BrokerConfig.from_properties({}), clock, file_ops=disk)
     mgr.open()
     mgr.create_topic("t", 1, COMPACT)
     yield mgr, clock

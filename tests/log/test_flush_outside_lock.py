@@ -15,7 +15,7 @@ import pytest
 from log_helpers import config, kv
 
 from kompakt.clock import FakeClock
-from kompakt.log.offset_index import OsFileOps
+from kompakt.log.files import OsFileOps
 from kompakt.log.partition_log import PartitionLog
 
 DEADLINE_S = 10.0
