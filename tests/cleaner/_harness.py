@@ -24,7 +24,7 @@ from kompakt.cleaner.segment_reader import ReadBuffer
 from kompakt.cleaner.transactions import TransactionTracker
 from kompakt.clock import FakeClock
 from kompakt.log.config import LogConfig
-from kompakt.log.offset_index import FileOps, OsFileOps
+from kompakt.log.files import FileOps, OsFileOps
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segment import LogSegment
 from kompakt.log.segments import ManualScheduler

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from kompakt.clock import FakeClock
-from kompakt.log.files import SimulatedCrashError
-from kompakt.log.offset_index import OsFileOps
+from kompakt.log.files import OsFileOps
 from kompakt.log.partition_log import PartitionLog
 from kompakt.records.batch import Compression
+from kompakt.testing.faults import SimulatedCrashError
 
 from ._harness import (
     FAST_OPS,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kompakt.clock import FakeClock
-from kompakt.log.offset_index import OsFileOps
+from kompakt.log.files import OsFileOps
 from kompakt.log.partition_log import PartitionLog
 
 from .log_helpers import config, kv

@@ -12,8 +12,6 @@ from hypothesis import strategies as st
 from kompakt.errors import InvalidOffsetError, LogDirectoryError
 from kompakt.log import files
 from kompakt.log.files import (
-    FaultInjectingFileOps,
-    SimulatedCrashError,
     add_suffix,
     atomic_write_bytes,
     parse_offset_from_name,
@@ -23,8 +21,8 @@ from kompakt.log.files import (
     remove_suffix,
     rename_durably,
     segment_file_name,
-    use_file_ops,
 )
+from kompakt.testing.faults import FaultInjectingFileOps, SimulatedCrashError
 
 
 def test_segment_file_names() -> None:
@@ -102,15 +100,15 @@ def test_atomic_write_leaves_no_tmp(tmp_path: Path) -> None:
 def test_atomic_write_crash_at_every_step_keeps_old_or_new(tmp_path: Path) -> None:
     target = tmp_path / "file"
     atomic_write_bytes(target, b"old")
-    with use_file_ops(FaultInjectingFileOps()) as counting:
-        atomic_write_bytes(target, b"new")
+    counting = FaultInjectingFileOps()
+    atomic_write_bytes(target, b"new", counting)
     assert [op for op, _ in counting.log] == ["create", "write", "fsync", "rename", "fsync_dir"]
     for fail_at in range(counting.count):
         atomic_write_bytes(target, b"old")
-        with use_file_ops(FaultInjectingFileOps(fail_at)), pytest.raises(SimulatedCrashError):
-            atomic_write_bytes(target, b"new")
+        with pytest.raises(SimulatedCrashError):
+            atomic_write_bytes(target, b"new", FaultInjectingFileOps(fail_at))
         assert target.read_bytes() == (b"new" if fail_at >= 4 else b"old")
-    assert files.file_ops().__class__ is files.FileOps
+    assert files.DEFAULT_FILE_OPS.__class__ is files.OsFileOps
 
 
 def test_rename_durably(tmp_path: Path) -> None:
@@ -118,8 +116,8 @@ def test_rename_durably(tmp_path: Path) -> None:
     (tmp_path / "b").mkdir()
     src = tmp_path / "a" / "x.log.swap"
     src.write_bytes(b"data")
-    with use_file_ops(FaultInjectingFileOps()) as ops:
-        rename_durably(src, tmp_path / "b" / "x.log")
+    ops = FaultInjectingFileOps()
+    rename_durably(src, tmp_path / "b" / "x.log", ops)
     assert (tmp_path / "b" / "x.log").read_bytes() == b"data"
     assert not src.exists()
     assert [op for op, _ in ops.log] == ["rename", "fsync_dir", "fsync_dir"]

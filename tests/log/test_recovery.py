@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from kompakt.errors import PartitionOfflineError
-from kompakt.log.files import FaultInjectingFileOps, SimulatedCrashError, use_file_ops
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segment import LogSegment
 from kompakt.records.batch import iter_batches
 from kompakt.records.record import decode_records
+from kompakt.testing.faults import FaultInjectingFileOps, SimulatedCrashError
 
 from .log_helpers import LogHarness, all_records, config, kv
 
@@ -73,13 +73,15 @@ def test_crash_at_every_file_operation_of_a_swap(tmp_path: Path) -> None:
     while True:
         work = tmp_path / f"run{k}"
         shutil.copytree(template, work)
+        ops = FaultInjectingFileOps(fail_at=k, armed=False)
         h = LogHarness.__new__(LogHarness)
-        LogHarness.__init__(h, work / "t-0", config(segment_bytes=5 * SIZE, index_interval_bytes=1))
+        LogHarness.__init__(
+            h, work / "t-0", config(segment_bytes=5 * SIZE, index_interval_bytes=1), file_ops=ops
+        )
         olds = h.log.segments.values()[:2]
         news = build_cleaned(h.log, olds)
-        ops = FaultInjectingFileOps(fail_at=k)
         crashed = False
-        with use_file_ops(ops):
+        with ops.armed():
             try:
                 h.log.replace_segments(news, olds)
             except SimulatedCrashError:

@@ -28,8 +28,9 @@ from kompakt.cleaner.segment_reader import DEFAULT_CHUNK_BYTES, ReadBuffer
 from kompakt.cleaner.throttler import Throttler
 from kompakt.cleaner.transactions import TransactionTracker
 from kompakt.clock import Clock
+from kompakt.log.files import CLEANED_FILE_SUFFIX
 from kompakt.log.partition_log import PartitionLog
-from kompakt.log.segment import CLEANED_SUFFIX, LogSegment
+from kompakt.log.segment import LogSegment
 from kompakt.records.native import Workspace
 
 logger = logging.getLogger(__name__)
@@ -156,7 +157,7 @@ class Cleaner:
         except BaseException:
             # Only a segment that never left its .cleaned name is ours to delete; once renamed to
             # .swap it is part of the log and the loader completes the swap (``LogLoader.load``).
-            if dest.suffix == CLEANED_SUFFIX:
+            if dest.suffix == CLEANED_FILE_SUFFIX:
                 dest.close_handlers()
                 dest.delete_files()
             raise

@@ -33,7 +33,12 @@ from kompakt.log.checkpoint import (
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
 )
-from kompakt.log.files import parse_partition_dir_name, partition_dir_suffix
+from kompakt.log.files import (
+    SegmentExtension,
+    parse_partition_dir_name,
+    partition_dir_suffix,
+    segment_file_name,
+)
 from kompakt.records.batch import BATCH_OVERHEAD, LOG_OVERHEAD, RecordBatchView
 from kompakt.records.compression import Compression
 from kompakt.records.control import control_type_of
@@ -66,9 +71,9 @@ class SegmentFile:
     def size_bytes(self) -> int:
         return self.path.stat().st_size
 
-    def sibling(self, extension: str) -> Path:
-        """The segment's ``.index`` / ``.timeindex`` / ``.txnindex`` file (may not exist)."""
-        return self.path.with_name(f"{self.base_offset:020d}{extension}")
+    def sibling(self, extension: SegmentExtension) -> Path:
+        """The segment's ``index`` / ``timeindex`` / ``txnindex`` file (may not exist)."""
+        return self.path.with_name(segment_file_name(self.base_offset, extension))
 
 
 @dataclass(frozen=True, slots=True)
@@ -529,7 +534,7 @@ _TIME_DTYPE: Final = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")]
 
 
 def _verify_offset_index(part: PartitionCheck, segment: SegmentFile, batches: list[_Batch]) -> None:
-    path = segment.sibling(".index")
+    path = segment.sibling("index")
     if not path.exists():
         return
     table, error = _index_entries(path, 8, _OFFSET_DTYPE)
@@ -571,7 +576,7 @@ def _verify_offset_index(part: PartitionCheck, segment: SegmentFile, batches: li
 
 
 def _verify_time_index(part: PartitionCheck, segment: SegmentFile, batches: list[_Batch]) -> None:
-    path = segment.sibling(".timeindex")
+    path = segment.sibling("timeindex")
     if not path.exists():
         return
     table, error = _index_entries(path, 12, _TIME_DTYPE)
