@@ -17,10 +17,10 @@ from typing import Any
 
 from kompakt.cleaner.cleaner import Cleaner, CleanResult
 from kompakt.cleaner.dedupe import CleanerIo, build_offset_map
-from kompakt.cleaner.metrics import CleanerStats
 from kompakt.cleaner.offset_map import SLOT_BYTES, ExactOffsetMap, HashedOffsetMap, OffsetMap
 from kompakt.cleaner.rewrite import FilterContext
 from kompakt.cleaner.segment_reader import ReadBuffer
+from kompakt.cleaner.stats import CleanerStats
 from kompakt.cleaner.transactions import TransactionTracker
 from kompakt.clock import FakeClock
 from kompakt.log.config import LogConfig

@@ -8,12 +8,12 @@ import pytest
 from kompakt.cleaner.manager import CleanerManager
 from kompakt.cleaner.metrics import (
     CleanerMetrics,
-    CleanerStats,
     format_clean_log_line,
     format_delayed_partitions_line,
     format_invalid_messages_line,
     java_fixed,
 )
+from kompakt.cleaner.stats import CleanerStats
 from kompakt.cleaner.throttler import Throttler
 from kompakt.clock import FakeClock
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 from kompakt.cleaner.dedupe import CleanerIo, build_offset_map
 from kompakt.cleaner.grouping import GroupingInput, group_segments_by_size
-from kompakt.cleaner.metrics import CleanerStats
 from kompakt.cleaner.offset_map import OffsetMap
 from kompakt.cleaner.rewrite import FilterContext, clean_into
 from kompakt.cleaner.segment_reader import DEFAULT_CHUNK_BYTES, ReadBuffer
+from kompakt.cleaner.stats import CleanerStats
 from kompakt.cleaner.throttler import Throttler
 from kompakt.cleaner.transactions import TransactionTracker
 from kompakt.clock import Clock

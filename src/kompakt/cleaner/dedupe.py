@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kompakt.cleaner.metrics import CleanerStats
 from kompakt.cleaner.offset_map import OffsetMap
 from kompakt.cleaner.segment_reader import Chunk, ReadBuffer, iter_chunks
+from kompakt.cleaner.stats import CleanerStats
 from kompakt.cleaner.throttler import Throttler
 from kompakt.cleaner.transactions import TransactionTracker
 from kompakt.log.partition_log import PartitionLog

@@ -24,9 +24,9 @@ import numpy as np
 
 from kompakt.cleaner.dedupe import CleanerIo, decompressed_spans
 from kompakt.cleaner.kernels.rewrite import rewrite_batches
-from kompakt.cleaner.metrics import CleanerStats
 from kompakt.cleaner.offset_map import OffsetMap
 from kompakt.cleaner.segment_reader import Chunk, iter_chunks
+from kompakt.cleaner.stats import CleanerStats
 from kompakt.cleaner.transactions import TransactionTracker
 from kompakt.log.segment import LogSegment
 from kompakt.log.txn_index import AbortedTxn

@@ -58,7 +58,7 @@ from kompakt.inspect.explain_report import (
     iso_ms,
     resolve_configs,
 )
-from kompakt.inspect.explain_scan import _cat, _digests, _latest_mask, _Scan, _varint_size
+from kompakt.inspect.explain_scan import PartitionScan, concat_columns, digest_rows, latest_mask, varint_sizes
 from kompakt.inspect.explain_scan import scan_partition as _scan
 from kompakt.inspect.log_files import PartitionDir
 from kompakt.log.checkpoint import (
@@ -134,15 +134,15 @@ def explain_partition(source: PartitionSource, configs: ConfigInput, now_ms: int
 
     # Records and keys.
     c = scan.cols
-    rec_offset = _cat(c.offset, np.int64)
-    hi, lo = _cat(c.hi, np.uint64), _cat(c.lo, np.uint64)
-    null_key = _cat(c.null_key, np.bool_)
-    tomb = _cat(c.tombstone, np.bool_)
-    rec_size = _cat(c.size, np.int64)
-    rec_batch = _cat(c.batch, np.int64)
+    rec_offset = concat_columns(c.offset, np.int64)
+    hi, lo = concat_columns(c.hi, np.uint64), concat_columns(c.lo, np.uint64)
+    null_key = concat_columns(c.null_key, np.bool_)
+    tomb = concat_columns(c.tombstone, np.bool_)
+    rec_size = concat_columns(c.size, np.int64)
+    rec_batch = concat_columns(c.batch, np.int64)
     in_log = rec_offset >= start
     keyed = in_log & ~null_key
-    digests = _digests(hi, lo)
+    digests = digest_rows(hi, lo)
     horizons = scan.batches.horizon
     batch_attrs = np.array(scan.batches.attributes, dtype=np.int64)
     batch_seg = np.array(scan.batches.segment, dtype=np.int64)
@@ -169,7 +169,7 @@ def explain_partition(source: PartitionSource, configs: ConfigInput, now_ms: int
     first_uncleanable = ltc.first_uncleanable_offset
     ratio = ltc.cleanable_ratio
 
-    latest_all = _latest_mask(digests, keyed)
+    latest_all = latest_mask(digests, keyed)
     dirty = keyed & (rec_offset >= first_dirty) & (rec_offset < first_uncleanable)
     dirty_keys = int(len(np.unique(digests[dirty]))) if dirty.any() else 0
     keys = Keys(
@@ -184,7 +184,7 @@ def explain_partition(source: PartitionSource, configs: ConfigInput, now_ms: int
 
     # Estimated size after the next clean of [log start, first uncleanable).
     in_range = in_log & (rec_offset < first_uncleanable)
-    latest_range = _latest_mask(digests, keyed & in_range)
+    latest_range = latest_mask(digests, keyed & in_range)
     rec_horizon = (
         np.array([(-1 if h is None else h) for h in horizons], dtype=np.int64)[rec_batch]
         if len(rec_batch)
@@ -196,7 +196,7 @@ def explain_partition(source: PartitionSource, configs: ConfigInput, now_ms: int
     nb = len(scan.batches.size)
     # A batch that keeps an unstamped tombstone gets a delete horizon as its base timestamp, so
     # every kept record's timestamp delta is re-encoded against it (usually a longer varint).
-    rec_ts = _cat(c.timestamp, np.int64)
+    rec_ts = concat_columns(c.timestamp, np.int64)
     base_ts = np.array(scan.batches.base_timestamp, dtype=np.int64)
     stamping = np.zeros(nb, dtype=np.bool_)
     stamping[rec_batch[tomb & kept & in_range & (rec_horizon < 0)]] = True
@@ -204,7 +204,7 @@ def explain_partition(source: PartitionSource, configs: ConfigInput, now_ms: int
     if stamping.any():
         rows = stamping[rec_batch] & kept
         horizon_ts = now_ms + config.delete_retention_ms
-        grow[rows] = _varint_size(rec_ts[rows] - horizon_ts) - _varint_size(
+        grow[rows] = varint_sizes(rec_ts[rows] - horizon_ts) - varint_sizes(
             rec_ts[rows] - base_ts[rec_batch[rows]]
         )
     sized = rec_size + grow
@@ -465,7 +465,7 @@ def _active(config: LogConfig, active: SegmentInfo, records: int, now_ms: int) -
 
 
 def _segment_reports(
-    scan: _Scan,
+    scan: PartitionScan,
     infos: Sequence[SegmentInfo],
     config: LogConfig,
     start: int,
@@ -505,7 +505,7 @@ def _segment_reports(
 
 
 def _tombstones(
-    scan: _Scan,
+    scan: PartitionScan,
     rec_offset: I64,
     tomb: BOOL,
     latest: BOOL,

@@ -67,7 +67,9 @@ class _SegmentScan:
 
 
 @dataclass(slots=True)
-class _Scan:
+class PartitionScan:
+    """What :func:`scan_partition` read of one partition, for the engine in :mod:`.explain`."""
+
     cols: _Cols
     batches: _BatchCols
     segments: list[_SegmentScan]
@@ -76,7 +78,7 @@ class _Scan:
     log_end_offset: int
 
 
-def scan_partition(source: PartitionSource) -> _Scan:
+def scan_partition(source: PartitionSource) -> PartitionScan:
     cols = _Cols([], [], [], [], [], [], [], [])
     batches = _BatchCols([], [], [], [], [], [], [], [], [])
     producers = ProducerStateManager(f"{source.topic}-{source.partition}")
@@ -112,7 +114,7 @@ def scan_partition(source: PartitionSource) -> _Scan:
         )
     if source.segments and scans[-1].info.size_bytes == 0:
         leo = max(leo, source.segments[-1].base_offset)
-    return _Scan(cols, batches, scans, producers, tomb_keys, leo)
+    return PartitionScan(cols, batches, scans, producers, tomb_keys, leo)
 
 
 def _add_batch(
@@ -139,7 +141,7 @@ def _add_batch(
     return len(batches.size) - 1
 
 
-def _varint_size(values: I64) -> I64:
+def varint_sizes(values: I64) -> I64:
     """Bytes of the zigzag varint encoding of each int64 (records' timestamp deltas)."""
     zz = (values.astype(np.int64) << 1) ^ (values.astype(np.int64) >> 63)
     u = zz.view(np.uint64)
@@ -258,18 +260,20 @@ def _scan_legacy(
     )
 
 
-def _cat(parts: Sequence[npt.NDArray[Any]], dtype: Any) -> npt.NDArray[Any]:
+def concat_columns(parts: Sequence[npt.NDArray[Any]], dtype: Any) -> npt.NDArray[Any]:
+    """One column from its per-segment parts (an empty column of ``dtype`` when there are none)."""
     return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
 
 
-def _digests(hi: U64, lo: U64) -> npt.NDArray[np.void]:
+def digest_rows(hi: U64, lo: U64) -> npt.NDArray[np.void]:
+    """Each key's 128-bit digest as one 16-byte value, so numpy can sort and compare whole keys."""
     pairs = np.empty((len(hi), 2), dtype=np.uint64)
     pairs[:, 0] = hi
     pairs[:, 1] = lo
     return pairs.view(np.dtype((np.void, 16))).ravel()
 
 
-def _latest_mask(digests: npt.NDArray[np.void], eligible: BOOL) -> BOOL:
+def latest_mask(digests: npt.NDArray[np.void], eligible: BOOL) -> BOOL:
     """True for the last (highest-offset) eligible record of each key; records are in offset order."""
     mask = np.zeros(len(digests), dtype=np.bool_)
     idx = np.flatnonzero(eligible)
