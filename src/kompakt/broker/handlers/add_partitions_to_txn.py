@@ -7,7 +7,7 @@ PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
 
 v4+ (KIP-890) batch transactions and carry ``verify_only``: with it the coordinator only checks
 that the partitions are already in the Ongoing transaction (TRANSACTION_ABORTABLE for one that
-is not; INVALID_TXN_STATE before v5), which is the question a partition leader asks before it
+is not, at v4 as at v5, as Kafka 4.1 answers), which is the question a partition leader asks before it
 accepts a transactional write. In this single node the produce path asks the coordinator
 directly (``TransactionCoordinator.verified``); the wire form serves tools and tests.
 """
@@ -72,13 +72,9 @@ def _add(
         errors.update(dict.fromkeys(missing, codec.ErrorCode.unknown_topic_or_partition))
         return errors
     if verify_only:
-        errors = coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
-        if ctx.api_version < 5:
-            errors = {
-                tp: codec.ErrorCode.invalid_txn_state if e is codec.ErrorCode.transaction_abortable else e
-                for tp, e in errors.items()
-            }
-        return errors
+        # Answered as the coordinator decides, at v4 too (Kafka 4.1 translates TRANSACTION_ABORTABLE
+        # for old producers on the partition leader, not in this response).
+        return coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
     error = coordinator.add_partitions(transactional_id, producer_id, producer_epoch, partitions)
     if error is codec.ErrorCode.producer_fenced and ctx.api_version < 2:
         error = codec.ErrorCode.invalid_producer_epoch

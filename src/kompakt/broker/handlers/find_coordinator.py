@@ -2,8 +2,9 @@
 
 v1 adds ``key_type`` (0 group, 1 transactional id); v4 batches keys (``coordinator_keys``).
 Other key types (share groups, 2 in v6) are refused with INVALID_REQUEST. A transaction key
-on a broker without a transaction coordinator (no storage) gets COORDINATOR_NOT_AVAILABLE, and
-an empty key INVALID_REQUEST, as Kafka answers.
+on a broker without a transaction coordinator (no storage) gets COORDINATOR_NOT_AVAILABLE. An
+empty key is answered with this broker, as Kafka 4.1 answers it (InitProducerId then refuses
+the empty id with INVALID_REQUEST).
 """
 
 from __future__ import annotations
@@ -26,15 +27,10 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str, obje
         return _error(
             key, codec.ErrorCode.invalid_request, f"key type {key_type} is not supported by this broker"
         )
-    if key_type == _TRANSACTION_KEY_TYPE:
-        if not key:
-            return _error(
-                key, codec.ErrorCode.invalid_request, "an empty transactional id has no coordinator"
-            )
-        if broker.txn is None:
-            return _error(
-                key, codec.ErrorCode.coordinator_not_available, "this broker has no transaction coordinator"
-            )
+    if key_type == _TRANSACTION_KEY_TYPE and broker.txn is None:
+        return _error(
+            key, codec.ErrorCode.coordinator_not_available, "this broker has no transaction coordinator"
+        )
     return {
         "key": key,
         "error_code": codec.ErrorCode.none,
