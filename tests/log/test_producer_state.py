@@ -191,3 +191,16 @@ def test_corrupt_or_too_new_snapshots_fall_back_to_the_log(tmp_path: Path) -> No
     assert log.producer_state.producers[1].current_txn_first_offset == 1  # from the snapshot at 1 + log
     assert sorted(p.name for p in h.directory.glob("*.snapshot")) == [f"{1:020d}.snapshot"]
     assert log.last_stable_offset == 1
+
+
+def test_a_snapshot_written_by_kafka_decodes_and_reencodes_byte_for_byte() -> None:
+    # t-59474397-0/00000000000000000004.snapshot from an Apache Kafka 4.1.2 broker's clean
+    # shutdown: producer 4 at epoch 2, its last batch at offset 2, its transaction committed.
+    raw = bytes.fromhex(
+        "0001558031a700000001000000000000000400020000000000000000000000020000000000"
+        "0001a23bc2bb9800000000ffffffffffffffff"
+    )
+    [entry] = decode_snapshot(raw)
+    assert (entry.producer_id, entry.epoch, entry.last_seq, entry.last_data_offset) == (4, 2, 0, 2)
+    assert (entry.coordinator_epoch, entry.current_txn_first_offset) == (0, None)
+    assert encode_snapshot([entry]) == raw
