@@ -1,10 +1,10 @@
-"""Builders and observables for the cleaner's acceptance scenarios (reference §6.0).
+"""Builders and observables for the cleaner's acceptance scenarios (ports of Kafka's ``LogCleanerTest``).
 
 A scenario builds a log with :func:`lct_log`, appends ``(k,v)`` records, transactional batches
 and markers with :func:`append_kv`, :func:`txn`, :func:`idem` and :func:`marker`, rolls, and calls
 :func:`clean` with ``first_dirty_offset = d`` and the uncleanable bound = the active segment's
 base offset (the LSO/HW bound is bypassed, as in Kafka's unit tests). The observables ``K``,
-``O``, ``B``, ``BB`` and ``S`` are exactly those of §6.0.
+``O``, ``B``, ``BB`` and ``S`` are exactly those of the reference's harness conventions.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class NoSyncFileOps(OsFileOps):
 
 FAST_OPS = NoSyncFileOps()
 
-# Continuing base sequence per (log directory, producer id), as §6.0's T[p]/I[p] require.
+# Continuing base sequence per (log directory, producer id), as the reference's T[p]/I[p] require.
 _SEQUENCES: dict[tuple[str, int], int] = {}
 
 
@@ -339,7 +339,8 @@ def clean(
     map_slots: int | None = None,
     **kwargs: Any,
 ) -> int:
-    """``clean(d, now)`` of §6.0: returns the next dirty offset."""
+    """``clean(d, now)`` (``Cleaner.doClean`` with a given first dirty offset): returns the next dirty
+    offset."""
     return clean_result(log, d, now, map_slots, **kwargs).end_offset
 
 

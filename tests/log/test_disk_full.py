@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from full_disk import FullDisk
 
 from kompakt.broker.context import Broker, ManualTimers
 from kompakt.broker.handlers.produce import produce_partition
@@ -28,6 +27,8 @@ from kompakt.protocol.codec import ErrorCode
 from kompakt.records.batch import iter_batches
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.record import decode_records
+
+from .full_disk import FullDisk
 
 NOW = 1_700_000_000_000
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01"}

@@ -8,12 +8,13 @@ import os
 from pathlib import Path
 
 import pytest
-from log_helpers import LogHarness, all_records, config, kv
 
 from kompakt.errors import InvalidOffsetError
 from kompakt.log.files import segment_file_name
 from kompakt.log.segment import LogSegment
 from kompakt.testing.faults import FaultInjectingFileOps, SimulatedCrashError
+
+from .log_helpers import LogHarness, all_records, config, kv
 
 
 def test_a_fault_model_sees_every_mutation_of_its_own_log_and_none_of_another(tmp_path: Path) -> None:

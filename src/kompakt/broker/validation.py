@@ -1,7 +1,7 @@
 """Produce-side validation of one partition's records, in Kafka's order and with Kafka's messages.
 
-Reference: kafka-log-cleaner.md §5. The checks, in order (any failure rejects the partition's
-whole record set and nothing is appended):
+Kafka's ``UnifiedLog.analyzeAndValidateRecords`` and ``LogValidator.validateMessagesAndAssignOffsets``. The
+checks, in order (any failure rejects the partition's whole record set and nothing is appended):
 
 1. framing, then per batch: a v2 batch must have base offset 0 (INVALID_RECORD); its size must
    not exceed the topic's ``max.message.bytes`` (MESSAGE_TOO_LARGE); its CRC must match

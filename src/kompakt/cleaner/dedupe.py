@@ -1,4 +1,4 @@
-"""Building the offset map over the dirty section of one log (reference §2.5).
+"""Building the offset map over the dirty section of one log (Kafka's ``Cleaner.buildOffsetMap``).
 
 The map ends up holding, for each key seen in ``[start, end)``, the offset of its latest record,
 and ``latest_offset`` tells how far the map reaches: the next dirty offset is ``latest_offset + 1``.

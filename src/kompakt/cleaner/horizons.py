@@ -2,8 +2,8 @@
 
 Kafka removes a stamped tombstone (or transaction marker) only at a later clean, and a later
 clean only happens when new dirty data arrives, so a topic whose deletes have stopped keeps its
-expired tombstones forever (reference §8 quirks 2-3). kompakt makes such a log eligible once the
-earliest horizon in it has passed. This module finds that horizon.
+expired tombstones forever (a KIP-534 delete horizon is only acted on by a later ``Cleaner.doClean``). kompakt
+makes such a log eligible once the earliest horizon in it has passed. This module finds that horizon.
 
 Only batches that still hold something the horizon governs count: control batches with their
 marker record, and data batches with at least one tombstone. (A batch keeps its horizon bit after

@@ -51,7 +51,7 @@ MAX_MAP_BYTES_PER_THREAD = 2**31 - 1
 MIN_READ_BUFFER_BYTES = DEFAULT_CHUNK_BYTES
 """Kafka reads through 256 KiB buffers (``log.cleaner.io.buffer.size`` / threads / 2); kompakt's
 native scanning amortises its per-chunk Python work over larger reads, so the read buffer is at
-least 16 MiB per thread (it still grows to any larger batch, §2.18)."""
+least 16 MiB per thread (it still grows to any larger batch, as ``Cleaner.growBuffersOrFail`` does)."""
 
 
 @dataclass(frozen=True, slots=True)

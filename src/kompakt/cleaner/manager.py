@@ -437,7 +437,8 @@ class CleanerManager:
             return dict(self._uncleanable)
 
     def prune_uncleanable(self, live: Collection[TopicPartition]) -> None:
-        """Forget marks of partitions no longer in the log pool (§2.2 step 5)."""
+        """Forget marks of partitions no longer in the log pool
+        (``LogCleanerManager.maintainUncleanablePartitions``)."""
         with self._cond:
             for tp in [tp for tp in self._uncleanable if tp not in live]:
                 del self._uncleanable[tp]

@@ -1,13 +1,13 @@
 """Cleaner statistics: one clean's INFO log line, and the cleaner's gauges.
 
 :func:`format_clean_log_line` renders one clean's :class:`~kompakt.cleaner.stats.CleanerStats` as
-Kafka's per-clean INFO message, byte for byte (kafka-log-cleaner.md §2.22), including Java's
-number formatting: ``%,.1f`` groups thousands with commas and rounds half-up on the shortest
+Kafka's per-clean INFO message, byte for byte (``LogCleaner.CleanerThread.recordStats``), including
+Java's number formatting: ``%,.1f`` groups thousands with commas and rounds half-up on the shortest
 decimal form of the double; a division by zero prints ``NaN`` or ``Infinity`` as Java's doubles
 do.
 
 :class:`CleanerMetrics` turns the threads' last cleans and the manager's last selection into
-Kafka's gauges (§2.21), read with :meth:`CleanerMetrics.snapshot`, plus a record of the last
+Kafka's ``LogCleaner`` gauges, read with :meth:`CleanerMetrics.snapshot`, plus a record of the last
 clean of each partition. Thread-safe (one lock); cleaner threads push, readers pull.
 """
 

@@ -7,8 +7,8 @@ same number of keys per pass as in Kafka. Its bulk paths run in numba over the c
 kernels produce. ``ExactOffsetMap`` is a dict keyed by raw key bytes with the same capacity
 semantics; it exists as the oracle that the hashed map is tested against.
 
-Capacity semantics (kafka-log-cleaner.md §2.4-2.5): ``max_keys_per_pass = floor(slots x
-load_factor)``, and a bulk put stops when ``size`` has reached it, checked before every put even
+Capacity semantics (Kafka's ``SkimpyOffsetMap``, ``Cleaner.buildOffsetMap``): ``max_keys_per_pass =
+floor(slots x load_factor)``, and a bulk put stops when ``size`` has reached it, checked before every put even
 when the key is already present.
 """
 
@@ -78,7 +78,8 @@ class PutResult:
 
 @dataclass(frozen=True, slots=True)
 class RetainResult:
-    """Per-record retention (§2.9) and the count of unkeyed records dropped ("invalid messages")."""
+    """Per-record retention (``Cleaner.shouldRetainRecord``) and the count of unkeyed records dropped
+    ("invalid messages")."""
 
     keep: BoolArray
     invalid_dropped: int
@@ -256,7 +257,8 @@ class HashedOffsetMap:
         self._latest = offset
 
     def put_records(self, keys: RecordKeys, offsets: I64Array, start_offset: int) -> PutResult:
-        """Bulk §2.5 map build over records in offset order; see ``PutResult``."""
+        """Bulk map build (``Cleaner.buildOffsetMapForSegment``) over records in offset order; see
+        ``PutResult``."""
         offs = _i64(offsets)
         _check_lengths(len(offs), keys.key_len, keys.hash_hi, keys.hash_lo)
         consumed, size, full, last_put, cap = km.put_records(
@@ -285,8 +287,9 @@ class HashedOffsetMap:
     def retain_mask(
         self, keys: RecordKeys, offsets: I64Array, value_len: I64Array, tombstone_may_be_kept: BoolArray
     ) -> RetainResult:
-        """§2.9 for records of non-control, non-discarded batches; ``tombstone_may_be_kept`` is
-        per record (true iff its batch has no delete horizon yet or ``now`` is before it)."""
+        """``Cleaner.shouldRetainRecord`` for records of non-control, non-discarded batches;
+        ``tombstone_may_be_kept`` is per record (true iff its batch has no delete horizon yet or ``now`` is
+        before it)."""
         offs = _i64(offsets)
         _check_lengths(len(offs), keys.key_len, keys.hash_hi, keys.hash_lo, value_len, tombstone_may_be_kept)
         keep, invalid = km.retain(
@@ -306,7 +309,8 @@ class HashedOffsetMap:
         """``put_records`` fused with parsing and hashing, over whole batches' records sections.
 
         Parses only up to each key (the copy pass validates records in full). The caller skips
-        control and aborted batches and moves ``latest_offset`` to batch ends itself (§2.5).
+        control and aborted batches and moves ``latest_offset`` to batch ends itself
+        (``Cleaner.buildOffsetMapForSegment``).
         """
         arrays = spans.arrays()
         status, span, done, size, last_put, pos, cap = km.map_spans(

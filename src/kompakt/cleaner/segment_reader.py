@@ -3,10 +3,10 @@
 The cleaner reads each segment twice (map pass, copy pass). Both read it in chunks of whole
 batches into a per-thread buffer, scan the headers natively and check CRCs, much as Kafka's
 cleaner reads through its I/O buffers. A chunk holds only complete batches; when a single batch is
-larger than the buffer, the buffer grows to exactly that batch (reference §2.18), provided the
-file really holds that many bytes — otherwise the segment is corrupt and the clean fails naming the
-file and position. Reusing one buffer matters: first touch of fresh memory is slower on these
-machines than parsing the records in it.
+larger than the buffer, the buffer grows to exactly that batch (Kafka's ``Cleaner.growBuffersOrFail``),
+provided the file really holds that many bytes — otherwise the segment is corrupt and the clean fails naming
+the file and position. Reusing one buffer matters: first touch of fresh memory is slower on these machines
+than parsing the records in it.
 """
 
 from __future__ import annotations

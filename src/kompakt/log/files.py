@@ -1,6 +1,6 @@
 """File naming in a log directory, and the crash-safe write/rename recipe.
 
-Layout of a data directory (Kafka's, kafka-log-cleaner.md §3.1)::
+Layout of a data directory (Kafka's, see ``LogFileUtils`` and ``LocalLog.logDirName``)::
 
     <data-dir>/
       cleaner-offset-checkpoint, recovery-point-offset-checkpoint, log-start-offset-checkpoint,

@@ -437,7 +437,7 @@ class PartitionLog:
         min_one_message: bool = True,
         read_committed: bool = False,
     ) -> FetchResult:
-        """Whole batches from the first one whose last offset >= ``offset`` (§4 of the reference)."""
+        """Whole batches from the first one whose last offset >= ``offset`` (Kafka's ``LogSegment.read``)."""
         with self.lock:
             hw = self._high_watermark
             lso = self.last_stable_offset
@@ -680,7 +680,7 @@ class PartitionLog:
     def replace_segments(
         self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment]
     ) -> None:
-        """Swap cleaned segments in, crash-safely, in Kafka's exact order (reference §2.12)."""
+        """Swap cleaned segments in, crash-safely, in Kafka's exact order (``LocalLog.replaceSegments``)."""
         with self.lock:
             swap_in(
                 self.segments,

@@ -1,6 +1,7 @@
 """Loading a partition directory: finish or undo interrupted swaps, open segments, cut torn tails.
 
-Steps (Kafka's ``LogLoader``, kafka-log-cleaner.md §2.13 and §3.10):
+Steps (Kafka's ``LogLoader.load``, ``LogLoader.removeTempFilesAndCollectSwapFiles`` and
+``LogLoader.recoverSegment``):
 
 1. Pass 1: delete ``*.deleted``; note every ``*.cleaned`` (``min_cleaned`` = smallest base offset)
    and ``*.swap``; delete ``.swap`` files with base offset >= ``min_cleaned`` (an unfinished

@@ -314,8 +314,9 @@ def map_spans(
     size: Scalar,
     max_keys: Scalar,
 ) -> tuple[Scalar, Scalar, Scalar, Scalar, Scalar, Scalar, Scalar]:
-    """§2.5 over spans. Returns ``(status, span, records_done_in_span, size, last_put, position,
-    cap)``; status DONE, FULL, or a record error code (> 0) with the span and byte position."""
+    """``Cleaner.buildOffsetMapForSegment`` over spans. Returns ``(status, span, records_done_in_span, size,
+    last_put, position, cap)``; status DONE, FULL, or a record error code (> 0) with the span and byte
+    position."""
     most = 0
     for b in range(starts.shape[0]):
         if counts[b] < 0:
@@ -500,9 +501,10 @@ def retain_spans(
     kept: I64Array,
     kept_first: I64Array,
 ) -> tuple[Scalar, Scalar, Scalar, Scalar, Scalar]:
-    """§2.9 over spans, writing only the kept records' columns into ``kept`` (a RecordTable layout)
-    and their per-span prefix counts into ``kept_first``. Returns ``(error, span, position,
-    invalid_dropped, tombstones_dropped)``; the ``batch`` column holds the span index.
+    """``Cleaner.shouldRetainRecord`` over spans, writing only the kept records' columns into ``kept``
+    (a RecordTable layout) and their per-span prefix counts into ``kept_first``. Returns ``(error,
+    span, position, invalid_dropped, tombstones_dropped)``; the ``batch`` column holds the span
+    index.
 
     Per span: parse every record in full and hash the keys that need a lookup, then look them up,
     then decide and emit. The steps are inlined helpers (one compiled loop nest, as before).

@@ -1,4 +1,4 @@
-"""Native re-encoding of the records a clean keeps, batch by batch (kafka-log-cleaner.md §2.11).
+"""Native re-encoding of the records a clean keeps, batch by batch (Kafka's ``MemoryRecords.filterTo``).
 
 A rebuilt batch keeps its base offset, so each kept record's offset delta, key, value and headers
 are copied unchanged; only the timestamp delta moves (to a new base timestamp: the first kept
