@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from kompakt.cleaner.log_cleaner import LogCleaner
-from kompakt.cleaner.warmup import BackgroundWarmup, kernels_cached
+from kompakt.cleaner.warmup import BackgroundWarmup, kernels_cached, write_stamp
 from kompakt.clock import FakeClock
 from kompakt.log.config import BrokerConfig
 
 
-def test_the_cache_check_wants_an_index_newer_than_each_source(
+def test_the_cache_check_wants_a_warmup_newer_than_each_source(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
@@ -25,23 +25,17 @@ def test_the_cache_check_wants_an_index_newer_than_each_source(
     source = tmp_path / "kernels_x.py"
     source.write_text("@njit(cache=True)\ndef f(): ...\n")
     assert not kernels_cached([source])
-    cache = tmp_path / "__pycache__"
-    cache.mkdir()
-    index = cache / "kernels_x.f-1.py311.nbi"
-    index.write_bytes(b"")
+    stamp = write_stamp([source])
+    assert stamp == tmp_path / "__pycache__" / "kompakt-warmup.stamp"  # beside numba's in-tree cache
     assert kernels_cached([source])
     later = time.time() + 10
     os.utime(source, (later, later))  # an edited source makes the cache stale
     assert not kernels_cached([source])
-    other = tmp_path / "numba-cache"
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(other))
-    import hashlib
-
-    key = f"{tmp_path.name}_{hashlib.sha1(str(tmp_path).encode()).hexdigest()}"
-    (other / key).mkdir(parents=True)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba-cache"))
     assert not kernels_cached([source])  # with NUMBA_CACHE_DIR numba looks only there
-    (other / key / "kernels_x.f-1.py311.nbi").write_bytes(b"")
-    os.utime(other / key / "kernels_x.f-1.py311.nbi", (later + 1, later + 1))
+    stamp = write_stamp([source])
+    assert stamp is not None and stamp.parent.parent == tmp_path / "numba-cache"
+    os.utime(stamp, (later + 1, later + 1))
     assert kernels_cached([source])
 
 

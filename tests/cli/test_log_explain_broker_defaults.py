@@ -8,20 +8,14 @@ Each value is shown with where it came from. Before this, both said "cleanup.pol
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli_log"))
-
-from cli_log_helpers import T0, build, cli, kafka_dir  # noqa: E402
-
-from kompakt.testing.broker import InProcessBroker  # noqa: E402
-
-__all__ = ["build", "cli"]
+from kompakt.testing.broker import InProcessBroker
+from tests.support.log_dirs import T0, kafka_dir
 
 GUIDE_SERVER_PROPERTIES = """\
 # the guide's broker: every topic compacted unless it says otherwise

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from cli_cluster.conftest import run
 from kompakt.testing.broker import InProcessBroker
+from tests.support.cli import run
 
 LINES = "".join(f"user_{i}:{'x' * 40}\n" for i in range(500))
 KEYED = ("--property", "parse.key=true", "--property", "key.separator=:")

@@ -16,11 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli_log"))
-
-from cli_log_helpers import HOUR, T0, DirBuilder, keys  # noqa: E402
-
-from kompakt.cleaner.explain import iso_ms  # noqa: E402
+from kompakt.inspect.explain import iso_ms
+from tests.support.log_dirs import HOUR, T0, DirBuilder, keys
 
 ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 

@@ -594,6 +594,75 @@ def _groups(section: Mapping[str, Any], notes: list[str]) -> tuple[str, frozense
     return ("manual" if strategy == "manual" else "snapshot"), (None if auto else listed)
 
 
+def _target_topics(target: Mapping[str, Any]) -> TopicSelection | None:
+    """OSO's ``target.topics`` include/exclude, applied to the backup's topics."""
+    topics_raw = _section(target, "topics", "target")
+    _check_keys(topics_raw, {"include", "exclude"}, "target.topics")
+    if not topics_raw:
+        return None
+    include = _get(topics_raw, "include", "target.topics", list, ["*"]) or ["*"]
+    exclude = _get(topics_raw, "exclude", "target.topics", list, [])
+    if not all(isinstance(p, str) and p for p in include + exclude):
+        raise BackupConfigError("target.topics.include/exclude must be lists of names or patterns")
+    return TopicSelection(tuple(include), tuple(exclude), include_internal=True)
+
+
+def _refuse_unsupported(section: Mapping[str, Any]) -> None:
+    if section.get("repartitioning"):
+        raise BackupConfigError(
+            "restore.repartitioning is not supported by kompakt: records keep their partition "
+            "(use partition_mapping to move whole partitions)"
+        )
+    if _bool(section, "purge_topics", "restore", False):
+        raise BackupConfigError(
+            "restore.purge_topics is not supported by kompakt: restore into empty or new topics"
+        )
+
+
+def _restore_numbers(
+    section: Mapping[str, Any], data_dir: str | None, notes: list[str]
+) -> tuple[list[int] | None, dict[int, int], int, bool]:
+    """``source_partitions``, ``partition_mapping``, ``produce_acks`` and whether OSO's headers
+    are asked for, checked; the positive-number keys checked too."""
+    partitions = section.get("source_partitions")
+    if partitions is not None and not (
+        isinstance(partitions, list)
+        and all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in partitions)
+    ):
+        raise BackupConfigError("restore.source_partitions must be a list of partition numbers")
+    partition_mapping = _int_map(section, "partition_mapping")
+    if data_dir is not None and partition_mapping:
+        raise BackupConfigError(
+            "restore.partition_mapping needs a restore through the protocol: an offline restore keeps "
+            "every partition at its own offsets"
+        )
+    acks = int(_get(section, "produce_acks", "restore", int, -1))
+    if acks not in (-1, 0, 1):
+        raise BackupConfigError(f"restore.produce_acks must be -1, 0 or 1, got {acks}")
+    oso_headers = _bool(section, "include_original_offset_header", "restore", False) or (
+        section.get("consumer_group_strategy") == "header-based"
+    )
+    for key in (
+        "produce_batch_size",
+        "produce_timeout_ms",
+        "rate_limit_records_per_sec",
+        "rate_limit_bytes_per_sec",
+    ):
+        value = _get(section, key, "restore", int, None)
+        if value is not None and value < 1:
+            raise BackupConfigError(f"restore.{key} must be at least 1 (leave it out for no limit)")
+    if data_dir is not None:
+        for key in (
+            "rate_limit_records_per_sec",
+            "rate_limit_bytes_per_sec",
+            "produce_batch_size",
+            "produce_acks",
+        ):
+            if section.get(key) is not None:
+                notes.append(f"restore.{key} has no effect on an offline restore (nothing is produced)")
+    return partitions, partition_mapping, acks, oso_headers
+
+
 def parse_restore_config(raw: Mapping[str, Any], base_dir: Path | None = None) -> RestoreConfig:
     """A ``restore.yaml`` document, already loaded; relative files are taken from ``base_dir``."""
     notes: list[str] = []
@@ -615,15 +684,7 @@ def parse_restore_config(raw: Mapping[str, Any], base_dir: Path | None = None) -
             "target needs exactly one of bootstrap_servers (restore through the protocol) "
             "or data_dir (offline restore into a stopped data directory)"
         )
-    topics_raw = _section(target, "topics", "target")
-    _check_keys(topics_raw, {"include", "exclude"}, "target.topics")
-    selection = None
-    if topics_raw:
-        include = _get(topics_raw, "include", "target.topics", list, ["*"]) or ["*"]
-        exclude = _get(topics_raw, "exclude", "target.topics", list, [])
-        if not all(isinstance(p, str) and p for p in include + exclude):
-            raise BackupConfigError("target.topics.include/exclude must be lists of names or patterns")
-        selection = TopicSelection(tuple(include), tuple(exclude), include_internal=True)
+    selection = _target_topics(target)
     section = _section(raw, "restore")
     _check_keys(
         section,
@@ -665,15 +726,7 @@ def parse_restore_config(raw: Mapping[str, Any], base_dir: Path | None = None) -
         },
         notes=notes,
     )
-    if section.get("repartitioning"):
-        raise BackupConfigError(
-            "restore.repartitioning is not supported by kompakt: records keep their partition "
-            "(use partition_mapping to move whole partitions)"
-        )
-    if _bool(section, "purge_topics", "restore", False):
-        raise BackupConfigError(
-            "restore.purge_topics is not supported by kompakt: restore into empty or new topics"
-        )
+    _refuse_unsupported(section)
     mapping = _get(section, "topic_mapping", "restore", dict, {})
     if not all(isinstance(k, str) and isinstance(v, str) and v for k, v in mapping.items()):
         raise BackupConfigError("restore.topic_mapping must map topic names to topic names")
@@ -685,42 +738,7 @@ def parse_restore_config(raw: Mapping[str, Any], base_dir: Path | None = None) -
     if producer_compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
         raise BackupConfigError(f"restore.producer_compression: unknown codec {producer_compression!r}")
     topics = _get(section, "topics", "restore", list, [])
-    partitions = section.get("source_partitions")
-    if partitions is not None and not (
-        isinstance(partitions, list)
-        and all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in partitions)
-    ):
-        raise BackupConfigError("restore.source_partitions must be a list of partition numbers")
-    partition_mapping = _int_map(section, "partition_mapping")
-    if data_dir is not None and partition_mapping:
-        raise BackupConfigError(
-            "restore.partition_mapping needs a restore through the protocol: an offline restore keeps "
-            "every partition at its own offsets"
-        )
-    acks = int(_get(section, "produce_acks", "restore", int, -1))
-    if acks not in (-1, 0, 1):
-        raise BackupConfigError(f"restore.produce_acks must be -1, 0 or 1, got {acks}")
-    oso_headers = _bool(section, "include_original_offset_header", "restore", False) or (
-        section.get("consumer_group_strategy") == "header-based"
-    )
-    for key in (
-        "produce_batch_size",
-        "produce_timeout_ms",
-        "rate_limit_records_per_sec",
-        "rate_limit_bytes_per_sec",
-    ):
-        value = _get(section, key, "restore", int, None)
-        if value is not None and value < 1:
-            raise BackupConfigError(f"restore.{key} must be at least 1 (leave it out for no limit)")
-    if data_dir is not None:
-        for key in (
-            "rate_limit_records_per_sec",
-            "rate_limit_bytes_per_sec",
-            "produce_batch_size",
-            "produce_acks",
-        ):
-            if section.get(key) is not None:
-                notes.append(f"restore.{key} has no effect on an offline restore (nothing is produced)")
+    partitions, partition_mapping, acks, oso_headers = _restore_numbers(section, data_dir, notes)
     replication = int(_get(section, "default_replication_factor", "restore", int, -1))
     return RestoreConfig(
         backup_id=_backup_id(raw),

@@ -39,7 +39,7 @@ from kompakt.backup.reader import RestoreSource, policy_set
 from kompakt.backup.storage import Storage
 from kompakt.cleaner.throttler import Throttler
 from kompakt.clock import SystemClock
-from kompakt.records.record import decode_records
+from kompakt.records.record import Record, decode_records
 
 ORIGINAL_OFFSET_HEADER = "kompakt.original.offset"
 PROGRESS_EVERY_S = 0.25
@@ -104,7 +104,7 @@ class RestorePlan:
         }
 
 
-def _plan_topics(config: RestoreConfig, source: RestoreSource, plan: RestorePlan) -> None:
+def plan_topics(config: RestoreConfig, source: RestoreSource, plan: RestorePlan) -> None:
     """The backup-side part of a plan: targets, sizes, filters, file checks."""
     for topic in source.topics:
         entries = source.partitions(topic.name)
@@ -231,7 +231,7 @@ def plan_restore(
         )
     source = RestoreSource.open(config, storage)
     plan = RestorePlan(config.backup_id, config.bootstrap_servers)
-    _plan_topics(config, source, plan)
+    plan_topics(config, source, plan)
     client = Client(config.bootstrap_servers, config.timeout_s, config.client_config)
     _check_target(client, config, source, plan)
     return plan, source
@@ -299,16 +299,10 @@ def run_restore(
     plan, source = plan_restore(config, storage=storage)
     plan.raise_if_problems()
     client = Client(config.bootstrap_servers or "", config.timeout_s, config.client_config)
-    to_create = [t for t in plan.topics if t.action == "create"]
-    if to_create:
-        rf = config.default_replication_factor
-        new_topics = [KAFKA_ADMIN.NewTopic(t.target, t.partitions, rf, config=t.configs) for t in to_create]
-        for name, future in client.admin.create_topics(new_topics, request_timeout=client.timeout_s).items():
-            client.result(future, f"cannot create topic {name!r}")
-        reporter.message(f"created {len(to_create)} topic(s) with their original configs")
+    _create_topics(client, config, plan, reporter)
     deliveries = _Deliveries()
     producer = KAFKA.Producer(client.config(**_producer_settings(config, deliveries)))
-    byte_limit, record_limit = _rate_limits(config)
+    limits = _RateLimits(config)
     counts = FilterCounts()
     rows: list[dict[str, Any]] = []
     total_records = total_bytes = 0
@@ -330,23 +324,7 @@ def run_restore(
                     if source.record_filter.active:
                         records, _changed = part_filter.apply(records)
                     for record in records:
-                        headers: list[tuple[str, bytes | None]] | None = list(record.headers) or None
-                        if config.record_original_offsets:
-                            headers = (headers or []) + [
-                                (ORIGINAL_OFFSET_HEADER, str(record.offset).encode())
-                            ]
-                        if config.oso_offset_headers:
-                            headers = (headers or []) + _oso_headers(
-                                record.offset, record.timestamp, entry.partition
-                            )
-                        kwargs: dict[str, Any] = {
-                            "key": record.key,
-                            "value": record.value,
-                            "partition": target_partition,
-                            "timestamp": record.timestamp if record.timestamp >= 0 else 0,
-                        }
-                        if headers:
-                            kwargs["headers"] = headers
+                        kwargs = _produce_kwargs(config, tplan, entry.partition, record)
                         if pending and pending[0] <= record.offset:
                             # The first restored record at or after a committed offset: its new
                             # offset is where that group resumes.
@@ -366,10 +344,7 @@ def run_restore(
                         )
                         bar.records += 1
                         bar.bytes += size
-                        if record_limit is not None:
-                            record_limit.maybe_throttle(1)
-                    if byte_limit is not None:
-                        byte_limit.maybe_throttle(len(batch.raw))
+                    limits.after_batch(len(batch.raw), len(records))
                     bar.done = bar.records
                     producer.poll(0)
                     if deliveries.error is not None:
@@ -400,26 +375,16 @@ def run_restore(
             raise BackupError(f"produce failed: {deliveries.error}")
     finally:
         reporter.end()
-    groups = (
-        _restore_groups(
-            client,
-            config,
-            plan,
-            deliveries,
-            group_offsets,
-            anchor_of,
-            commit=config.consumer_groups == "snapshot",
+    committing = config.consumer_groups == "snapshot"
+    groups = {}
+    if plan.groups:
+        groups = _restore_groups(
+            client, config, plan, deliveries, group_offsets, anchor_of, commit=committing
         )
-        if plan.groups
-        else {}
-    )
     result = RestoreResult(
         plan, rows, counts, total_records, total_bytes, time.monotonic() - started, groups=groups
     )
-    if config.offset_report is not None:
-        write_offset_report(
-            Path(config.offset_report), result, committed=config.consumer_groups == "snapshot"
-        )
+    write_offset_report(config, result, committed=committing)
     return result
 
 
@@ -452,16 +417,22 @@ def _producer_settings(config: RestoreConfig, deliveries: _Deliveries) -> dict[s
     return settings
 
 
-def _rate_limits(config: RestoreConfig) -> tuple[Throttler | None, Throttler | None]:
+class _RateLimits:
     """OSO's ``rate_limit_bytes_per_sec`` (on the backup's batch bytes) and
-    ``rate_limit_records_per_sec``, with the cleaner's throttler on the system clock."""
-    clock = SystemClock()
-    by_bytes = config.rate_limit_bytes_per_sec
-    by_records = config.rate_limit_records_per_sec
-    return (
-        None if by_bytes is None else Throttler(by_bytes, clock, time.sleep),
-        None if by_records is None else Throttler(by_records, clock, time.sleep),
-    )
+    ``rate_limit_records_per_sec``, with the cleaner's throttler on the system clock, applied
+    after each batch is handed to the producer."""
+
+    def __init__(self, config: RestoreConfig) -> None:
+        clock = SystemClock()
+        by_bytes, by_records = config.rate_limit_bytes_per_sec, config.rate_limit_records_per_sec
+        self.bytes = None if by_bytes is None else Throttler(by_bytes, clock, time.sleep)
+        self.records = None if by_records is None else Throttler(by_records, clock, time.sleep)
+
+    def after_batch(self, size: int, count: int) -> None:
+        if self.bytes is not None:
+            self.bytes.maybe_throttle(size)
+        if self.records is not None:
+            self.records.maybe_throttle(count)
 
 
 def _oso_headers(offset: int, timestamp: int, partition: int) -> list[tuple[str, bytes | None]]:
@@ -473,8 +444,11 @@ def _oso_headers(offset: int, timestamp: int, partition: int) -> list[tuple[str,
     ]
 
 
-def write_offset_report(path: Path, result: RestoreResult, *, committed: bool) -> None:
+def write_offset_report(config: RestoreConfig, result: RestoreResult, *, committed: bool) -> None:
     """OSO's ``offset_report``: what went where, and each group's translated offsets, as JSON."""
+    if config.offset_report is None:
+        return
+    path = Path(config.offset_report)
     report = {
         "backup_id": result.plan.backup_id,
         "target": result.plan.target,
@@ -486,6 +460,40 @@ def write_offset_report(path: Path, result: RestoreResult, *, committed: bool) -
         path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     except OSError as exc:
         raise BackupError(f"cannot write restore.offset_report {path}: {exc.strerror or exc}") from None
+
+
+def _create_topics(client: Client, config: RestoreConfig, plan: RestorePlan, reporter: Progress) -> None:
+    """Create the plan's missing topics with their original partition counts and configs."""
+    to_create = [t for t in plan.topics if t.action == "create"]
+    if not to_create:
+        return
+    rf = config.default_replication_factor
+    new_topics = [KAFKA_ADMIN.NewTopic(t.target, t.partitions, rf, config=t.configs) for t in to_create]
+    for name, future in client.admin.create_topics(new_topics, request_timeout=client.timeout_s).items():
+        client.result(future, f"cannot create topic {name!r}")
+    reporter.message(f"created {len(to_create)} topic(s) with their original configs")
+
+
+def _produce_kwargs(
+    config: RestoreConfig, tplan: TopicPlan, partition: int, record: Record
+) -> dict[str, Any]:
+    """The producer's arguments for one restored record of source ``partition``: its headers,
+    plus the original position when ``record_original_offsets`` or OSO's
+    ``include_original_offset_header`` asks for it, and its target partition."""
+    headers: list[tuple[str, bytes | None]] | None = list(record.headers) or None
+    if config.record_original_offsets:
+        headers = (headers or []) + [(ORIGINAL_OFFSET_HEADER, str(record.offset).encode())]
+    if config.oso_offset_headers:
+        headers = (headers or []) + _oso_headers(record.offset, record.timestamp, partition)
+    kwargs: dict[str, Any] = {
+        "key": record.key,
+        "value": record.value,
+        "partition": config.target_partition(partition),
+        "timestamp": record.timestamp if record.timestamp >= 0 else 0,
+    }
+    if headers:
+        kwargs["headers"] = headers
+    return kwargs
 
 
 GroupKey = tuple[str, int]

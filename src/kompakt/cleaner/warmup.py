@@ -66,55 +66,78 @@ def warm_up() -> float:
         clock.advance(86_400_001)
         cleaner.clean(log, 0, log.active_segment.base_offset)
         log.close()
+    write_stamp()
     return time.monotonic() - started
 
 
+STAMP = "kompakt-warmup.stamp"
+"""Written beside numba's cache by a successful :func:`warm_up`."""
+
+
 def _kernel_sources() -> list[Path]:
-    """The cleaner's modules that hold cached numba kernels (found by their ``cache=True``)."""
-    root = Path(__file__).resolve().parent
+    """The modules that hold numba kernels: ``kompakt.cleaner`` (its ``kernels`` package) and
+    ``kompakt.records`` (record scanning), found by their ``@njit``."""
+    package = Path(__file__).resolve().parent.parent
     found = []
-    for path in sorted(root.rglob("*.py")):
-        if path.resolve() == Path(__file__).resolve():
-            continue
-        try:
-            if "cache=True" in path.read_text(encoding="utf-8"):
-                found.append(path)
-        except OSError:
-            continue
+    for root in (package / "cleaner", package / "records"):
+        for path in sorted(root.rglob("*.py")):
+            if path.resolve() == Path(__file__).resolve():
+                continue
+            try:
+                if "@njit(" in path.read_text(encoding="utf-8"):
+                    found.append(path)
+            except OSError:
+                continue
     return found
 
 
 def _cache_dirs(source: Path) -> list[Path]:
-    """Where numba's locators put the cache of ``source``: ``$NUMBA_CACHE_DIR``, the
-    ``__pycache__`` beside it, and the user-wide cache (``numba.core.caching``'s locators)."""
+    """Where numba's locators put the cache of ``source``, in the order numba tries them:
+    ``$NUMBA_CACHE_DIR`` (then nowhere else), the ``__pycache__`` beside it, the user-wide cache
+    (``numba.core.caching``'s locators)."""
     directory = str(source.parent)
     subpath = f"{source.parent.name}_{hashlib.sha1(directory.encode()).hexdigest()}"  # noqa: S324 - numba's own key
     if os.environ.get("NUMBA_CACHE_DIR"):
-        return [Path(os.environ["NUMBA_CACHE_DIR"]) / subpath]  # numba then looks nowhere else
-    dirs = [source.parent / "__pycache__"]
+        return [Path(os.environ["NUMBA_CACHE_DIR"]) / subpath]
     user_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    dirs.append(user_cache / "numba" / subpath)
-    return dirs
+    return [source.parent / "__pycache__", user_cache / "numba" / subpath]
+
+
+def write_stamp(sources: list[Path] | None = None) -> Path | None:
+    """Mark the cache warm, in the first of numba's cache directories that can be written (the
+    one numba itself used); None when none can."""
+    found = _kernel_sources() if sources is None else sources
+    if not found:
+        return None
+    for directory in _cache_dirs(found[0]):
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            stamp = directory / STAMP
+            stamp.write_text("\n".join(str(p) for p in found) + "\n", encoding="utf-8")
+            return stamp
+        except OSError:
+            continue
+    return None
 
 
 def kernels_cached(sources: list[Path] | None = None) -> bool:
-    """Whether every kernel module has a numba cache index newer than its source.
+    """Whether a warm-up has compiled the kernels since their sources last changed.
 
-    Cheap (no numba import): a few ``stat`` calls. A false "not cached" costs one background
-    process that loads the cache and exits; a stale index is caught by numba itself, which then
-    recompiles (only an edited source makes it stale, and an edited source is newer).
+    Cheap (no numba import): a few ``stat`` calls. numba caches per function, and a module's
+    inlined helpers or unused kernels have no cache entry of their own, so the check is the stamp
+    :func:`warm_up` writes beside numba's cache, newer than every kernel source. A false "not
+    cached" costs one background process that loads the cache and exits; a deleted cache takes
+    the stamp with it (same directory).
     """
-    for source in _kernel_sources() if sources is None else sources:
-        mtime = source.stat().st_mtime
-        indexes = [
-            index
-            for directory in _cache_dirs(source)
-            if directory.is_dir()
-            for index in directory.glob(f"{source.stem}.*.nbi")
-        ]
-        if not any(index.stat().st_mtime >= mtime for index in indexes):
-            return False
-    return True
+    found = _kernel_sources() if sources is None else sources
+    if not found:
+        return True
+    newest = max(p.stat().st_mtime for p in found)
+    for directory in _cache_dirs(found[0]):
+        stamp = directory / STAMP
+        if stamp.is_file() and stamp.stat().st_mtime >= newest:
+            return True
+    return False
 
 
 class BackgroundWarmup:

@@ -146,6 +146,56 @@ def _topics_matching(cluster: Cluster, admin: Any, pattern: str | None, exclude_
 def kafka_topics(argv: list[str]) -> None:
     from kompakt.cli import topic_cmd
 
+    args = _topics_parser().parse_args(argv)
+    bootstrap, output = _common(args)
+    action = _one_action(args, ("list", "create", "delete", "alter", "describe"), "kafka-topics")
+    _check_topics_args(args, action)
+    cluster = Cluster(bootstrap, DEFAULT_TIMEOUT_S)
+    if action == "create":
+        _create_topic(cluster, args, output)
+        return
+    admin = cluster.admin()
+    names = _topics_matching(cluster, admin, args.topic, args.exclude_internal)
+    if args.topic_id:
+        names = [n for n, t in _topic_ids(cluster, admin, names).items() if t == args.topic_id]
+    if action == "list":
+        if output is OutputFormat.JSON:
+            emit_json(names)
+        else:
+            console.file.write("".join(f"{n}\n" for n in names))
+        return
+    if not names and (args.topic or args.topic_id) and not args.if_exists:
+        raise CliError(f"topic {args.topic or args.topic_id!r} does not exist")
+    if action == "delete":
+        for name in names:
+            topic_cmd.delete_command(name, bootstrap=bootstrap, timeout=DEFAULT_TIMEOUT_S, output=output)
+    elif action == "alter":
+        for name in names:
+            _add_partitions(cluster, admin, name, args.partitions, output)
+    else:
+        _describe_topics(cluster, admin, names, args, output)
+
+
+def _check_topics_args(args: argparse.Namespace, action: str) -> None:
+    """TopicCommand's rules on which options go with which action."""
+    if args.delete_config:
+        raise CliUsageError("--delete-config is no longer supported (Kafka 4.0): use kafka-configs --alter")
+    if args.replica_assignment:
+        raise CliUsageError("--replica-assignment: kompakt is one broker; leave placement to it")
+    if args.topic_id and action != "describe":
+        raise CliUsageError("--topic-id is only supported with --describe")
+    if args.config and action != "create":
+        raise CliUsageError(
+            f"--config is only for --create; to change a topic use kafka-configs --alter --add-config "
+            f"(kompakt topic alter --set), not --{action}"
+        )
+    if action in ("create", "delete", "alter") and not args.topic:
+        raise CliUsageError(f"kafka-topics --{action} needs --topic")
+    if action == "alter" and args.partitions is None:
+        raise CliUsageError("kafka-topics --alter needs --partitions (configs: use kafka-configs)")
+
+
+def _topics_parser() -> _Parser:
     parser = _parser("kafka-topics", "Create, delete, describe or change a topic (Kafka's TopicCommand).")
     for action in ("list", "create", "delete", "alter", "describe"):
         parser.add_argument(f"--{action}", action="store_true")
@@ -168,53 +218,7 @@ def kafka_topics(argv: list[str]) -> None:
     ):
         parser.add_argument(f"--{flag}", action="store_true")
     parser.add_argument("--partition-size-limit-per-response", type=int)
-    args = parser.parse_args(argv)
-    bootstrap, output = _common(args)
-    action = _one_action(args, ("list", "create", "delete", "alter", "describe"), "kafka-topics")
-    if args.delete_config:
-        raise CliUsageError("--delete-config is no longer supported (Kafka 4.0): use kafka-configs --alter")
-    if args.replica_assignment:
-        raise CliUsageError("--replica-assignment: kompakt is one broker; leave placement to it")
-    if args.topic_id and action != "describe":
-        raise CliUsageError("--topic-id is only supported with --describe")
-    if args.config and action != "create":
-        raise CliUsageError(
-            f"--config is only for --create; to change a topic use kafka-configs --alter --add-config "
-            f"(kompakt topic alter --set), not --{action}"
-        )
-    cluster = Cluster(bootstrap, DEFAULT_TIMEOUT_S)
-    if action == "create":
-        if not args.topic:
-            raise CliUsageError("kafka-topics --create needs --topic")
-        _create_topic(cluster, args, output)
-        return
-    admin = cluster.admin()
-    names = _topics_matching(cluster, admin, args.topic, args.exclude_internal)
-    if args.topic_id:
-        names = [n for n, t in _topic_ids(cluster, admin, names).items() if t == args.topic_id]
-    if action == "list":
-        if output is OutputFormat.JSON:
-            emit_json(names)
-        else:
-            console.file.write("".join(f"{n}\n" for n in names))
-        return
-    if not names and (args.topic or args.topic_id) and not args.if_exists:
-        raise CliError(f"topic {args.topic or args.topic_id!r} does not exist")
-    if action == "delete":
-        if not args.topic:
-            raise CliUsageError("kafka-topics --delete needs --topic")
-        for name in names:
-            topic_cmd.delete_command(name, bootstrap=bootstrap, timeout=DEFAULT_TIMEOUT_S, output=output)
-        return
-    if action == "alter":
-        if not args.topic:
-            raise CliUsageError("kafka-topics --alter needs --topic")
-        if args.partitions is None:
-            raise CliUsageError("kafka-topics --alter needs --partitions (configs: use kafka-configs)")
-        for name in names:
-            _add_partitions(cluster, admin, name, args.partitions, output)
-        return
-    _describe_topics(cluster, admin, names, args, output)
+    return parser
 
 
 def _create_topic(cluster: Cluster, args: argparse.Namespace, output: OutputFormat) -> None:
@@ -296,9 +300,9 @@ def _describe_topics(
     cluster: Cluster, admin: Any, names: list[str], args: argparse.Namespace, output: OutputFormat
 ) -> None:
     """Kafka's describe lines: a topic line with its overridden configs, then one per partition."""
-    from kompakt.cli.topic_cmd import _describe
+    from kompakt.cli.topic_cmd import describe_topic
 
-    infos = [_describe(cluster, admin, name) for name in names]
+    infos = [describe_topic(cluster, admin, name) for name in names]
     if args.topics_with_overrides:
         infos = [i for i in infos if any(c["source"] == "DYNAMIC_TOPIC_CONFIG" for c in i["configs"])]
     infos = [_filter_partitions(i, args) for i in infos]
@@ -441,14 +445,14 @@ def _synonyms(entry: dict[str, Any]) -> str:
 
 
 def _describe_topic_configs(cluster: Cluster, names: list[str], show_all: bool, output: OutputFormat) -> None:
-    from kompakt.cli.topic_cmd import _describe
+    from kompakt.cli.topic_cmd import describe_topic
 
     admin = cluster.admin()
     if not names:
         names = _topics_matching(cluster, admin, None, exclude_internal=False)
     results = []
     for name in names:
-        info = _describe(cluster, admin, name)
+        info = describe_topic(cluster, admin, name)
         entries = (
             info["configs"]
             if show_all
@@ -476,7 +480,7 @@ def _broker_ids(cluster: Cluster, admin: Any) -> list[str]:
 def _describe_broker_configs(
     cluster: Cluster, names: list[str], default: bool, show_all: bool, output: OutputFormat
 ) -> None:
-    from kompakt.cli.topic_cmd import _source_name
+    from kompakt.cli.topic_cmd import source_name
 
     admin = cluster.admin()
     brokers = names or _broker_ids(cluster, admin)
@@ -491,7 +495,7 @@ def _describe_broker_configs(
         entries = cluster.wait(future, f"cannot describe configs of broker {resource.name}")
         rows = []
         for entry in sorted(entries.values(), key=lambda e: e.name):
-            source = _source_name(entry.source)
+            source = source_name(entry.source)
             if not show_all and source not in wanted:
                 continue
             rows.append(
@@ -501,7 +505,7 @@ def _describe_broker_configs(
                     "source": source,
                     "sensitive": bool(entry.is_sensitive),
                     "synonyms": [
-                        {"name": s.name, "value": s.value, "source": _source_name(s.source)}
+                        {"name": s.name, "value": s.value, "source": source_name(s.source)}
                         for s in entry.synonyms.values()
                     ],
                 }
@@ -658,7 +662,41 @@ _FORMATTER_ALIASES = {_FORMATTER, "kafka.tools.DefaultMessageFormatter", "Defaul
 @_tool("kafka-console-consumer", "Kafka's kafka-console-consumer.sh: print a topic's records")
 def kafka_console_consumer(argv: list[str]) -> None:
     from kompakt.cli.consume_cmd import KafkaMessageFormatter, consume
+    from kompakt.cli.output import err_console
 
+    args = _consumer_parser().parse_args(argv)
+    bootstrap, output = _common(args)
+    _check_consumer_args(args)
+    formatter_props = _properties(
+        args.formatter_config, "--formatter-config", args.property + args.formatter_property, "--property"
+    )
+    formatter = KafkaMessageFormatter.configure(formatter_props)
+    consumer_props = _properties(
+        args.consumer_config, "--consumer.config", args.consumer_property, "--consumer-property"
+    )
+    if args.isolation_level:
+        consumer_props["isolation.level"] = args.isolation_level
+    group = args.group or consumer_props.pop("group.id", None)
+    from_beginning, offset = _start_offset(args)
+    consumed = consume(
+        args.topic if args.topic is not None else args.include,
+        pattern=args.include is not None,
+        from_beginning=from_beginning,
+        offset=offset,
+        partition=args.partition,
+        group=group,
+        renderer=formatter,
+        output=output,
+        max_messages=args.max_messages,
+        idle_timeout_s=None if args.timeout_ms is None else args.timeout_ms / 1000,
+        consumer_config=consumer_props,
+        bootstrap=bootstrap,
+        timeout_s=DEFAULT_TIMEOUT_S,
+    )
+    err_console.print(f"Processed a total of {consumed} messages", markup=False, highlight=False)
+
+
+def _consumer_parser() -> _Parser:
     parser = _parser(
         "kafka-console-consumer", "Print records (Kafka's ConsoleConsumer and DefaultMessageFormatter)."
     )
@@ -683,8 +721,10 @@ def kafka_console_consumer(argv: list[str]) -> None:
     parser.add_argument("--key-deserializer")
     parser.add_argument("--value-deserializer")
     parser.add_argument("--enable-systest-events", action="store_true")
-    args = parser.parse_args(argv)
-    bootstrap, output = _common(args)
+    return parser
+
+
+def _check_consumer_args(args: argparse.Namespace) -> None:
     if (args.topic is None) == (args.include is None):
         raise CliUsageError("kafka-console-consumer needs exactly one of --topic and --include")
     if args.formatter not in _FORMATTER_ALIASES:
@@ -701,55 +741,30 @@ def kafka_console_consumer(argv: list[str]) -> None:
         raise CliUsageError("--offset needs --partition")
     if args.from_beginning and args.offset is not None:
         raise CliUsageError("--from-beginning and --offset cannot be given together")
-    formatter_props: dict[str, str] = {}
-    if args.formatter_config:
-        formatter_props.update(_properties_file(args.formatter_config, "--formatter-config"))
-    for item in args.property + args.formatter_property:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise CliUsageError(f"--property expects name=value, got {item!r}")
-        formatter_props[name.strip()] = value
-    formatter = KafkaMessageFormatter.configure(formatter_props)
-    consumer_props: dict[str, str] = {}
-    if args.consumer_config:
-        consumer_props.update(_properties_file(args.consumer_config, "--consumer.config"))
-    for item in args.consumer_property:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise CliUsageError(f"--consumer-property expects name=value, got {item!r}")
-        consumer_props[name.strip()] = value
-    if args.isolation_level:
-        consumer_props["isolation.level"] = args.isolation_level
-    group = args.group or consumer_props.pop("group.id", None)
-    offset: int | None = None
-    from_beginning = bool(args.from_beginning)
-    if args.offset is not None:
-        if args.offset == "earliest":
-            from_beginning = True
-        elif args.offset != "latest":
-            if not args.offset.isdigit():
-                raise CliUsageError(
-                    f"--offset expects earliest, latest or a non-negative number, got {args.offset!r}"
-                )
-            offset = int(args.offset)
-    consumed = consume(
-        args.topic if args.topic is not None else args.include,
-        pattern=args.include is not None,
-        from_beginning=from_beginning,
-        offset=offset,
-        partition=args.partition,
-        group=group,
-        renderer=formatter,
-        output=output,
-        max_messages=args.max_messages,
-        idle_timeout_s=None if args.timeout_ms is None else args.timeout_ms / 1000,
-        consumer_config=consumer_props,
-        bootstrap=bootstrap,
-        timeout_s=DEFAULT_TIMEOUT_S,
-    )
-    from kompakt.cli.output import err_console
 
-    err_console.print(f"Processed a total of {consumed} messages", markup=False, highlight=False)
+
+def _properties(path: str | None, file_option: str, items: list[str], option: str) -> dict[str, str]:
+    """A properties file, then ``k=v`` items over it (Kafka's ``--x.config`` and ``--x-property``)."""
+    props: dict[str, str] = {} if path is None else dict(_properties_file(path, file_option))
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise CliUsageError(f"{option} expects name=value, got {item!r}")
+        props[name.strip()] = value
+    return props
+
+
+def _start_offset(args: argparse.Namespace) -> tuple[bool, int | None]:
+    """``(from_beginning, offset)`` from ``--from-beginning`` and ``--offset earliest|latest|N``."""
+    if args.offset is None or args.offset == "latest":
+        return bool(args.from_beginning), None
+    if args.offset == "earliest":
+        return True, None
+    if not args.offset.isdigit():
+        raise CliUsageError(
+            f"--offset expects earliest, latest or a non-negative number, got {args.offset!r}"
+        )
+    return False, int(args.offset)
 
 
 # --------------------------------------------------------------------------------------------
@@ -762,6 +777,45 @@ def kafka_console_consumer(argv: list[str]) -> None:
 def kafka_consumer_groups(argv: list[str]) -> None:
     from kompakt.cli import group_cmd
 
+    args = _groups_parser().parse_args(argv)
+    bootstrap, output = _common(args)
+    action = _one_action(
+        args, ("list", "describe", "delete", "reset-offsets", "delete-offsets"), "kafka-consumer-groups"
+    )
+    timeout = DEFAULT_TIMEOUT_S if args.timeout is None else max(0.1, args.timeout / 1000)
+    _check_groups_args(args, action)
+    if action == "list":
+        group_cmd.list_command(bootstrap=bootstrap, timeout=timeout, output=output)
+        return
+    groups = list(args.group)
+    if args.all_groups:
+        groups = _all_groups(bootstrap, timeout)
+    if not groups:
+        raise CliUsageError(f"kafka-consumer-groups --{action} needs --group (or --all-groups)")
+    if action == "describe":
+        for group in groups:
+            group_cmd.describe_command(group, bootstrap=bootstrap, timeout=timeout, output=output)
+        return
+    if action == "delete":
+        _delete_groups(Cluster(bootstrap, timeout), groups, output)
+        return
+    for group in groups:
+        group_cmd.reset_offsets_command(
+            group,
+            topic=args.topic or None,
+            all_topics=args.all_topics,
+            to_earliest=args.to_earliest,
+            to_latest=args.to_latest,
+            to_offset=args.to_offset,
+            to_datetime=args.to_datetime,
+            execute=args.execute,
+            bootstrap=bootstrap,
+            timeout=timeout,
+            output=output,
+        )
+
+
+def _groups_parser() -> _Parser:
     parser = _parser(
         "kafka-consumer-groups",
         "List, describe, reset or delete consumer groups (Kafka's ConsumerGroupCommand).",
@@ -787,12 +841,10 @@ def kafka_consumer_groups(argv: list[str]) -> None:
     parser.add_argument("--timeout", type=int, help="Milliseconds to wait for the cluster.")
     parser.add_argument("--type")
     parser.add_argument("--validate-regex")
-    args = parser.parse_args(argv)
-    bootstrap, output = _common(args)
-    action = _one_action(
-        args, ("list", "describe", "delete", "reset-offsets", "delete-offsets"), "kafka-consumer-groups"
-    )
-    timeout = DEFAULT_TIMEOUT_S if args.timeout is None else max(0.1, args.timeout / 1000)
+    return parser
+
+
+def _check_groups_args(args: argparse.Namespace, action: str) -> None:
     for unsupported in ("to_current", "export", "shift_by", "by_duration", "from_file"):
         if getattr(args, unsupported):
             raise CliUsageError(
@@ -800,37 +852,8 @@ def kafka_consumer_groups(argv: list[str]) -> None:
             )
     if action == "delete-offsets":
         raise CliUsageError("--delete-offsets is not supported; use --reset-offsets")
-    if action == "list":
-        group_cmd.list_command(bootstrap=bootstrap, timeout=timeout, output=output)
-        return
-    groups = list(args.group)
-    if args.all_groups:
-        groups = _all_groups(bootstrap, timeout)
-    if not groups:
-        raise CliUsageError(f"kafka-consumer-groups --{action} needs --group (or --all-groups)")
-    if action == "describe":
-        for group in groups:
-            group_cmd.describe_command(group, bootstrap=bootstrap, timeout=timeout, output=output)
-        return
-    if action == "delete":
-        _delete_groups(Cluster(bootstrap, timeout), groups, output)
-        return
     if args.dry_run and args.execute:
         raise CliUsageError("give one of --dry-run and --execute")
-    for group in groups:
-        group_cmd.reset_offsets_command(
-            group,
-            topic=args.topic or None,
-            all_topics=args.all_topics,
-            to_earliest=args.to_earliest,
-            to_latest=args.to_latest,
-            to_offset=args.to_offset,
-            to_datetime=args.to_datetime,
-            execute=args.execute,
-            bootstrap=bootstrap,
-            timeout=timeout,
-            output=output,
-        )
 
 
 def _all_groups(bootstrap: str, timeout: float) -> list[str]:

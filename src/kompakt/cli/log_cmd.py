@@ -32,9 +32,7 @@ from kompakt.cli.output import (
 )
 from kompakt.cli.warmup_cmd import announce_kernel_compile
 from kompakt.errors import ConfigError, LogDirectoryError
-from kompakt.log.config import BrokerConfig
-from kompakt.log.config_tables import TOPIC_CONFIGS
-from kompakt.log.inspect import (
+from kompakt.inspect.log_files import (
     BatchInfo,
     LogTarget,
     RecordInfo,
@@ -43,6 +41,8 @@ from kompakt.log.inspect import (
     resolve_target,
     verify_target,
 )
+from kompakt.log.config import BrokerConfig
+from kompakt.log.config_tables import TOPIC_CONFIGS
 from kompakt.log.topic_store import CorruptTopicStoreError, TopicStore
 
 log_app = typer.Typer(
@@ -121,7 +121,7 @@ def _show(value: str | None) -> str:
 
 
 def iso(ms: int | None) -> str:
-    from kompakt.cleaner.explain import iso_ms
+    from kompakt.inspect.explain import iso_ms
 
     return iso_ms(ms)
 
@@ -570,7 +570,7 @@ def explain_command(
     """Why a partition is or is not compacting, with the numbers and the event that will change it.
 
     For a directory of several partitions a summary table comes first, one row per partition."""
-    from kompakt.cleaner.explain import ConfigInput, explain_partition, source_from_files
+    from kompakt.inspect.explain import ConfigInput, explain_partition, source_from_files
 
     target = _target(path)
     now_ms = parse_now(now)

@@ -39,7 +39,8 @@ def register(app: typer.Typer) -> None:
     app.add_typer(topic_app, name="topic")
 
 
-def _source_name(source: Any) -> str:
+def source_name(source: Any) -> str:
+    """A config source as Kafka names it (``DYNAMIC_TOPIC_CONFIG``); librdkafka gives a number."""
     try:
         return str(KAFKA_ADMIN.ConfigSource(int(source)).name)
     except (ValueError, TypeError):
@@ -105,7 +106,9 @@ def list_command(
     emit(rows, output, columns=["topic", "partitions", "internal"])
 
 
-def _describe(cluster: Cluster, admin: Any, name: str) -> dict[str, Any]:
+def describe_topic(cluster: Cluster, admin: Any, name: str) -> dict[str, Any]:
+    """A topic's partitions and every config with value, source and synonyms (also what
+    ``kafka-topics --describe`` and ``kafka-configs --describe`` print)."""
     cluster.metadata(admin)
     described = admin.describe_topics(TopicCollection([name]), request_timeout=cluster.timeout_s)
     description = cluster.wait(described[name], f"cannot describe topic {name!r}")
@@ -125,13 +128,13 @@ def _describe(cluster: Cluster, admin: Any, name: str) -> dict[str, Any]:
         {
             "name": entry.name,
             "value": entry.value,
-            "source": _source_name(entry.source),
+            "source": source_name(entry.source),
             "is_default": bool(entry.is_default)
-            or _source_name(entry.source) == KAFKA_ADMIN.ConfigSource.DEFAULT_CONFIG.name,
+            or source_name(entry.source) == KAFKA_ADMIN.ConfigSource.DEFAULT_CONFIG.name,
             "read_only": bool(entry.is_read_only),
             "sensitive": bool(entry.is_sensitive),
             "synonyms": [
-                {"name": s.name, "value": s.value, "source": _source_name(s.source)}
+                {"name": s.name, "value": s.value, "source": source_name(s.source)}
                 for s in entry.synonyms.values()
             ],
         }
@@ -158,7 +161,7 @@ def describe_command(
     because those are the ones that make this topic behave differently from Kafka's defaults.
     """
     cluster = Cluster(bootstrap, timeout)
-    info = _describe(cluster, cluster.admin(), name)
+    info = describe_topic(cluster, cluster.admin(), name)
     if output is OutputFormat.JSON:
         emit_json(info)
         return

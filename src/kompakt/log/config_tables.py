@@ -3,8 +3,9 @@
 Topic configs fall back to their broker synonyms in the listed order (the first one set wins),
 then to the built-in default. A synonym may carry a unit: ``log.roll.hours`` is multiplied by
 3600000 to give ``segment.ms``. Defaults, ranges and synonym orders are Kafka's (see
-kafka-log-cleaner.md §1), with one deliberate difference: ``max.compaction.lag.ms`` accepts 0,
-meaning "disabled" (the KIP-354 public interface), where Kafka's validator says at least 1.
+``LogConfig``, ``TopicConfig`` and ``ServerLogConfigs``), with one deliberate difference:
+``max.compaction.lag.ms`` accepts 0, meaning "disabled" (the KIP-354 public interface), where Kafka's
+validator says at least 1.
 """
 
 from __future__ import annotations
@@ -242,6 +243,18 @@ _BROKER_ONLY_DEFS: tuple[ConfigDef, ...] = (
        Range(1), dynamic=False),
     _b("transactional.id.expiration.ms", INT, 604_800_000,
        "Idle time in ms after which a transactional id expires.", Range(1), dynamic=False),
+    _b("transaction.state.log.num.partitions", INT, 50, "Partitions of __transaction_state.",
+       Range(1), dynamic=False),
+    _b("transaction.state.log.segment.bytes", INT, 104_857_600,
+       "segment.bytes of __transaction_state.", Range(1), dynamic=False),
+    _b("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, 10_000,
+       "Period in ms of the check that aborts transactions open past their timeout.", Range(1),
+       dynamic=False),
+    _b("transaction.remove.expired.transaction.cleanup.interval.ms", INT, 3_600_000,
+       "Period in ms of the check that expires idle transactional ids.", Range(1), dynamic=False),
+    _b("transaction.partition.verification.enable", BOOL, True,
+       "Verify with the coordinator that a transactional write's partition is in its transaction "
+       "(KIP-890).", dynamic=False),
     _b("num.partitions", INT, 1, "Partitions of an auto-created topic.", Range(1), dynamic=False),
     _b("default.replication.factor", INT, 1, "Replication factor of an auto-created topic.",
        dynamic=False),

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from clients.conftest import BrokerProcess, start_broker
+from tests.support.serve import BrokerProcess, start_broker
 
 from .runner import GuideRunner, lines_of
 

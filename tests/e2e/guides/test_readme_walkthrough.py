@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from clients.conftest import BrokerProcess, start_broker
+from tests.support.serve import BrokerProcess, start_broker
 
 pytestmark = pytest.mark.clients
 
