@@ -9,7 +9,8 @@ source tree given (default: this one) it
 3. creates a compacted topic, produces 2,000 keyed records, rolls, and times ``kompakt admin
    compact`` right away (``immediate``: on this tree the broker is still compiling in the
    background and the clean waits for it) and, on a second topic, after the background compile
-   has finished (``after_warmup``).
+   has finished (``after_warmup``); with ``--idle-first`` the first compaction itself comes after
+   that wait (``after_idle``: what a user sees who starts the broker and writes for a while).
 
 Run ``python bench/bench_first_run.py --source /path/to/main`` to measure a tree from before the
 change. Needs network or a pip cache for kompakt's dependencies; takes a few minutes.
@@ -35,13 +36,20 @@ def _run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kwargs)  # type: ignore[call-overload, no-any-return]
 
 
-def measure(source: Path, root: Path, after_warmup_wait_s: float) -> dict[str, object]:
+def measure(
+    source: Path, root: Path, after_warmup_wait_s: float, idle_first: bool = False, warmup: bool = False
+) -> dict[str, object]:
     venv = root / "venv"
     started = time.monotonic()
     _run([sys.executable, "-m", "venv", str(venv)])
     _run([str(venv / "bin" / "pip"), "install", "--quiet", str(source)])
     install_s = time.monotonic() - started
     kompakt = str(venv / "bin" / "kompakt")
+    warmup_s = None
+    if warmup:
+        started = time.monotonic()
+        _run([kompakt, "warmup"])
+        warmup_s = round(time.monotonic() - started, 1)
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     started = time.monotonic()
     broker = subprocess.Popen(
@@ -60,10 +68,16 @@ def measure(source: Path, root: Path, after_warmup_wait_s: float) -> dict[str, o
     result: dict[str, object] = {
         "source": str(source),
         "install_s": round(install_s, 1),
+        "warmup_s": warmup_s,
         "ready_s": round(ready_s, 3),
     }
     try:
-        for label, wait_s in (("immediate", 0.0), ("after_warmup", after_warmup_wait_s)):
+        plan = (
+            [("after_idle", after_warmup_wait_s)]
+            if idle_first
+            else [("immediate", 0.0), ("after_warmup", after_warmup_wait_s)]
+        )
+        for label, wait_s in plan:
             topic = f"first-run-{label}"
             _run(
                 [
@@ -102,11 +116,19 @@ def main() -> int:
     parser.add_argument(
         "--after-warmup-wait", type=float, default=45.0, help="Seconds before the second clean."
     )
+    parser.add_argument(
+        "--idle-first",
+        action="store_true",
+        help="Make the first compaction come after --after-warmup-wait seconds of idle broker.",
+    )
+    parser.add_argument("--warmup", action="store_true", help="Run `kompakt warmup` after installing.")
     args = parser.parse_args()
     results = []
     for source in args.source or [ROOT]:
         with tempfile.TemporaryDirectory(prefix="kompakt-first-run-") as tmp:
-            results.append(measure(source.resolve(), Path(tmp), args.after_warmup_wait))
+            results.append(
+                measure(source.resolve(), Path(tmp), args.after_warmup_wait, args.idle_first, args.warmup)
+            )
     print(json.dumps({"first_run": results}))  # noqa: T201
     return 0
 
