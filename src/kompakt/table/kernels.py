@@ -228,3 +228,26 @@ def decode_word(word: int) -> tuple[int, bool]:
     """``(offset, is_tombstone)`` of a non-zero stored word."""
     v = word - 1
     return v >> 1, bool(v & 1)
+
+
+@njit(cache=True, nogil=True)
+def gather(buf: npt.NDArray[np.uint8], starts: I64Array, lengths: I64Array) -> tuple[I64Array, npt.NDArray[np.uint8]]:
+    """Concatenate ``buf[starts[i] : starts[i] + lengths[i]]`` (a negative length is null: empty
+    here) into one buffer with Arrow's offsets: ``data[offsets[i] : offsets[i + 1]]`` is value i."""
+    n = starts.shape[0]
+    offsets = np.empty(n + 1, dtype=np.int64)
+    total = 0
+    for i in range(n):
+        offsets[i] = total
+        if lengths[i] > 0:
+            total += lengths[i]
+    offsets[n] = total
+    data = np.empty(total, dtype=np.uint8)
+    for i in range(n):
+        length = lengths[i]
+        if length > 0:
+            s = starts[i]
+            o = offsets[i]
+            for j in range(length):
+                data[o + j] = buf[s + j]
+    return offsets, data

@@ -19,11 +19,11 @@ import threading
 from datetime import UTC, datetime
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
-from kompakt.cleaner.kernels import BatchTable, StopReason, U8Array, scan_batches
+from kompakt.cleaner.kernels import BatchTable, I64Array, StopReason, U8Array, scan_batches
 from kompakt.cleaner.segment_reader import ReadBuffer
 from kompakt.errors import CorruptRecordError, OffsetOutOfRangeError
 from kompakt.log.partition_log import PartitionLog
@@ -31,7 +31,8 @@ from kompakt.log.segment import FileSlice
 from kompakt.log.txn_index import AbortedTxn
 from kompakt.table.build import Chunk, IncrementalBuilder, OneShotBuilder, OneShotResult
 from kompakt.table.index import IndexEntry, IndexStats, KeyIndex
-from kompakt.table.records import CHUNK_BYTES, TableRecord, key_prefix_mask, record_runs, row_record
+from kompakt.records.batch import ATTR_CONTROL
+from kompakt.table.records import CHUNK_BYTES, RecordRun, TableRecord, key_prefix_mask, record_runs, row_record
 
 SECTION_CLEAN: Final = "clean"
 SECTION_DIRTY: Final = "dirty"
@@ -75,7 +76,7 @@ class Counts:
     bytes_per_key: float | None
     indexed_to_offset: int
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "partition": self.partition,
             "live_keys": self.live_keys,
@@ -96,7 +97,7 @@ class AsOfInfo:
     complete: bool
     reason: str | None
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "as_of_ms": self.as_of_ms,
             "cut_offset": self.cut_offset,
@@ -174,6 +175,8 @@ class PartitionTable:
         self._indexed_to = 0
         #: Guards the index: catching up mutates it in place (the kernels run without the GIL).
         self._lock = threading.RLock()
+        #: The last ``as_of`` answer (pages of a scan ask for the same time again and again).
+        self._as_of_cache: tuple[int, tuple[int, ...] | None, KeyIndex, AsOfInfo] | None = None
 
     # ------------------------------------------------------------------ to implement
 
@@ -252,6 +255,27 @@ class PartitionTable:
         end_offset: int | None = None,
     ) -> Iterator[TableRecord]:
         """The latest record of every key (with ``prefix``), in offset order from ``from_offset``."""
+        for run, rows in self.scan_runs(
+            prefix=prefix,
+            include_tombstones=include_tombstones,
+            from_offset=from_offset,
+            index=index,
+            end_offset=end_offset,
+        ):
+            for row in rows.tolist():
+                yield row_record(run, row, self.partition)
+
+    def scan_runs(
+        self,
+        *,
+        prefix: bytes = b"",
+        include_tombstones: bool = False,
+        from_offset: int = 0,
+        index: KeyIndex | None = None,
+        end_offset: int | None = None,
+    ) -> Iterator[tuple[RecordRun, I64Array]]:
+        """:meth:`scan` as runs of record columns and the rows of each that are latest (for the
+        columnar export: no Python object per record). A run is valid until the next one."""
         if index is None:
             with self._lock:
                 self.refresh()
@@ -265,15 +289,16 @@ class PartitionTable:
         for buf, table in self._chunks_from(start):
             if len(table) == 0:
                 continue
-            data = (table.attributes & 0x20) == 0
+            data = (table.attributes & ATTR_CONTROL) == 0
             for run in record_runs(buf, table, data):
                 with self._lock:
                     mask = index.latest_mask(run.hi, run.lo, run.offset, run.key_len, include_tombstones)
                 mask &= (run.offset >= start) & (run.offset < end)
                 if prefix:
                     mask &= key_prefix_mask(run, prefix)
-                for row in np.flatnonzero(mask).tolist():
-                    yield row_record(run, row, self.partition)
+                rows = np.flatnonzero(mask)
+                if len(rows):
+                    yield run, rows
             if int(table.last_offset[-1]) + 1 >= end:
                 return
 
@@ -284,11 +309,22 @@ class PartitionTable:
         consumer that had read the log up to there (for CreateTime records out of order, a
         later record stamped before the cut is not part of it).
         """
+        version = self._version()
+        cached = self._as_of_cache
+        if cached is not None and cached[0] == as_of_ms and cached[1] == version:
+            return cached[2], cached[3]
         facts = self.clean_facts()
         index, result = self._one_shot().build(KeyIndex, as_of_ms=as_of_ms)
         complete, reason = completeness(as_of_ms, facts)
         cut = result.cut_offset if result.cut_offset is not None else result.end_offset
-        return index, AsOfInfo(as_of_ms, cut, result.last_stable_offset, complete, reason)
+        info = AsOfInfo(as_of_ms, cut, result.last_stable_offset, complete, reason)
+        # Appends only add records past the cut, which change nothing once a cut was found.
+        self._as_of_cache = (as_of_ms, version if result.cut_offset is not None else None, index, info)
+        return index, info
+
+    def _version(self) -> tuple[int, ...]:
+        """Changes whenever an answer as of a fixed time could change (offline: never)."""
+        return ()
 
     def lookup_as_of(self, key: bytes, as_of_ms: int) -> tuple[Lookup, AsOfInfo]:
         index, info = self.as_of(as_of_ms)
@@ -453,6 +489,9 @@ class LiveTable(PartitionTable):
     def as_of(self, as_of_ms: int) -> tuple[KeyIndex, AsOfInfo]:
         with self._lock:
             return super().as_of(as_of_ms)
+
+    def _version(self) -> tuple[int, ...]:
+        return (self.log.truncation_count, self.log.history_version)
 
 
 def one_shot_result_json(result: OneShotResult) -> dict[str, object]:
