@@ -364,3 +364,79 @@ def export_command(
     )
     for note in _pending_notes[:1]:
         _as_of_note({"as_of": note})
+
+
+def _diff_state(spec: str, topic: str, endpoint_url: str | None, timeout_s: float) -> Any:
+    """The state of one diff source: ``kafka://HOST:PORT``, a backup, or a log directory."""
+    from kompakt.table import diff
+
+    if spec.startswith("kafka://"):
+        return diff.state_of_cluster(spec[len("kafka://") :].rstrip("/"), topic, timeout_s=timeout_s)
+    if spec.startswith("s3://") or (Path(spec) / "manifest.json").exists():
+        from kompakt.backup.storage import parse_location
+        from kompakt.backup.table_source import backup_tables
+
+        root, _, backup_id = spec.rstrip("/").rpartition("/")
+        if not backup_id or not root:
+            raise CliUsageError(f"{spec!r} should be LOCATION/BACKUP_ID for a backup")
+        tables = backup_tables(parse_location(root, endpoint_url=endpoint_url), backup_id, topic)
+        return diff.state_of_tables(f"{topic} in backup {spec}", tables)
+    path = Path(spec)
+    if not path.exists():
+        raise CliUsageError(
+            f"{spec!r} is not a source: give kafka://HOST:PORT, a backup (LOCATION/BACKUP_ID), or a log directory"
+        )
+    return diff.state_of_tables(f"{topic} in {spec}", _offline(path, topic))
+
+
+@table_app.command("diff")
+def diff_command(
+    a: Annotated[str, typer.Argument(help="kafka://HOST:PORT, a backup LOCATION/BACKUP_ID, or a log directory.")],
+    b: Annotated[str, typer.Argument(help="The other source, in the same forms.")],
+    topic: Annotated[str, typer.Option("--topic", "-t", help="The topic to compare.")],
+    topic_b: Annotated[str | None, typer.Option("--topic-b", help="The topic's name in B, if it differs.")] = None,
+    by_key: Annotated[
+        bool, typer.Option("--by-key", help="Compare keys wherever they live (sources with other partition counts).")
+    ] = False,
+    examples: Annotated[int, typer.Option("--examples", help="Differing keys to list.")] = 20,
+    endpoint_url: Annotated[str | None, typer.Option("--endpoint-url", help="S3-compatible endpoint.")] = None,
+    timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds a cluster may stay silent.")] = 30.0,
+    output: OutputOpt = OutputFormat.TABLE,
+) -> None:
+    """Whether two sources hold the same latest value for every key (exit code 1 when they differ).
+
+    Offsets, compaction progress, gaps, timestamps and headers are not differences."""
+    from kompakt.backup.errors import BackupError
+    from kompakt.table.diff import DiffSourceError, compare
+
+    try:
+        state_a = _diff_state(a, topic, endpoint_url, timeout_s)
+        state_b = _diff_state(b, topic_b or topic, endpoint_url, timeout_s)
+    except (DiffSourceError, BackupError) as exc:
+        raise CliError(str(exc)) from None
+    result = compare(state_a, state_b, by_key=by_key, examples=examples)
+    if output is OutputFormat.JSON:
+        emit_json(result.to_json())
+    else:
+        for note in result.notes:
+            console.print(f"note: {note}", markup=False, highlight=False)
+        if result.examples:
+            emit_table(
+                [
+                    {
+                        "difference": d.kind.replace("_", " ").replace(" a", " A").replace(" b", " B"),
+                        "partition": "" if d.partition is None else d.partition,
+                        "key": _shown(d.to_json()["key"], d.to_json()["key_base64"]),
+                    }
+                    for d in result.examples
+                ],
+                title="differences (examples)",
+            )
+        console.print(
+            f"{'equal' if result.equal else 'different'}: A has {result.keys_a:,} live keys, B {result.keys_b:,}; "
+            f"{result.only_in_a:,} only in A, {result.only_in_b:,} only in B, {result.value_differs:,} with other values",
+            markup=False,
+            highlight=False,
+        )
+    if not result.equal:
+        raise typer.Exit(1)

@@ -243,12 +243,17 @@ def _table_scan(api: AdminApi, p: Params, topic: str) -> HttpResponse:
             partition=p.get_int("partition"),
             prefix=_bytes_param(p, prefix.encode("utf-8", errors="surrogateescape"), "prefix_encoding"),
             include_tombstones=p.get_bool("include_tombstones"),
-            from_partition=p.get_int("from_partition") or 0,
-            from_offset=p.get_int("from_offset") or 0,
-            limit=p.get_int("limit") or 1000,
+            from_partition=_int_or(p, "from_partition", 0),
+            from_offset=_int_or(p, "from_offset", 0),
+            limit=_int_or(p, "limit", 1000),
             as_of_ms=_as_of(p),
         ),
     )
+
+
+def _int_or(p: Params, name: str, default: int) -> int:
+    value = p.get_int(name)
+    return default if value is None else value
 
 
 def _table_counts(api: AdminApi, p: Params, topic: str) -> HttpResponse:

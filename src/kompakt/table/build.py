@@ -103,6 +103,9 @@ class OneShotResult:
     cut_offset: int | None
     records_read: int
     passes: int
+    #: The end of the last offset gap seen (a batch or record missing between two that are
+    #: there): records were removed below it, by a clean or otherwise. 0 when there is none.
+    removed_below: int = 0
 
 
 class OneShotBuilder:
@@ -112,9 +115,11 @@ class OneShotBuilder:
         self._chunks = chunks
         self._start = start_offset
         self.workspace = Workspace()
+        self._removed_below = 0
 
     def build(self, index_factory: Callable[[], KeyIndex], as_of_ms: int | None = None) -> tuple[KeyIndex, OneShotResult]:
         index = index_factory()
+        self._removed_below = 0
         end, cut, open_first, applied_max, records = self._pass(index, _NO_BOUND, as_of_ms)
         lso = min([end, *open_first])
         passes = 1
@@ -123,7 +128,12 @@ class OneShotBuilder:
             self._pass(index, lso, as_of_ms, cut_offset=cut)
             passes = 2
         index.fit()
-        return index, OneShotResult(end, lso, cut, records, passes)
+        return index, OneShotResult(end, lso, cut, records, passes, self._removed_below)
+
+    def _note_gaps(self, table: BatchTable, previous_end: int) -> None:
+        found = _gap_end(table, previous_end)
+        if found > self._removed_below:
+            self._removed_below = found
 
     def _pass(
         self, index: KeyIndex, bound: int, as_of_ms: int | None, cut_offset: int | None = None
@@ -173,11 +183,25 @@ class OneShotBuilder:
                     entry.parts.append(
                         (run.hi.copy(), run.lo.copy(), run.offset.copy(), run.key_len.copy(), run.value_len.copy())
                     )
+            self._note_gaps(table, end)
             chunk_end = int(last[-1]) + 1
             end = chunk_end if cut is None else min(chunk_end, cut)
         if cut is not None:
             end = cut
         return end, cut, [p.first_offset for p in pending.values()], applied_max, records
+
+
+def _gap_end(table: BatchTable, previous_end: int) -> int:
+    """The end offset of the last batch after or inside which offsets are missing (0 if none)."""
+    base = table.base_offset
+    last = table.last_offset
+    expected = np.empty(len(base), dtype=np.int64)
+    expected[0] = previous_end
+    expected[1:] = last[:-1] + 1
+    between = base > expected
+    inside = table.records_count < (last - base + 1)
+    gaps = np.flatnonzero(between | inside)
+    return int(last[gaps[-1]]) + 1 if len(gaps) else 0
 
 
 def _first_after(buf: U8Array, table: BatchTable, as_of_ms: int, low: int) -> int | None:

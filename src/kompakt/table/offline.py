@@ -82,6 +82,11 @@ def index_floor_position(path: Path, base_offset: int, offset: int) -> int:
     return int(pos[i]) if i >= 0 else 0
 
 
+def _max_known(*values: int | None) -> int | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
 class OfflineTable(PartitionTable):
     """One partition directory read as a table (built when it opens)."""
 
@@ -115,7 +120,9 @@ class OfflineTable(PartitionTable):
         return self._first_dirty
 
     def clean_facts(self) -> CleanFacts:
-        dirty = self._first_dirty
+        """The cleaner checkpoint when the data directory has one; without it (a partition directory
+        copied alone), the end of the last offset gap stands in: records were removed below it."""
+        dirty = _max_known(self._first_dirty, self.build.removed_below or None)
         until = max(
             (s.mtime_ms for s in self._segments if dirty is not None and s.base_offset < dirty), default=None
         )
@@ -218,7 +225,8 @@ class OfflineTable(PartitionTable):
     def _section(self, segment_index: int, offset: int) -> str:
         if segment_index == len(self._segments) - 1:
             return SECTION_ACTIVE
-        if self._first_dirty is not None and offset < self._first_dirty:
+        dirty = _max_known(self._first_dirty, self.build.removed_below or None)
+        if dirty is not None and offset < dirty:
             return SECTION_CLEAN
         return SECTION_DIRTY
 
