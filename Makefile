@@ -46,6 +46,7 @@ lint: $(STAMP)
 test: $(STAMP) system-deps js-deps lint
 	$(PY) -m compileall -q src/kompakt
 	$(PY) -m kompakt.cleaner.warmup
+	$(PY) -m kompakt.table.warmup
 	$(PY) -m pytest -q -n 2 --dist loadgroup tests
 
 bench: $(STAMP)

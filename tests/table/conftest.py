@@ -14,6 +14,7 @@ from kompakt.testing import InProcessBroker
 
 from .table_helpers import FIXTURE, TOPIC, CliResult
 
+
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., CliResult]:
     """``kompakt ARGS`` in-process, as the console script runs it."""

@@ -54,7 +54,9 @@ def test_parquet_export_reads_back_in_pyarrow_and_duckdb(
         con = duckdb.connect()
         found = con.execute(f"select key, value from read_parquet('{out}') order by key").fetchall()
         assert found == sorted((k.decode(), v.decode()) for k, v in expected.items())
-        assert con.execute(f"select count(*) from read_parquet('{out}') where value = 'changed'").fetchone() == (1,)
+        assert con.execute(
+            f"select count(*) from read_parquet('{out}') where value = 'changed'"
+        ).fetchone() == (1,)
 
 
 def test_csv_and_binary_exports(broker: InProcessBroker, tmp_path: Path) -> None:
@@ -101,7 +103,9 @@ def test_diff_topic_backup_and_log_dir(
     # offsets moved by another compaction are not a difference
     produce(broker.bootstrap_servers, TOPIC, [(b"key-010", "value 10 é".encode())])
     assert cli("table", "diff", topic, backup, "--topic", TOPIC).code == 0
-    produce(broker.bootstrap_servers, TOPIC, [(b"key-011", b"planted"), (b"new-key", b"n"), (b"key-012", None)])
+    produce(
+        broker.bootstrap_servers, TOPIC, [(b"key-011", b"planted"), (b"new-key", b"n"), (b"key-012", None)]
+    )
     got = cli("table", "diff", topic, backup, "--topic", TOPIC, "-o", "json")
     assert got.code == 1
     result = json.loads(got.out)

@@ -52,7 +52,9 @@ def test_lookup_over_http(broker: InProcessBroker) -> None:
     assert (status, data["found"], data["tombstone"], data["location"]) == (404, False, False, None)
 
     status, data = get(key_url(broker, "with-headers"))
-    assert data["headers"] == [{"key": "trace", "value": "abc", "value_base64": base64.b64encode(b"abc").decode()}]
+    assert data["headers"] == [
+        {"key": "trace", "value": "abc", "value_base64": base64.b64encode(b"abc").decode()}
+    ]
 
     b64 = base64.urlsafe_b64encode(b"\xff\x00bin").decode().rstrip("=")
     status, data = get(key_url(broker, b64, "key_encoding=base64"))
@@ -164,4 +166,9 @@ def test_table_cli_against_the_broker_and_its_files(
         exported = [json.loads(line) for line in out.read_text().splitlines()]
         assert sorted((r["key"], r["value"]) for r in exported) == [("alpha", "3"), ("beta", "2")]
     assert cli("table", "get", TOPIC, "x", "--key-encoding", "nope", "--admin-url", url).code == 2
-    assert cli("table", "export", TOPIC, "--format", "xml", "--out", str(tmp_path / "x"), "--admin-url", url).code == 2
+    assert (
+        cli(
+            "table", "export", TOPIC, "--format", "xml", "--out", str(tmp_path / "x"), "--admin-url", url
+        ).code
+        == 2
+    )

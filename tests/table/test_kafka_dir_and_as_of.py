@@ -57,7 +57,11 @@ def test_kafka_written_directory_before_and_after_its_clean(
     key = next(iter(expected)).decode()
     got = cli("table", "get", "fixture", key, "--log-dir", str(kafka_dirs["after"]), "-o", "json")
     data = json.loads(got.out)
-    assert (got.code, data["value"], data["location"]["section"]) == (0, expected[key.encode()].decode(), "clean")
+    assert (got.code, data["value"], data["location"]["section"]) == (
+        0,
+        expected[key.encode()].decode(),
+        "clean",
+    )
 
 
 def test_as_of_on_the_kafka_directory(kafka_dirs: dict[str, Path], cli: Callable[..., CliResult]) -> None:
@@ -77,8 +81,20 @@ def test_as_of_on_the_kafka_directory(kafka_dirs: dict[str, Path], cli: Callable
     assert info.reason is not None and "a value current at" in info.reason
     got = cli("table", "scan", "fixture", "--as-of", str(ts_100), "--log-dir", str(kafka_dirs["after"]))
     assert got.code == 0 and "note: the answer may be incomplete" in got.out
-    got = cli("table", "scan", "fixture", "--as-of", str(ts_100), "--log-dir", str(kafka_dirs["before"]), "-o", "json")
-    assert {json.loads(line)["key"] for line in got.out.splitlines()} == {k.decode() for k in _state(records, cut)}
+    got = cli(
+        "table",
+        "scan",
+        "fixture",
+        "--as-of",
+        str(ts_100),
+        "--log-dir",
+        str(kafka_dirs["before"]),
+        "-o",
+        "json",
+    )
+    assert {json.loads(line)["key"] for line in got.out.splitlines()} == {
+        k.decode() for k in _state(records, cut)
+    }
 
 
 def test_as_of_over_http(broker: InProcessBroker, cli: Callable[..., CliResult]) -> None:
@@ -86,16 +102,44 @@ def test_as_of_over_http(broker: InProcessBroker, cli: Callable[..., CliResult])
     produce(broker.bootstrap_servers, TOPIC, [(b"k", b"old")], partition=0, timestamp=base)
     produce(broker.bootstrap_servers, TOPIC, [(b"k", b"new")], partition=0, timestamp=base + 10_000)
     url = broker.admin_url
-    got = cli("table", "get", TOPIC, "k", "--partition", "0", "--as-of", str(base + 5_000), "--admin-url", url, "-o", "json")
+    got = cli(
+        "table",
+        "get",
+        TOPIC,
+        "k",
+        "--partition",
+        "0",
+        "--as-of",
+        str(base + 5_000),
+        "--admin-url",
+        url,
+        "-o",
+        "json",
+    )
     data = json.loads(got.out)
     assert (got.code, data["value"], data["as_of"]["complete"]) == (0, "old", True)
-    got = cli("table", "get", TOPIC, "k", "--partition", "0", "--as-of", "2023-11-14T22:13:30Z", "--admin-url", url)
+    got = cli(
+        "table", "get", TOPIC, "k", "--partition", "0", "--as-of", "2023-11-14T22:13:30Z", "--admin-url", url
+    )
     assert got.code == 0 and "new" in got.out
     got = cli("table", "get", TOPIC, "k", "--partition", "0", "--as-of", str(base - 1), "--admin-url", url)
     assert got.code == 1 and "is not in tbl-0" in got.err
     broker.roll(TOPIC)
     broker.compact_now(TOPIC)
-    got = cli("table", "get", TOPIC, "k", "--partition", "0", "--as-of", str(base + 5_000), "--admin-url", url, "-o", "json")
+    got = cli(
+        "table",
+        "get",
+        TOPIC,
+        "k",
+        "--partition",
+        "0",
+        "--as-of",
+        str(base + 5_000),
+        "--admin-url",
+        url,
+        "-o",
+        "json",
+    )
     data = json.loads(got.out)
     assert data["as_of"]["complete"] is False
     assert "cleaned up to offset 2" in data["as_of"]["reason"]

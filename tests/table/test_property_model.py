@@ -130,7 +130,9 @@ class Model:
                 t.marker_offset = None
 
 
-record_st = st.tuples(st.sampled_from(KEYS), st.sampled_from(["value", "value", "value", "empty", "tombstone"]))
+record_st = st.tuples(
+    st.sampled_from(KEYS), st.sampled_from(["value", "value", "value", "empty", "tombstone"])
+)
 records_st = st.lists(record_st, min_size=1, max_size=4)
 op_st = st.one_of(
     st.tuples(st.just("append"), records_st, st.sampled_from(list(Compression))),
@@ -193,7 +195,12 @@ class Harness:
             seq = m.sequences.get(pid, 0)
             m.sequences[pid] = seq + len(built)
             raw = build_batch(
-                built, producer_id=pid, producer_epoch=0, base_sequence=seq, is_transactional=True, compression=codec
+                built,
+                producer_id=pid,
+                producer_epoch=0,
+                base_sequence=seq,
+                is_transactional=True,
+                compression=codec,
             )
         first = self.log.append(raw).first_offset
         m.batch_bases.append(first)
@@ -285,7 +292,9 @@ class Harness:
                 if not self.model.cleaned and self.log.log_start_offset == 0:
                     assert info.complete, (name, info)
                 if info.complete:
-                    got = {r.key: r.value for r in table.scan(index=index, end_offset=info.last_stable_offset)}
+                    got = {
+                        r.key: r.value for r in table.scan(index=index, end_offset=info.last_stable_offset)
+                    }
                     assert got == want, (name, as_of_ms, info)
 
 
@@ -301,7 +310,9 @@ class Harness:
     segment_bytes=st.sampled_from([200, 500, 4000]),
     as_of_steps=st.lists(st.integers(0, 40_000), max_size=2),
 )
-def test_every_answer_equals_the_model(ops: list[tuple[object, ...]], segment_bytes: int, as_of_steps: list[int]) -> None:
+def test_every_answer_equals_the_model(
+    ops: list[tuple[object, ...]], segment_bytes: int, as_of_steps: list[int]
+) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         harness = Harness(Path(tmp) / "t-0", segment_bytes)
         try:

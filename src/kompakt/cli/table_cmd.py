@@ -97,14 +97,18 @@ def _row(data: dict[str, Any]) -> dict[str, Any]:
         "timestamp": _iso(data.get("timestamp")),
         "key": _shown(data.get("key"), data.get("key_base64")),
         "value": _shown(data.get("value"), data.get("value_base64")),
-        "headers": ", ".join(f"{h['key']}={_shown(h['value'], h['value_base64'])}" for h in data.get("headers", [])),
+        "headers": ", ".join(
+            f"{h['key']}={_shown(h['value'], h['value_base64'])}" for h in data.get("headers", [])
+        ),
     }
 
 
 def _as_of_note(data: dict[str, Any]) -> None:
     info = data.get("as_of")
     if info and not info.get("complete", True):
-        console.print(f"note: the answer may be incomplete: {info.get('reason')}", markup=False, highlight=False)
+        console.print(
+            f"note: the answer may be incomplete: {info.get('reason')}", markup=False, highlight=False
+        )
 
 
 @table_app.command("get")
@@ -157,7 +161,8 @@ def get_command(
         location = data.get("location")
         if location:
             console.print(
-                f"in {location['segment']} at byte {location['position']} (batch {location['batch_base_offset']}-"
+                f"in {location['segment']} at byte {location['position']} "
+                f"(batch {location['batch_base_offset']}-"
                 f"{location['batch_last_offset']}, {location['section']} section)",
                 markup=False,
                 highlight=False,
@@ -168,7 +173,8 @@ def get_command(
         shown = _shown(data.get("key"), data.get("key_base64"))
         if data.get("tombstone"):
             raise CliError(
-                f"key {shown} is deleted in {topic}-{data['partition']} (tombstone at offset {data['offset']})"
+                f"key {shown} is deleted in {topic}-{data['partition']} "
+                f"(tombstone at offset {data['offset']})"
             )
         raise CliError(f"key {shown} is not in {topic}-{data['partition']}")
 
@@ -309,7 +315,8 @@ def export_command(
     out: Annotated[Path, typer.Option("--out", help="The file to write ('-' for stdout).")],
     fmt: Annotated[str, typer.Option("--format", help="parquet, jsonl or csv.")] = "parquet",
     encoding: Annotated[
-        str, typer.Option("--encoding", help="Keys and values as utf8, base64, hex, or binary (Parquet only).")
+        str,
+        typer.Option("--encoding", help="Keys and values as utf8, base64, hex, or binary (Parquet only)."),
     ] = "utf8",
     prefix: Annotated[str, typer.Option("--prefix", help="Only keys starting with this (UTF-8).")] = "",
     include_tombstones: Annotated[
@@ -351,8 +358,10 @@ def export_command(
             )
             stats = export_records((_record_of(r) for r in rows), target, fmt=fmt, encoding=encoding)
     except ExportError as exc:
-        raise CliUsageError(str(exc)) if "unknown" in str(exc) or "--encoding" in str(exc) else CliError(
-            str(exc)
+        raise (
+            CliUsageError(str(exc))
+            if "unknown" in str(exc) or "--encoding" in str(exc)
+            else CliError(str(exc))
         ) from None
     if str(out) == "-":
         return
@@ -360,7 +369,9 @@ def export_command(
         emit_json({"file": str(out), "format": fmt, **stats.to_json()})
         return
     console.print(
-        f"wrote {stats.rows:,} rows to {out} ({fmt}, {stats.to_json()['seconds']} s)", markup=False, highlight=False
+        f"wrote {stats.rows:,} rows to {out} ({fmt}, {stats.to_json()['seconds']} s)",
+        markup=False,
+        highlight=False,
     )
     for note in _pending_notes[:1]:
         _as_of_note({"as_of": note})
@@ -384,22 +395,32 @@ def _diff_state(spec: str, topic: str, endpoint_url: str | None, timeout_s: floa
     path = Path(spec)
     if not path.exists():
         raise CliUsageError(
-            f"{spec!r} is not a source: give kafka://HOST:PORT, a backup (LOCATION/BACKUP_ID), or a log directory"
+            f"{spec!r} is not a source: give kafka://HOST:PORT, a backup (LOCATION/BACKUP_ID), "
+            "or a log directory"
         )
     return diff.state_of_tables(f"{topic} in {spec}", _offline(path, topic))
 
 
 @table_app.command("diff")
 def diff_command(
-    a: Annotated[str, typer.Argument(help="kafka://HOST:PORT, a backup LOCATION/BACKUP_ID, or a log directory.")],
+    a: Annotated[
+        str, typer.Argument(help="kafka://HOST:PORT, a backup LOCATION/BACKUP_ID, or a log directory.")
+    ],
     b: Annotated[str, typer.Argument(help="The other source, in the same forms.")],
     topic: Annotated[str, typer.Option("--topic", "-t", help="The topic to compare.")],
-    topic_b: Annotated[str | None, typer.Option("--topic-b", help="The topic's name in B, if it differs.")] = None,
+    topic_b: Annotated[
+        str | None, typer.Option("--topic-b", help="The topic's name in B, if it differs.")
+    ] = None,
     by_key: Annotated[
-        bool, typer.Option("--by-key", help="Compare keys wherever they live (sources with other partition counts).")
+        bool,
+        typer.Option(
+            "--by-key", help="Compare keys wherever they live (sources with other partition counts)."
+        ),
     ] = False,
     examples: Annotated[int, typer.Option("--examples", help="Differing keys to list.")] = 20,
-    endpoint_url: Annotated[str | None, typer.Option("--endpoint-url", help="S3-compatible endpoint.")] = None,
+    endpoint_url: Annotated[
+        str | None, typer.Option("--endpoint-url", help="S3-compatible endpoint.")
+    ] = None,
     timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds a cluster may stay silent.")] = 30.0,
     output: OutputOpt = OutputFormat.TABLE,
 ) -> None:
@@ -433,8 +454,9 @@ def diff_command(
                 title="differences (examples)",
             )
         console.print(
-            f"{'equal' if result.equal else 'different'}: A has {result.keys_a:,} live keys, B {result.keys_b:,}; "
-            f"{result.only_in_a:,} only in A, {result.only_in_b:,} only in B, {result.value_differs:,} with other values",
+            f"{'equal' if result.equal else 'different'}: A has {result.keys_a:,} live keys, "
+            f"B {result.keys_b:,}; {result.only_in_a:,} only in A, {result.only_in_b:,} only in B, "
+            f"{result.value_differs:,} with other values",
             markup=False,
             highlight=False,
         )

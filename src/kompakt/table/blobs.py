@@ -26,9 +26,9 @@ class BlobTable(PartitionTable):
         super().__init__(topic, partition)
         self._files = files
         self._log_start = log_start_offset
-        index, result = OneShotBuilder(lambda: self._chunks_from(log_start_offset), start_offset=log_start_offset).build(
-            KeyIndex
-        )
+        index, result = OneShotBuilder(
+            lambda: self._chunks_from(log_start_offset), start_offset=log_start_offset
+        ).build(KeyIndex)
         self._index = index
         self._indexed_to = result.last_stable_offset
         self.build: OneShotResult = result
@@ -55,7 +55,9 @@ class BlobTable(PartitionTable):
             i = int(np.searchsorted(table.last_offset, offset, side="left"))
             if i < len(table) and int(table.base_offset[i]) <= offset:
                 pos, size = int(table.position[i]), int(table.size[i])
-                location = Location(-1, pos, int(table.base_offset[i]), int(table.last_offset[i]), size, SECTION_CLEAN)
+                location = Location(
+                    -1, pos, int(table.base_offset[i]), int(table.last_offset[i]), size, SECTION_CLEAN
+                )
                 return buf[pos : pos + size], location
             return None
         return None

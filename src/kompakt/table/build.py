@@ -117,7 +117,9 @@ class OneShotBuilder:
         self.workspace = Workspace()
         self._removed_below = 0
 
-    def build(self, index_factory: Callable[[], KeyIndex], as_of_ms: int | None = None) -> tuple[KeyIndex, OneShotResult]:
+    def build(
+        self, index_factory: Callable[[], KeyIndex], as_of_ms: int | None = None
+    ) -> tuple[KeyIndex, OneShotResult]:
         index = index_factory()
         self._removed_below = 0
         end, cut, open_first, applied_max, records = self._pass(index, _NO_BOUND, as_of_ms)
@@ -181,7 +183,13 @@ class OneShotBuilder:
                 for run in record_runs(buf, table, one, self.workspace):
                     records += len(run)
                     entry.parts.append(
-                        (run.hi.copy(), run.lo.copy(), run.offset.copy(), run.key_len.copy(), run.value_len.copy())
+                        (
+                            run.hi.copy(),
+                            run.lo.copy(),
+                            run.offset.copy(),
+                            run.key_len.copy(),
+                            run.value_len.copy(),
+                        )
                     )
             self._note_gaps(table, end)
             chunk_end = int(last[-1]) + 1

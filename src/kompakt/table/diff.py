@@ -70,7 +70,9 @@ def _concat(parts: Sequence[npt.NDArray[Any]], dtype: Any) -> npt.NDArray[Any]:
 
 def state_of_tables(name: str, tables: Iterable[PartitionTable]) -> State:
     """The state of live or offline tables (their scans), natively."""
-    cols: dict[str, list[npt.NDArray[Any]]] = {k: [] for k in ("p", "hi", "lo", "vhi", "vlo", "ts", "kl", "kd")}
+    cols: dict[str, list[npt.NDArray[Any]]] = {
+        k: [] for k in ("p", "hi", "lo", "vhi", "vlo", "ts", "kl", "kd")
+    }
     count = 0
     for table in tables:
         count += 1
@@ -181,10 +183,11 @@ def state_of_cluster(
                         continue
                     raise DiffSourceError(f"reading {topic!r} at {bootstrap}: {err}")
                 key = msg.key()
-                if key is None:
+                partition = msg.partition()
+                if key is None or partition is None:
                     continue
                 value = msg.value()
-                slot = (msg.partition(), key)
+                slot = (partition, key)
                 if value is None:
                     latest.pop(slot, None)
                 else:
@@ -205,7 +208,12 @@ class Difference:
     key: bytes
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "partition": self.partition, "key": text_or_none(self.key), "key_base64": b64(self.key)}
+        return {
+            "kind": self.kind,
+            "partition": self.partition,
+            "key": text_or_none(self.key),
+            "key_base64": b64(self.key),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,7 +265,9 @@ def _identity(state: State, by_key: bool) -> tuple[npt.NDArray[np.void], I64, li
         last[:-1] = sorted_ident[:-1] != sorted_ident[1:]
     dup = len(order) - int(last.sum())
     if dup:
-        notes.append(f"{state.name}: {dup} keys are live in more than one partition; the newest record counts")
+        notes.append(
+            f"{state.name}: {dup} keys are live in more than one partition; the newest record counts"
+        )
     keep = order[last]
     return ident[keep], keep, notes
 

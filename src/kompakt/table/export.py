@@ -126,7 +126,9 @@ def _headers_column(records_headers: Sequence[tuple[tuple[str, bytes | None], ..
     if fmt == "csv":
         return pa_.array(
             [
-                json.dumps([{"key": k, "value": None if v is None else base64.b64encode(v).decode()} for k, v in h])
+                json.dumps(
+                    [{"key": k, "value": None if v is None else base64.b64encode(v).decode()} for k, v in h]
+                )
                 if h
                 else ""
                 for h in records_headers
@@ -246,7 +248,8 @@ class _Sink:
                         "key": columns["key"][i],
                         "value": columns["value"][i],
                         "headers": [
-                            {"key": h["key"], "value": _header_text(h["value"], self.encoding)} for h in headers
+                            {"key": h["key"], "value": _header_text(h["value"], self.encoding)}
+                            for h in headers
                         ],
                     },
                     ensure_ascii=False,
@@ -301,14 +304,21 @@ def export_tables(
                 rows += len(selected)
                 value_len = run.records.value_len[selected]
                 tombstones += int((value_len < 0).sum())
-                kv_bytes += int(np.maximum(value_len, 0).sum() + np.maximum(run.records.key_len[selected], 0).sum())
+                kv_bytes += int(
+                    np.maximum(value_len, 0).sum() + np.maximum(run.records.key_len[selected], 0).sum()
+                )
     finally:
         sink.close()
     return ExportStats(rows, tombstones, kv_bytes, time.perf_counter() - started)
 
 
 def export_records(
-    records: Iterator[TableRecord], out: Path | IO[bytes], *, fmt: str, encoding: str = "utf8", batch_rows: int = 4096
+    records: Iterator[TableRecord],
+    out: Path | IO[bytes],
+    *,
+    fmt: str,
+    encoding: str = "utf8",
+    batch_rows: int = 4096,
 ) -> ExportStats:
     """:func:`export_tables` for records that arrive as objects (pages of a remote scan)."""
     started = time.perf_counter()

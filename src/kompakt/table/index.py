@@ -85,7 +85,15 @@ class KeyIndex:
         n = len(offsets)
         while start < n:
             status, start, size, tombs = tk.apply_records(
-                self._table, hi, lo, offsets, key_len, value_len, start, self._size, self._tombstones,
+                self._table,
+                hi,
+                lo,
+                offsets,
+                key_len,
+                value_len,
+                start,
+                self._size,
+                self._tombstones,
                 self._max_size,
             )
             self._size, self._tombstones = int(size), int(tombs)

@@ -231,7 +231,9 @@ def decode_word(word: int) -> tuple[int, bool]:
 
 
 @njit(cache=True, nogil=True)
-def gather(buf: npt.NDArray[np.uint8], starts: I64Array, lengths: I64Array) -> tuple[I64Array, npt.NDArray[np.uint8]]:
+def gather(
+    buf: npt.NDArray[np.uint8], starts: I64Array, lengths: I64Array
+) -> tuple[I64Array, npt.NDArray[np.uint8]]:
     """Concatenate ``buf[starts[i] : starts[i] + lengths[i]]`` (a negative length is null: empty
     here) into one buffer with Arrow's offsets: ``data[offsets[i] : offsets[i + 1]]`` is value i."""
     n = starts.shape[0]

@@ -40,7 +40,6 @@ from kompakt.table.partition import (
     Location,
     PartitionTable,
 )
-from kompakt.table.records import CHUNK_BYTES
 
 _INDEX_ENTRY = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
 
@@ -139,7 +138,9 @@ class OfflineTable(PartitionTable):
         for i in range(first, len(self._segments)):
             seg = self._segments[i]
             position = (
-                index_floor_position(seg.path.with_suffix(".index"), seg.base_offset, offset) if i == first else 0
+                index_floor_position(seg.path.with_suffix(".index"), seg.base_offset, offset)
+                if i == first
+                else 0
             )
             yield from self._segment_chunks(seg, position, last=i == len(self._segments) - 1)
 
@@ -150,7 +151,9 @@ class OfflineTable(PartitionTable):
         try:
             fd = os.open(seg.path, os.O_RDONLY)
         except FileNotFoundError:
-            raise LogDirectoryError(f"{seg.path} disappeared while it was read (a clean or a deletion)") from None
+            raise LogDirectoryError(
+                f"{seg.path} disappeared while it was read (a clean or a deletion)"
+            ) from None
         try:
             pos = position
             while pos < seg.size:

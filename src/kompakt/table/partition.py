@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 import threading
-from datetime import UTC, datetime
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import numpy as np
@@ -29,10 +29,17 @@ from kompakt.errors import CorruptRecordError, OffsetOutOfRangeError
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segment import FileSlice
 from kompakt.log.txn_index import AbortedTxn
+from kompakt.records.batch import ATTR_CONTROL
 from kompakt.table.build import Chunk, IncrementalBuilder, OneShotBuilder, OneShotResult
 from kompakt.table.index import IndexEntry, IndexStats, KeyIndex
-from kompakt.records.batch import ATTR_CONTROL
-from kompakt.table.records import CHUNK_BYTES, RecordRun, TableRecord, key_prefix_mask, record_runs, row_record
+from kompakt.table.records import (
+    CHUNK_BYTES,
+    RecordRun,
+    TableRecord,
+    key_prefix_mask,
+    record_runs,
+    row_record,
+)
 
 SECTION_CLEAN: Final = "clean"
 SECTION_DIRTY: Final = "dirty"
@@ -156,8 +163,10 @@ def iso_ms(ms: int | None) -> str:
 def check_scan(table: BatchTable, where: str) -> None:
     """Refuse batches the scan could not walk (bad size or magic: not whole v2 batches)."""
     if table.stop_reason in (StopReason.BAD_SIZE, StopReason.BAD_MAGIC):
-        what = "a batch size below the header" if table.stop_reason == StopReason.BAD_SIZE else (
-            "a batch that is not RecordBatch v2 (the table reads magic 2 only)"
+        what = (
+            "a batch size below the header"
+            if table.stop_reason == StopReason.BAD_SIZE
+            else ("a batch that is not RecordBatch v2 (the table reads magic 2 only)")
         )
         raise CorruptRecordError(f"{where} holds {what} at byte {table.stop_position} of the read")
 
@@ -199,7 +208,9 @@ class PartitionTable:
 
     def _one_shot(self) -> OneShotBuilder:
         """A builder reading this partition from its log start (for ``as_of``)."""
-        return OneShotBuilder(lambda: self._chunks_from(self.log_start_offset()), start_offset=self.log_start_offset())
+        return OneShotBuilder(
+            lambda: self._chunks_from(self.log_start_offset()), start_offset=self.log_start_offset()
+        )
 
     # ------------------------------------------------------------------ answers
 
@@ -212,7 +223,12 @@ class PartitionTable:
             self.refresh()
             stats = self._index.stats
         return Counts(
-            self.partition, stats.live_keys, stats.tombstones, stats.memory_bytes, stats.bytes_per_key, self._indexed_to
+            self.partition,
+            stats.live_keys,
+            stats.tombstones,
+            stats.memory_bytes,
+            stats.bytes_per_key,
+            self._indexed_to,
         )
 
     def lookup(self, key: bytes) -> Lookup:
@@ -398,14 +414,18 @@ class LiveTable(PartitionTable):
             finally:
                 records.close()
             if got != len(view):
-                raise CorruptRecordError(f"{self.log.name}: read {got} of {len(view)} bytes at {records.position}")
+                raise CorruptRecordError(
+                    f"{self.log.name}: read {got} of {len(view)} bytes at {records.position}"
+                )
             return view, aborted
         if not records:
             return None
         return np.frombuffer(records, dtype=np.uint8), aborted
 
     def _catch_up(self, target: int) -> None:
-        builder = IncrementalBuilder(self._index, growth=4.0 if self._indexed_to <= self.log.log_start_offset else 1.25)
+        builder = IncrementalBuilder(
+            self._index, growth=4.0 if self._indexed_to <= self.log.log_start_offset else 1.25
+        )
         pos = max(self._indexed_to, self.log.log_start_offset)
         while pos < target:
             try:
@@ -474,7 +494,9 @@ class LiveTable(PartitionTable):
             section = SECTION_CLEAN
         else:
             section = SECTION_DIRTY
-        location = Location(segment.base_offset, found.position, found.base_offset, found.last_offset, found.size, section)
+        location = Location(
+            segment.base_offset, found.position, found.base_offset, found.last_offset, found.size, section
+        )
         return np.frombuffer(data, dtype=np.uint8), location
 
     def clean_facts(self) -> CleanFacts:

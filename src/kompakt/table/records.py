@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
+import numpy.typing as npt
 
 from kompakt.cleaner.dedupe import decompressed_spans
 from kompakt.cleaner.kernels import (
@@ -181,11 +182,12 @@ def _headers(buf: U8Array, start: int, end: int) -> tuple[tuple[str, bytes | Non
     return tuple(out)
 
 
-def has_headers(run: RecordRun, rows: I64Array) -> np.ndarray:
+def has_headers(run: RecordRun, rows: I64Array) -> npt.NDArray[np.bool_]:
     """Per row: does the record carry headers (its header count byte is not zero)?"""
     rec = run.records
     value_end = rec.value_start[rows] + np.maximum(rec.value_len[rows], 0)
-    return run.buf[value_end] != 0
+    flags: npt.NDArray[np.bool_] = run.buf[value_end] != 0
+    return flags
 
 
 def row_record(run: RecordRun, row: int, partition: int, *, with_headers: bool = True) -> TableRecord:

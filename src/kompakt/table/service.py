@@ -26,7 +26,11 @@ def _by_partition(tables: Sequence[PartitionTable]) -> dict[int, PartitionTable]
 
 
 def choose_partitions(
-    tables: Sequence[PartitionTable], key: bytes, partition: int | None, partitioner: str, partition_count: int
+    tables: Sequence[PartitionTable],
+    key: bytes,
+    partition: int | None,
+    partitioner: str,
+    partition_count: int,
 ) -> list[PartitionTable]:
     """The tables a lookup of ``key`` reads: the one given, the partitioner's, or all of them."""
     by = _by_partition(tables)
@@ -40,7 +44,9 @@ def choose_partitions(
         partition = partition_for(key, partition_count, partitioner)
     table = by.get(partition)
     if table is None:
-        raise LookupError(f"partition {partition} is not here (have {', '.join(map(str, sorted(by))) or 'none'})")
+        raise LookupError(
+            f"partition {partition} is not here (have {', '.join(map(str, sorted(by))) or 'none'})"
+        )
     return [table]
 
 
@@ -55,20 +61,21 @@ def lookup(
     as_of_ms: int | None = None,
 ) -> dict[str, Any]:
     """The answer for one key; ``found`` says whether it has a live value."""
-    count = partition_count if partition_count is not None else max((t.partition for t in tables), default=-1) + 1
+    count = (
+        partition_count if partition_count is not None else max((t.partition for t in tables), default=-1) + 1
+    )
     chosen = choose_partitions(tables, key, partition, partitioner, count)
     answers: list[tuple[PartitionTable, Lookup, AsOfInfo | None]] = []
     for table in chosen:
         if as_of_ms is None:
             answers.append((table, table.lookup(key), None))
         else:
-            found, info = table.lookup_as_of(key, as_of_ms)
-            answers.append((table, found, info))
+            answers.append((table, *table.lookup_as_of(key, as_of_ms)))
     hits = [a for a in answers if a[1].record is not None]
     # Several partitions know the key only when it was produced with different partitioners:
     # the newest record wins, and the others are listed.
     hits.sort(key=lambda a: (a[1].record.timestamp if a[1].record else -1))
-    table, found, info = hits[-1] if hits else answers[0]
+    table, found, _info = hits[-1] if hits else answers[0]
     out = lookup_json(topic, table.partition, key, found)
     out["partitioner"] = "given" if partition is not None else partitioner
     if len(hits) > 1:
@@ -111,7 +118,11 @@ def iter_rows(
             if infos is not None:
                 infos.append((table.partition, info))
         yield from table.scan(
-            prefix=prefix, include_tombstones=include_tombstones, from_offset=start, index=index, end_offset=end
+            prefix=prefix,
+            include_tombstones=include_tombstones,
+            from_offset=start,
+            index=index,
+            end_offset=end,
         )
 
 
