@@ -1,4 +1,5 @@
-"""Random workloads against a model of compaction (reference §2.5-§2.11, §8 quirks 1-4).
+"""Random workloads against a model of compaction (``Cleaner.doClean`` end to end: next dirty offset,
+rewrite from the log start, KIP-534 horizons, batches never merged or split).
 
 Workload: one-to-five-record batches over a small key alphabet (the empty key included), values
 that may be empty or null (tombstones), all codecs, small segments, forced rolls, clock advances
@@ -22,22 +23,24 @@ from __future__ import annotations
 import bisect
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _harness import all_records, batches, clean_result, lct_log, log_bytes, reopen
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kompakt.clock import FakeClock
 from kompakt.log.partition_log import PartitionLog
 from kompakt.records.batch import Compression
 from kompakt.records.builder import SimpleRecord, build_batch
+from tests.support.profiles import examples
+
+from ._harness import all_records, batches, clean_result, lct_log, log_bytes, reopen
 
 RETENTION_MS = 10_000
-# CI runs a fixed, derandomized set; KOMPAKT_CLEANER_EXAMPLES=N runs N fresh random examples.
-_HUNT = "KOMPAKT_CLEANER_EXAMPLES" in os.environ
-_EXAMPLES = int(os.environ.get("KOMPAKT_CLEANER_EXAMPLES", "80"))
+# 80 examples under the quick profile (scaled under ``make fuzz``); KOMPAKT_CLEANER_EXAMPLES=N runs N.
+_EXAMPLES = int(os.environ.get("KOMPAKT_CLEANER_EXAMPLES", examples(80)))
 KEYS = [b"", b"a", b"b", b"c", b"d", b"e"]
 
 Record = tuple[bytes, bytes | None]
@@ -100,6 +103,20 @@ def _check_clean(logs: list[PartitionLog], model: Model, d: int, map_slots: int,
     # (e) both maps agree byte for byte.
     assert log_bytes(logs[0]) == log_bytes(logs[1])
     after = all_records(log)
+    _check_records_and_segments(log, model, after, before_bytes, before_last_offsets, end)
+    _check_dedupe(before, after, d, end, processed)
+    _check_latest_and_tombstones(log, model, after, end, now, processed)
+    return end
+
+
+def _check_records_and_segments(
+    log: PartitionLog,
+    model: Model,
+    after: list[tuple[int, bytes | None, bytes | None]],
+    before_bytes: dict[int, bytes],
+    before_last_offsets: set[int],
+    end: int,
+) -> None:
     # (a) original records at their own offsets, strictly increasing.
     offsets = [o for o, _k, _v in after]
     assert offsets == sorted(set(offsets))
@@ -114,6 +131,15 @@ def _check_clean(logs: list[PartitionLog], model: Model, d: int, map_slots: int,
     for base, data in before_bytes.items():
         if base >= end:
             assert after_bytes.get(base) == data, f"segment {base} at/above end offset {end} changed"
+
+
+def _check_dedupe(
+    before: list[tuple[int, bytes | None, bytes | None]],
+    after: list[tuple[int, bytes | None, bytes | None]],
+    d: int,
+    end: int,
+    processed: Callable[[int], bool],
+) -> None:
     # Dedupe: no rewritten record older than what the map held for its key survives.
     mapped: dict[bytes | None, int] = {}
     if end > 0:
@@ -123,6 +149,16 @@ def _check_clean(logs: list[PartitionLog], model: Model, d: int, map_slots: int,
         for o, k, _v in after:
             if processed(o) and o < end:
                 assert o >= mapped.get(k, -1), f"superseded record {o} of key {k!r} survived"
+
+
+def _check_latest_and_tombstones(
+    log: PartitionLog,
+    model: Model,
+    after: list[tuple[int, bytes | None, bytes | None]],
+    end: int,
+    now: int,
+    processed: Callable[[int], bool],
+) -> None:
     # (c) latest records and the tombstone lifecycle.
     for o in model.latest.values():
         value = model.originals[o][1]
@@ -144,16 +180,9 @@ def _check_clean(logs: list[PartitionLog], model: Model, d: int, map_slots: int,
         assert present.get(o) == (key, value), f"latest record {o} of key {key!r} lost"
         if value is None and o in model.horizon:
             assert horizons[o] == model.horizon[o]
-    return end
 
 
-@settings(
-    max_examples=_EXAMPLES,
-    derandomize=not _HUNT,
-    database=None,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@settings(max_examples=_EXAMPLES)
 @given(
     ops=st.lists(op_st, min_size=1, max_size=40),
     segment_bytes=st.sampled_from([150, 300, 700]),

@@ -26,14 +26,14 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kompakt.cleaner.cleaner import Cleaner
 from kompakt.cleaner.offset_map import HashedOffsetMap
 from kompakt.clock import FakeClock
 from kompakt.log.config import LogConfig
-from kompakt.log.offset_index import OsFileOps
+from kompakt.log.files import OsFileOps
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segments import ManualScheduler
 from kompakt.records.batch import Compression
@@ -41,9 +41,10 @@ from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.control import ControlType, build_control_batch
 from kompakt.table.offline import open_tables
 from kompakt.table.partition import LiveTable, PartitionTable
+from tests.support.profiles import examples
 
-_HUNT = "KOMPAKT_TABLE_EXAMPLES" in os.environ
-_EXAMPLES = int(os.environ.get("KOMPAKT_TABLE_EXAMPLES", "150"))
+# 150 examples under the quick profile (scaled under ``make fuzz``); KOMPAKT_TABLE_EXAMPLES=N runs N.
+_EXAMPLES = int(os.environ.get("KOMPAKT_TABLE_EXAMPLES", examples(150)))
 KEYS = [b"", b"a", b"b", b"c", b"d"]
 START_MS = 1_700_000_000_000  # before the files' modification times, as a real clock would be
 RETENTION_MS = 10_000
@@ -298,13 +299,7 @@ class Harness:
                     assert got == want, (name, as_of_ms, info)
 
 
-@settings(
-    max_examples=_EXAMPLES,
-    derandomize=not _HUNT,
-    database=None,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@settings(max_examples=_EXAMPLES)
 @given(
     ops=st.lists(op_st, min_size=1, max_size=30),
     segment_bytes=st.sampled_from([200, 500, 4000]),

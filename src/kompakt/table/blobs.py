@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
-from kompakt.cleaner.kernels import U8Array, scan_batches
+from kompakt.records.native import U8Array
+from kompakt.records.scan import scan_batches
 from kompakt.table.build import Chunk, OneShotBuilder, OneShotResult
 from kompakt.table.index import KeyIndex
 from kompakt.table.partition import SECTION_CLEAN, CleanFacts, Location, PartitionTable, check_scan

@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kompakt.cleaner.kernels import BatchTable, I64Array, U8Array, U64Array, Workspace
 from kompakt.cleaner.transactions import TransactionTracker
 from kompakt.log.txn_index import AbortedTxn
 from kompakt.records.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, RecordBatchView
 from kompakt.records.control import ControlType, control_type_of
+from kompakt.records.native import I64Array, U8Array, U64Array, Workspace
+from kompakt.records.scan import BatchTable
 from kompakt.table.index import KeyIndex
-from kompakt.table.records import RecordRun, record_runs
+from kompakt.table.records import record_runs, span_runs
 
 Chunk = tuple[U8Array, BatchTable]
 """Whole v2 batches in offset order and their header table."""
@@ -39,21 +40,6 @@ _NO_BOUND = np.iinfo(np.int64).max
 def _control_type(buf: U8Array, table: BatchTable, i: int) -> ControlType | int | None:
     pos = int(table.position[i])
     return control_type_of(RecordBatchView(buf[pos : pos + int(table.size[i])].data))
-
-
-def _apply_run(index: KeyIndex, run: RecordRun, low: int, high: int, growth: float = 4.0) -> int:
-    """Apply the records of ``run`` in ``[low, high)``; return the highest offset applied (or -1)."""
-    offsets = run.offset
-    if len(offsets) == 0:
-        return -1
-    if int(offsets[0]) >= low and int(offsets[-1]) < high:
-        index.apply(run.hi, run.lo, offsets, run.key_len, run.value_len, growth=growth)
-        return int(offsets[-1])
-    sel = np.flatnonzero((offsets >= low) & (offsets < high))
-    if len(sel) == 0:
-        return -1
-    index.apply(run.hi[sel], run.lo[sel], offsets[sel], run.key_len[sel], run.value_len[sel], growth=growth)
-    return int(offsets[sel[-1]])
 
 
 @dataclass(slots=True)
@@ -81,9 +67,9 @@ class IncrementalBuilder:
                 self.tracker.on_control_batch_read(pid, _control_type(buf, table, i), int(last[i]))
             elif self.tracker.on_batch_read(pid, True, int(last[i])):
                 keep[i] = False
-        for run in record_runs(buf, table, keep, self.workspace):
-            self.records_read += len(run)
-            _apply_run(self.index, run, low, high, self.growth)
+        for run_buf, spans, _which in span_runs(buf, table, keep):
+            done, _top = self.index.apply_spans(run_buf, spans, low, high, growth=self.growth)
+            self.records_read += done
 
 
 @dataclass(slots=True)
@@ -160,9 +146,10 @@ class OneShotBuilder:
             txn = (attrs & ATTR_TRANSACTIONAL) != 0
             control = (attrs & ATTR_CONTROL) != 0
             plain = ~txn & ~control
-            for run in record_runs(buf, table, plain, self.workspace):
-                records += len(run)
-                applied_max = max(applied_max, _apply_run(index, run, low, high))
+            for run_buf, spans, _which in span_runs(buf, table, plain):
+                done, top = index.apply_spans(run_buf, spans, low, high, growth=4.0)
+                records += done
+                applied_max = max(applied_max, top)
             for i in np.flatnonzero(txn).tolist():
                 base = int(table.base_offset[i])
                 if cut is not None and base >= cut:

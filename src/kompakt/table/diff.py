@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kompakt.cleaner.kernels import hash_key, hash_keys
-from kompakt.errors import KompaktError
+from kompakt.cleaner.kernels.hashing import hash_key, hash_keys
+from kompakt.errors import OperatorError
 from kompakt.table.kernels import gather
 from kompakt.table.partition import PartitionTable
 from kompakt.table.views import b64, text_or_none
@@ -37,7 +37,7 @@ I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
 
 
-class DiffSourceError(KompaktError):
+class DiffSourceError(OperatorError):
     """A diff source that cannot be read (unreachable cluster, unknown topic, bad path)."""
 
 

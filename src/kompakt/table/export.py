@@ -24,7 +24,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 
 import numpy as np
 
-from kompakt.errors import KompaktError
+from kompakt.errors import OperatorError
 from kompakt.table.kernels import gather
 from kompakt.table.partition import PartitionTable
 from kompakt.table.records import RecordRun, TableRecord, has_headers, row_record
@@ -37,7 +37,7 @@ ENCODINGS: Final = ("utf8", "base64", "hex", "binary")
 ROW_GROUP_ROWS: Final = 128 * 1024
 
 
-class ExportError(KompaktError):
+class ExportError(OperatorError):
     """An export that cannot be written as asked (bad format, bytes that are not UTF-8, ...)."""
 
 

@@ -14,11 +14,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kompakt.cleaner.kernels import hash_key
+from kompakt.cleaner.kernels.hashing import hash_key
+from kompakt.records.native import U8Array
+from kompakt.records.scan import Spans, record_error
 from kompakt.table import kernels as tk
 from kompakt.table.kernels import BoolArray, I64Array, U64Array
 
 SLOT_BYTES = 24
+#: A finished build is shrunk when its table costs more than this per key.
+MAX_BYTES_PER_KEY = 40
+
+
+def expected_keys(offsets: int, log_bytes: int) -> int:
+    """How many keys to size a build for: at most one per offset, and (an estimate) one per 32
+    bytes of log; too few costs a growth or two, too many a shrink at the end (:meth:`KeyIndex.fit`)."""
+    return max(0, min(offsets, log_bytes // 32))
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +113,48 @@ class KeyIndex:
                 more = min(n - int(start), self._size)
                 self._resize(tk.capacity_for(max(self._size + more, int(self._size * growth))))
 
+    def apply_spans(
+        self, buf: U8Array, spans: Spans, low: int, high: int, *, growth: float = 1.25
+    ) -> tuple[int, int]:
+        """Parse, hash and apply the records of ``spans`` with offsets in ``[low, high)``, natively;
+        returns ``(records parsed, highest offset applied or -1)``. See :meth:`apply` for ``growth``."""
+        starts, ends, base_offsets, _timestamps, counts = spans.arrays()
+        first = 0
+        records = 0
+        highest = -1
+        while True:
+            status, first, size, tombs, done, top, position = tk.apply_spans(
+                buf,
+                starts,
+                ends,
+                base_offsets,
+                counts,
+                first,
+                low,
+                high,
+                self._table,
+                self._size,
+                self._tombstones,
+                self._max_size,
+            )
+            self._size, self._tombstones = int(size), int(tombs)
+            records += int(done)
+            highest = max(highest, int(top))
+            if status == tk.APPLIED:
+                return records, highest
+            if status != tk.NEEDS_GROWTH:
+                raise record_error(int(status), int(first), int(position))
+            more = int(counts[first:].sum())
+            self._resize(
+                tk.capacity_for(
+                    max(
+                        self._size + min(more, max(self._size, 1)),
+                        int(self._size * growth),
+                        self._size + int(counts[first]),
+                    )
+                )
+            )
+
     def _resize(self, capacity: int) -> None:
         new = tk.zeroed_table(max(capacity, tk.capacity_for(self._size)))
         tk.rehash(self._table, new)
@@ -112,9 +164,8 @@ class KeyIndex:
     def fit(self) -> None:
         """Shrink to :data:`~kompakt.table.kernels.TARGET_LOAD` when the table is far emptier
         (a build sized for every record of a log whose keys repeat)."""
-        want = tk.capacity_for(self._size)
-        if len(self._table) > want * 1.25:
-            self._resize(want)
+        if self._table.nbytes > MAX_BYTES_PER_KEY * max(self._size, 1) and len(self._table) > tk.MIN_CAPACITY:
+            self._resize(tk.capacity_for(self._size))
 
     def get(self, key: bytes) -> IndexEntry | None:
         """The latest record of ``key`` per the index (its digest, unverified), or None."""

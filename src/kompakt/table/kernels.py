@@ -4,7 +4,7 @@ The table is a ``uint64`` array of shape ``(capacity, 3)``: ``[digest hi, digest
 ``word = ((offset << 1) | tombstone) + 1`` and ``word == 0`` for a free slot, so a fresh
 ``np.zeros`` table is empty and an all-zero digest is an ordinary key. 24 bytes a slot, the
 cleaner's offset-map slot plus one bit; the digests are the ones
-:func:`kompakt.cleaner.kernels.hash_keys` computes, so one key hashes the same for the cleaner,
+:func:`kompakt.cleaner.kernels.hashing.hash_keys` computes, so one key hashes the same for the cleaner,
 ``explain`` and the index.
 
 Probing is linear from the home slot (the top 32 digest bits mapped onto ``[0, capacity)`` with a
@@ -25,9 +25,11 @@ from typing import Any, Final, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
-from llvmlite import ir  # type: ignore[import-untyped]
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import njit
+
+from kompakt.cleaner.kernels.hashing import hash_one
+from kompakt.records.native import prefetch, ptr
+from kompakt.records.scan import parse_fields
 
 U64Array = npt.NDArray[np.uint64]
 I64Array = npt.NDArray[np.int64]
@@ -42,35 +44,16 @@ MAX_LOAD: Final = 0.8
 TARGET_LOAD: Final = 0.66
 MIN_CAPACITY: Final = 1024
 
-#: Status of :func:`apply_records`: every record applied, or stopped because the table is full.
+#: Status of :func:`apply_records` and :func:`apply_spans`: every record applied, or stopped
+#: because the table is full (grow it and call again from where it stopped). A positive status
+#: of :func:`apply_spans` is a record error code of :func:`kompakt.records.scan.record_error`.
 APPLIED: Final = 0
-NEEDS_GROWTH: Final = 1
+NEEDS_GROWTH: Final = -1
 
 
 #: Probe loops prefetch the home slot of the record this many places ahead.
 _AHEAD: Final = 16
 _HUGE_PAGE: Final = 2 * 1024 * 1024
-
-
-def _prefetch_typer(typingctx: Any, arr: Any, idx: Any) -> Any:
-    """Hint the cache line of ``arr``'s element ``idx`` (flat) into the cache: LLVM's prefetch."""
-    sig = types.void(arr, idx)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        data = context.make_array(signature.args[0])(context, builder, args[0]).data
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fn = builder.module.declare_intrinsic(
-            "llvm.prefetch", fnty=ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-        )
-        addr = builder.bitcast(builder.gep(data, [args[1]]), i8p)
-        builder.call(fn, [addr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-_prefetch: Any = intrinsic(_prefetch_typer)
 
 
 def zeroed_table(capacity: int) -> U64Array:
@@ -131,12 +114,12 @@ def apply_records(
     """
     cap = table.shape[0]
     n = offsets.shape[0]
-    flat = table.reshape(-1)
+    tp = ptr(table)
     for j in range(start, min(n, start + _AHEAD)):
-        _prefetch(flat, _home(hi[j], cap) * 3)
+        prefetch(tp, _home(hi[j], cap) * 3)
     for i in range(start, n):
         if i + _AHEAD < n:
-            _prefetch(flat, _home(hi[i + _AHEAD], cap) * 3)
+            prefetch(tp, _home(hi[i + _AHEAD], cap) * 3)
         if key_len[i] < 0:
             continue
         h = hi[i]
@@ -163,11 +146,11 @@ def apply_records(
 def rehash(old: U64Array, new: U64Array) -> None:
     """Insert every entry of ``old`` into the empty table ``new`` (capacities may differ)."""
     cap = new.shape[0]
-    flat = new.reshape(-1)
+    tp = ptr(new)
     n = old.shape[0]
     for i in range(n):
         if i + _AHEAD < n:
-            _prefetch(flat, _home(old[i + _AHEAD, 0], cap) * 3)
+            prefetch(tp, _home(old[i + _AHEAD, 0], cap) * 3)
         if old[i, 2] != 0:
             h = old[i, 0]
             g = old[i, 1]
@@ -197,12 +180,12 @@ def latest_mask(
     cap = table.shape[0]
     n = offsets.shape[0]
     out = np.zeros(n, dtype=np.bool_)
-    flat = table.reshape(-1)
+    tp = ptr(table)
     for j in range(min(n, _AHEAD)):
-        _prefetch(flat, _home(hi[j], cap) * 3)
+        prefetch(tp, _home(hi[j], cap) * 3)
     for i in range(n):
         if i + _AHEAD < n:
-            _prefetch(flat, _home(hi[i + _AHEAD], cap) * 3)
+            prefetch(tp, _home(hi[i + _AHEAD], cap) * 3)
         if key_len[i] < 0:
             continue
         word = table[_find(table, cap, hi[i], lo[i]), 2]
@@ -253,3 +236,119 @@ def gather(
             for j in range(length):
                 data[o + j] = buf[s + j]
     return offsets, data
+
+
+@njit(cache=True, nogil=True)
+def apply_spans(
+    buf: npt.NDArray[np.uint8],
+    starts: I64Array,
+    ends: I64Array,
+    base_offsets: I64Array,
+    counts: I64Array,
+    first_span: Scalar,
+    low: Scalar,
+    high: Scalar,
+    table: U64Array,
+    size: Scalar,
+    tombstones: Scalar,
+    max_size: Scalar,
+) -> tuple[Scalar, Scalar, Scalar, Scalar, Scalar, Scalar, Scalar]:
+    """Parse, hash and apply the records of spans ``first_span:`` whose offsets lie in ``[low, high)``.
+
+    The build's hot loop, fused: a span's records are parsed and hashed into small scratch arrays
+    that stay in the cache (each key's home slot prefetched a few records ahead), then applied.
+    Returns ``(status, span, size, tombstones, records, max_offset, position)``: on
+    :data:`NEEDS_GROWTH` call again from ``span`` (re-applying its first records changes
+    nothing); a record error names the span and byte ``position``.
+    """
+    most = 0
+    for b in range(first_span, starts.shape[0]):
+        if counts[b] < 0:
+            return 1, b, size, tombstones, 0, -1, starts[b]
+        if starts[b] < 0 or ends[b] < starts[b] or ends[b] > buf.shape[0]:
+            return 9, b, size, tombstones, 0, -1, starts[b]
+        most = max(most, counts[b])
+    off = np.empty(most, dtype=np.int64)
+    hi = np.empty(most, dtype=np.uint64)
+    lo = np.empty(most, dtype=np.uint64)
+    tomb = np.empty(most, dtype=np.uint64)
+    bp = ptr(buf)
+    tp = ptr(table)
+    cap = table.shape[0]
+    records = 0
+    max_offset = np.int64(-1)
+    for b in range(first_span, starts.shape[0]):
+        n = counts[b]
+        err, pos = _parse_span(bp, starts[b], ends[b], base_offsets[b], n, low, high, off, hi, lo, tomb)
+        if err != 0:
+            return err, b, size, tombstones, records, max_offset, pos
+        if size + n > max_size:
+            return NEEDS_GROWTH, b, size, tombstones, records, max_offset, 0
+        for j in range(min(n, _AHEAD)):
+            prefetch(tp, _home(hi[j], cap) * 3)
+        for j in range(n):
+            if j + _AHEAD < n:
+                prefetch(tp, _home(hi[j + _AHEAD], cap) * 3)
+            o = off[j]
+            if o >= 0:
+                grew, delta = _put(table, cap, hi[j], lo[j], o, tomb[j])
+                size += grew
+                tombstones += delta
+                max_offset = max(max_offset, o)
+        records += n
+    return APPLIED, starts.shape[0], size, tombstones, records, max_offset, 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _parse_span(
+    bp: Scalar,
+    pos: Scalar,
+    limit: Scalar,
+    base: Scalar,
+    n: Scalar,
+    low: Scalar,
+    high: Scalar,
+    off: I64Array,
+    hi: U64Array,
+    lo: U64Array,
+    tomb: U64Array,
+) -> tuple[Scalar, Scalar]:
+    """Parse one span's ``n`` records into the scratch arrays (offset -1: not applied);
+    ``(error, position)``, error 0 when the span is whole."""
+    for j in range(n):
+        nxt, err, od, _td, ks, kl, _vs, vl = parse_fields(bp, pos, limit)
+        if err != 0:
+            return err, pos
+        o = base + od
+        if kl < 0 or o < low or o >= high:
+            off[j] = -1
+            hi[j] = 0
+        else:
+            off[j] = o
+            h, g = hash_one(bp, ks, kl)
+            hi[j] = h
+            lo[j] = g
+            tomb[j] = np.uint64(1) if vl < 0 else np.uint64(0)
+        pos = nxt
+    if pos != limit:
+        return 8, pos
+    return 0, pos
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put(
+    table: U64Array, cap: Scalar, h: Scalar, g: Scalar, offset: Scalar, tomb: Scalar
+) -> tuple[Scalar, Scalar]:
+    """Apply one record (the higher offset wins); ``(1 if the key is new, tombstone count delta)``."""
+    idx = _find(table, cap, h, g)
+    word = ((np.uint64(offset) << np.uint64(1)) | tomb) + np.uint64(1)
+    old = table[idx, 2]
+    if old == 0:
+        table[idx, 0] = h
+        table[idx, 1] = g
+        table[idx, 2] = word
+        return 1, np.int64(tomb)
+    if word >= old:
+        table[idx, 2] = word
+        return 0, np.int64(tomb) - np.int64((old - np.uint64(1)) & np.uint64(1))
+    return 0, 0

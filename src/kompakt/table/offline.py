@@ -1,6 +1,6 @@
 """Tables over log directories on disk: a kompakt data directory or an Apache Kafka log directory.
 
-Read-only, like the other offline tools (``kompakt.log.inspect``): no lock is taken and nothing
+Read-only, like the other offline tools (``kompakt.inspect.log_files``): no lock is taken and nothing
 is written, so a live broker's directory may be read too. The segment files and their sizes are
 taken when the table opens; a batch still being written at the end of the last segment (a torn
 tail, as crash recovery would cut it) ends the log there. The partition's log start comes from
@@ -20,18 +20,19 @@ from pathlib import Path
 
 import numpy as np
 
-from kompakt.cleaner.kernels import StopReason, U8Array, scan_batches
 from kompakt.cleaner.segment_reader import ReadBuffer
 from kompakt.errors import CorruptCheckpointError, CorruptRecordError, LogDirectoryError
+from kompakt.inspect.log_files import PartitionDir, resolve_target
 from kompakt.log.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE,
     OffsetCheckpointFile,
 )
-from kompakt.log.inspect import PartitionDir, resolve_target
 from kompakt.records.batch import LOG_OVERHEAD
+from kompakt.records.native import U8Array
+from kompakt.records.scan import StopReason, scan_batches
 from kompakt.table.build import Chunk, OneShotBuilder, OneShotResult
-from kompakt.table.index import KeyIndex
+from kompakt.table.index import KeyIndex, expected_keys
 from kompakt.table.partition import (
     SECTION_ACTIVE,
     SECTION_CLEAN,
@@ -106,7 +107,7 @@ class OfflineTable(PartitionTable):
         self.torn_tail: tuple[Path, int] | None = None
         index, result = OneShotBuilder(
             lambda: self._chunks_from(self._log_start), start_offset=self._log_start
-        ).build(KeyIndex)
+        ).build(lambda: KeyIndex(expected_keys(1 << 62, sum(s.size for s in self._segments))))
         self._index = index
         self._indexed_to = result.last_stable_offset
         self.build: OneShotResult = result

@@ -23,15 +23,16 @@ from typing import Any, Final
 
 import numpy as np
 
-from kompakt.cleaner.kernels import BatchTable, I64Array, StopReason, U8Array, scan_batches
 from kompakt.cleaner.segment_reader import ReadBuffer
 from kompakt.errors import CorruptRecordError, OffsetOutOfRangeError
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segment import FileSlice
 from kompakt.log.txn_index import AbortedTxn
 from kompakt.records.batch import ATTR_CONTROL
+from kompakt.records.native import I64Array, U8Array
+from kompakt.records.scan import BatchTable, StopReason, scan_batches
 from kompakt.table.build import Chunk, IncrementalBuilder, OneShotBuilder, OneShotResult
-from kompakt.table.index import IndexEntry, IndexStats, KeyIndex
+from kompakt.table.index import IndexEntry, IndexStats, KeyIndex, expected_keys
 from kompakt.table.records import (
     CHUNK_BYTES,
     RecordRun,
@@ -393,7 +394,10 @@ class LiveTable(PartitionTable):
         log = self.log
         self._truncations = log.truncation_count
         self._history = log.history_version
-        self._index = KeyIndex()
+        previous = self._index.stats.keys if self.rebuilds else None
+        span = log.log_end_offset - log.log_start_offset
+        guess = expected_keys(span, log.size_bytes)
+        self._index = KeyIndex(guess if previous is None else min(span, int(previous * 1.1) + 1024))
         self._indexed_to = log.log_start_offset
         self.rebuilds += 1
         self._catch_up(log.last_stable_offset)

@@ -2,8 +2,8 @@
 
 Python runs once per run of batches (a chunk holds up to 16 MiB of them), never once per record:
 batch headers, record fields and key digests come from the cleaner's native kernels
-(:func:`~kompakt.cleaner.kernels.scan_batches`, :func:`~kompakt.cleaner.kernels.scan_records`,
-:func:`~kompakt.cleaner.kernels.hash_keys`), compressed batches are decompressed one run at a time
+(:func:`~kompakt.records.scan.scan_batches`, :func:`~kompakt.records.scan.scan_records`,
+:func:`~kompakt.cleaner.kernels.hashing.hash_keys`), compressed batches are decompressed one run at a time
 (:func:`~kompakt.cleaner.dedupe.decompressed_spans`). Only a row that is shown or exported is
 turned into Python objects, and only its headers need a Python parse.
 """
@@ -18,19 +18,11 @@ import numpy as np
 import numpy.typing as npt
 
 from kompakt.cleaner.dedupe import decompressed_spans
-from kompakt.cleaner.kernels import (
-    BatchTable,
-    I64Array,
-    RecordTable,
-    Spans,
-    U8Array,
-    U64Array,
-    Workspace,
-    hash_keys,
-    scan_records,
-)
+from kompakt.cleaner.kernels.hashing import hash_keys
 from kompakt.errors import CorruptRecordError
 from kompakt.records.batch import ATTR_COMPRESSION_MASK, ATTR_CONTROL, ATTR_TIMESTAMP_TYPE
+from kompakt.records.native import I64Array, U8Array, U64Array, Workspace
+from kompakt.records.scan import BatchTable, RecordTable, Spans, scan_records
 from kompakt.records.varint import decode_varint
 
 #: Bytes of whole batches read at a time (the cleaner's chunk size).
@@ -114,16 +106,13 @@ def _groups(counts: I64Array, first: int, end: int, limit: int) -> Iterator[tupl
         start = stop
 
 
-def record_runs(
-    buf: U8Array,
-    table: BatchTable,
-    keep: np.ndarray,
-    workspace: Workspace | None = None,
-    *,
-    max_records: int = RUN_RECORDS,
-) -> Iterator[RecordRun]:
-    """The records of the batches of ``table`` where ``keep`` is true, in offset order, in runs of
-    about ``max_records`` (a run never splits a batch).
+def span_runs(
+    buf: U8Array, table: BatchTable, keep: np.ndarray, *, max_records: int = RUN_RECORDS
+) -> Iterator[tuple[U8Array, Spans, I64Array]]:
+    """The records sections of the batches of ``table`` where ``keep`` is true, in offset order,
+    in runs of about ``max_records`` records of one kind (a run never splits a batch):
+    ``(buffer, spans, batch indexes)``, the buffer being ``buf`` for uncompressed batches and the
+    decompressed payloads otherwise.
 
     ``keep`` must be false for control batches (their one record is a marker, not data).
     """
@@ -133,7 +122,6 @@ def record_runs(
     compressed = (attrs & ATTR_COMPRESSION_MASK) != 0
     # kind per batch: -1 skipped, 0 plain, 1 compressed; runs of one kind are scanned together
     kinds = np.where(keep, compressed.astype(np.int64), -1)
-    log_append = (attrs & ATTR_TIMESTAMP_TYPE) != 0
     counts = table.records_count
     for kind, run_first, run_end in _runs(kinds):
         if kind < 0:
@@ -141,17 +129,32 @@ def record_runs(
         for first, end in _groups(counts, run_first, run_end, max_records):
             which = np.arange(first, end, dtype=np.int64)
             if kind == 0:
-                run_buf, spans = buf, Spans.of_batches(table, which)
+                yield buf, Spans.of_batches(table, which), which
             else:
-                run_buf, spans = decompressed_spans(buf, table, first, end)
-            records = scan_records(run_buf, *spans.arrays(), workspace=workspace)
-            n = len(records)
-            batch = which[records.batch]
-            hi, lo = hash_keys(run_buf, records.key_start, records.key_len, workspace)
-            timestamp = records.timestamp
-            if bool(log_append[first:end].any()):
-                timestamp = np.where(log_append[batch], table.max_timestamp[batch], timestamp)
-            yield RecordRun(run_buf, records, hi[:n], lo[:n], batch, timestamp)
+                payload, spans = decompressed_spans(buf, table, first, end)
+                yield payload, spans, which
+
+
+def record_runs(
+    buf: U8Array,
+    table: BatchTable,
+    keep: np.ndarray,
+    workspace: Workspace | None = None,
+    *,
+    max_records: int = RUN_RECORDS,
+) -> Iterator[RecordRun]:
+    """:func:`span_runs` with every record's columns, key digest and timestamp (LogAppendTime
+    batches stamp all their records with the batch's max timestamp)."""
+    log_append = (table.attributes & ATTR_TIMESTAMP_TYPE) != 0
+    for run_buf, spans, which in span_runs(buf, table, keep, max_records=max_records):
+        records = scan_records(run_buf, *spans.arrays(), workspace=workspace)
+        n = len(records)
+        batch = which[records.batch]
+        hi, lo = hash_keys(run_buf, records.key_start, records.key_len, workspace)
+        timestamp = records.timestamp
+        if bool(log_append[which].any()):
+            timestamp = np.where(log_append[batch], table.max_timestamp[batch], timestamp)
+        yield RecordRun(run_buf, records, hi[:n], lo[:n], batch, timestamp)
 
 
 def _bytes_at(buf: U8Array, start: int, length: int) -> bytes | None:
