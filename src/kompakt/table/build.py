@@ -156,9 +156,9 @@ class OneShotBuilder:
                     break
                 pid = int(table.producer_id[i])
                 if control[i]:
-                    done = pending.pop(pid, None)
-                    if done is not None and _control_type(buf, table, i) == ControlType.COMMIT:
-                        for hi, lo, offsets, key_len, value_len in done.parts:
+                    ended = pending.pop(pid, None)
+                    if ended is not None and _control_type(buf, table, i) == ControlType.COMMIT:
+                        for hi, lo, offsets, key_len, value_len in ended.parts:
                             sel = np.flatnonzero((offsets >= low) & (offsets < high))
                             index.apply(hi[sel], lo[sel], offsets[sel], key_len[sel], value_len[sel])
                             if len(sel):
