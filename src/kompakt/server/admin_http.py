@@ -28,7 +28,8 @@ Routes (query parameters; ``POST`` bodies may instead be a JSON object with the 
 The table routes take the topic and key percent-encoded in the path (any bytes: ``%00``…); with
 ``key_encoding=base64`` or ``hex`` the key is given in that encoding instead. Lookups take
 ``partition=P`` or ``partitioner=murmur2|crc32|any`` (murmur2, the Java client's default, when
-neither is given) and ``as_of=`` (epoch ms or ISO-8601); scans take ``prefix`` (in the same
+neither is given), ``as_of=`` (epoch ms or ISO-8601) and ``missing_ok=true`` (an absent key
+answers 200, not 404: the log map asks so); scans take ``prefix`` (in the same
 encodings, ``prefix_encoding``), ``include_tombstones``, ``partition``, ``limit``, the cursor
 ``from_partition``/``from_offset`` and ``as_of``.
 
@@ -231,7 +232,7 @@ def _table_key(api: AdminApi, p: Params, topic: str, key: bytes) -> HttpResponse
         partitioner=p.get_str("partitioner") or "murmur2",
         as_of_ms=_as_of(p),
     )
-    return json_response(200 if data["found"] else 404, data)
+    return json_response(200 if data["found"] or p.get_bool("missing_ok") else 404, data)
 
 
 def _table_scan(api: AdminApi, p: Params, topic: str) -> HttpResponse:
