@@ -38,6 +38,7 @@ from kompakt.table.records import (
     RecordRun,
     TableRecord,
     key_prefix_mask,
+    record_at,
     record_runs,
     row_record,
 )
@@ -253,14 +254,10 @@ class PartitionTable:
         buf, location = located
         table = scan_batches(buf)
         check_scan(table, f"{self.topic}-{self.partition}")
-        for run in record_runs(buf, table, np.ones(len(table), dtype=np.bool_)):
-            rows = np.flatnonzero(run.offset == entry.offset)
-            if len(rows):
-                record = row_record(run, int(rows[0]), self.partition)
-                if record.key != key:
-                    return Lookup(None, None)  # a digest collision: the key itself is not there
-                return Lookup(record, location)
-        return Lookup(None, None)
+        record = record_at(buf, table, entry.offset, self.partition)
+        if record is None or record.key != key:  # removed since, or a digest collision
+            return Lookup(None, None)
+        return Lookup(record, location)
 
     def scan(
         self,

@@ -157,6 +157,30 @@ def record_runs(
         yield RecordRun(run_buf, records, hi[:n], lo[:n], batch, timestamp)
 
 
+def record_at(buf: U8Array, table: BatchTable, offset: int, partition: int) -> TableRecord | None:
+    """The record at ``offset`` in these batches (None if no data record has it): the lookup path,
+    which parses the batch but hashes nothing."""
+    data = (table.attributes & ATTR_CONTROL) == 0
+    i = int(np.searchsorted(table.last_offset, offset, side="left"))
+    if i >= len(table) or not data[i] or int(table.base_offset[i]) > offset:
+        return None
+    which = np.array([i], dtype=np.int64)
+    if int(table.attributes[i]) & ATTR_COMPRESSION_MASK:
+        run_buf, spans = decompressed_spans(buf, table, i, i + 1)
+    else:
+        run_buf, spans = buf, Spans.of_batches(table, which)
+    records = scan_records(run_buf, *spans.arrays())
+    row = int(np.searchsorted(records.offset, offset, side="left"))
+    if row >= len(records) or int(records.offset[row]) != offset or int(records.key_len[row]) < 0:
+        return None
+    timestamp = records.timestamp
+    if int(table.attributes[i]) & ATTR_TIMESTAMP_TYPE:
+        timestamp = np.full(len(records), int(table.max_timestamp[i]), dtype=np.int64)
+    none = np.empty(0, dtype=np.uint64)
+    run = RecordRun(run_buf, records, none, none, np.zeros(len(records), dtype=np.int64), timestamp)
+    return row_record(run, row, partition)
+
+
 def _bytes_at(buf: U8Array, start: int, length: int) -> bytes | None:
     if length < 0:
         return None
