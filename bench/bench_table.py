@@ -37,12 +37,11 @@ import crc32c
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from workload import KEY_WIDTH, VALUE_SIZE, varint  # noqa: E402
-
 from kompakt.table.export import export_tables  # noqa: E402
 from kompakt.table.offline import open_tables  # noqa: E402
 from kompakt.table.partition import LiveTable  # noqa: E402
 from kompakt.testing import InProcessBroker  # noqa: E402
+from workload import KEY_WIDTH, VALUE_SIZE, varint  # noqa: E402
 
 PER_BATCH = 500
 TOPIC = "table-bench"
@@ -74,7 +73,9 @@ def unique_key_log(n_keys: int, seed: int) -> tuple[np.ndarray, int, int]:
         tail = struct.pack(">hiqqqhii", 0, PER_BATCH - 1, ts, ts, -1, -1, -1, PER_BATCH)
         view[b, 21:61] = np.frombuffer(tail, dtype=np.uint8)
         crc = crc32c.crc32c(view[b, 21:].data)
-        view[b, :21] = np.frombuffer(struct.pack(">qiibI", b * PER_BATCH, batch_size - 12, 0, 2, crc), np.uint8)
+        view[b, :21] = np.frombuffer(
+            struct.pack(">qiibI", b * PER_BATCH, batch_size - 12, 0, 2, crc), np.uint8
+        )
     return buf, batch_size, width
 
 

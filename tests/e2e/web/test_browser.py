@@ -105,4 +105,7 @@ def test_static_html_opens_offline_with_every_partition(
     assert sorted(found["partitions"]) == sorted(names)
     assert {"clean", "cleanable", "uncleanable", "active", "not-compacted"} <= set(found["sections"])
     assert found["status"].startswith("snapshot")
-    assert found["lookupHidden"] is True and "kompakt table get TOPIC KEY --log-dir PATH" in found["lookupOffline"]
+    assert (
+        found["lookupHidden"] is True
+        and "kompakt table get TOPIC KEY --log-dir PATH" in found["lookupOffline"]
+    )
