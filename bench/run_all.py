@@ -20,6 +20,7 @@ BENCHES = [
     "bench_recovery.py",
     "bench_backup.py",
     "bench_protocol.py",
+    "bench_transactions.py",
     "bench_table.py",
 ]
 

@@ -25,7 +25,7 @@ def test_advertised_versions() -> None:
         ApiKey.PRODUCE: (3, 9),
         ApiKey.FETCH: (4, 12),
         ApiKey.LIST_OFFSETS: (1, 7),
-        ApiKey.INIT_PRODUCER_ID: (0, 4),
+        ApiKey.INIT_PRODUCER_ID: (0, 5),
         ApiKey.DESCRIBE_CLUSTER: (0, 1),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     }
@@ -137,9 +137,10 @@ def test_init_producer_bumps_epoch(dispatcher: Dispatcher) -> None:
     assert unknown.producer_epoch == 0 and unknown.producer_id != 999_999
 
 
-def test_transactional_init_fails_clearly(dispatcher: Dispatcher) -> None:
+def test_transactional_init_without_a_coordinator_is_retriable(dispatcher: Dispatcher) -> None:
+    # This fixture broker has no transaction coordinator (tests/broker/test_txn_handlers.py has one).
     response = init_pid(dispatcher, transactional_id="tx")
-    assert (response.error_code, response.producer_id) == (E.invalid_request, -1)
+    assert (response.error_code, response.producer_id) == (E.coordinator_not_available, -1)
 
 
 def test_producer_ids_never_repeat_across_blocks(tmp_path: Path) -> None:

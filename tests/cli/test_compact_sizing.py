@@ -11,6 +11,7 @@ import pytest
 from kompakt.clock import FakeClock
 from kompakt.log.config import BrokerConfig
 from kompakt.log.manager import LogManager
+from kompakt.log.producer_state import encode_snapshot
 from kompakt.log.segment import _CHUNK as READ_WINDOW  # the header scan's read size
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.control import ControlType, build_control_batch
@@ -140,7 +141,7 @@ def test_compact_deletes_retired_segments_and_merged_away_snapshots(build: Any, 
     part = path / "t-0"
     # Kafka's producer-state snapshots: one per roll, and the clean-shutdown one at the log end.
     for offset in (10, 21, 23):
-        (part / _snapshot(offset)).write_bytes(b"kafka producer state %d" % offset)
+        (part / _snapshot(offset)).write_bytes(encode_snapshot([]))  # Kafka's ProducerSnapshot v1
     disk_before = sum(p.stat().st_size for p in part.iterdir())
 
     result = cli("log", "compact", str(path), "-o", "json")

@@ -34,7 +34,7 @@ TIER_1_APIS = {
     ApiKey.PRODUCE: (3, 9),
     ApiKey.FETCH: (4, 12),
     ApiKey.LIST_OFFSETS: (1, 7),
-    ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.INIT_PRODUCER_ID: (0, 5),
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 6),
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
@@ -43,6 +43,14 @@ TIER_1_APIS = {
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    # transactions (issue 15): Kafka 4.1's ranges, less the transaction.version 2 ones
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+    ApiKey.END_TXN: (0, 4),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 2),
 }
 
 TOPICS = [{"name": "t", "partition_indexes": [0]}]
@@ -164,8 +172,10 @@ def test_find_coordinator_v4_batches_keys(dispatcher: Dispatcher) -> None:
 
 
 @pytest.mark.parametrize("version", [1, 3, 4])
-def test_find_coordinator_refuses_transaction_keys(dispatcher: Dispatcher, version: int) -> None:
+def test_find_coordinator_without_a_transaction_coordinator(dispatcher: Dispatcher, version: int) -> None:
+    """A storage-less broker has no transaction coordinator: retriable COORDINATOR_NOT_AVAILABLE
+    (a broker with storage answers itself, see tests/broker/test_txn_handlers.py)."""
     values = {"key": "txn", "key_type": 1, "coordinator_keys": ["txn"]}
     response = roundtrip(dispatcher, ApiKey.FIND_COORDINATOR, version, values)
     error = response.coordinators[0].error_code if version >= 4 else response.error_code  # type: ignore[attr-defined]
-    assert error == codec.ErrorCode.invalid_request
+    assert error == codec.ErrorCode.coordinator_not_available

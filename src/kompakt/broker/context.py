@@ -24,6 +24,7 @@ from kompakt.broker.deferred import Deferred
 from kompakt.broker.fetch_waiters import FetchWaiters
 from kompakt.broker.groups import GroupConfig, GroupCoordinator, InMemoryOffsetStore, OffsetStore
 from kompakt.broker.producer_ids import ProducerIdManager
+from kompakt.broker.txn.coordinator import TransactionCoordinator
 from kompakt.cleaner.log_cleaner import LogCleaner
 from kompakt.clock import Clock, SystemClock
 from kompakt.log.config import BrokerConfig
@@ -160,6 +161,12 @@ class Broker:
     #: The log cleaner service, when the broker runs one (None in unit tests and with
     #: ``log.cleaner.enable=false`` it still exists but runs no threads).
     cleaner: LogCleaner | None = None
+    #: The transaction coordinator (None on a broker without storage: transactional requests
+    #: are then answered COORDINATOR_NOT_AVAILABLE).
+    txn: TransactionCoordinator | None = None
+    #: The committed-offset store the group coordinator writes to (TxnOffsetCommit adds its
+    #: pending commits there).
+    offset_store: OffsetStore | None = None
 
     def __post_init__(self) -> None:
         if self.timers is None:
@@ -190,7 +197,8 @@ class Broker:
         """A broker with defaults for whatever is not given (in-memory offsets, system clock)."""
         clock = clock or SystemClock()
         config = broker_config or (log_manager.broker_config if log_manager is not None else BrokerConfig())
-        coordinator = GroupCoordinator(group_config or GroupConfig(), clock, offsets or InMemoryOffsetStore())
+        store = offsets or InMemoryOffsetStore()
+        coordinator = GroupCoordinator(group_config or GroupConfig(), clock, store)
         broker = cls(
             clock=clock,
             groups=coordinator,
@@ -204,6 +212,7 @@ class Broker:
         )
         if timers is not None:
             broker.timers = timers
+        broker.offset_store = store
         return broker
 
     @property

@@ -22,7 +22,9 @@ by accident. Three groups:
 The group coordinator (:mod:`kompakt.broker.groups`) is the deliberate second channel: its
 operations return ``ErrorCode`` values (unknown member, illegal generation, rebalance in
 progress...) as outcomes of the group protocol, not exceptions, exactly as Kafka's
-``GroupMetadataManager`` sets ``Errors`` codes on its responses. Other direct codes in handlers
+``GroupMetadataManager`` sets ``Errors`` codes on its responses; the transaction coordinator
+(:mod:`kompakt.broker.txn`) likewise returns codes (PRODUCER_FENCED, CONCURRENT_TRANSACTIONS,
+INVALID_TXN_STATE...) as Kafka's ``TransactionCoordinator`` does. Other direct codes in handlers
 (INVALID_REQUIRED_ACKS, INVALID_TXN_STATE in Produce, INVALID_TOPIC_EXCEPTION in Metadata) are
 request checks of that handler alone, written where Kafka's ``KafkaApis`` writes them.
 """
@@ -32,7 +34,10 @@ from __future__ import annotations
 from kompakt import errors
 from kompakt.broker.groups.offsets_topic import OffsetsTopicFormatError
 from kompakt.broker.producer_ids import CorruptProducerIdFileError
+from kompakt.broker.txn.log_format import TransactionLogFormatError
+from kompakt.broker.txn.state_manager import TransactionLogAppendError
 from kompakt.log.manager import InvalidPartitionsError
+from kompakt.log.producer_state import CorruptSnapshotError
 from kompakt.log.topic_store import CorruptTopicStoreError
 from kompakt.protocol.bounds import FrameBoundsError
 from kompakt.protocol.codec import ErrorCode, ProtocolError, UnsupportedVersion
@@ -60,6 +65,10 @@ _ERROR_CODES: dict[type[BaseException], ErrorCode] = {
     # A payload that does not decompress is a corrupt batch (produce validation says so too).
     errors.CompressionError: ErrorCode.corrupt_message,
     OffsetsTopicFormatError: ErrorCode.corrupt_message,  # a record of __consumer_offsets
+    TransactionLogFormatError: ErrorCode.corrupt_message,  # a record of __transaction_state
+    # TransactionStateManager.appendTransactionToLog: a failed write of the coordinator's log
+    # (storage error, partition offline) is NOT_COORDINATOR, so the client looks it up again.
+    TransactionLogAppendError: ErrorCode.not_coordinator,
     errors.InvalidRecordError: ErrorCode.invalid_record,  # InvalidRecordException
     errors.RecordTooLargeError: ErrorCode.message_too_large,  # RecordTooLargeException
     errors.RecordListTooLargeError: ErrorCode.record_list_too_large,  # RecordBatchTooLargeException
@@ -88,6 +97,7 @@ _ERROR_CODES: dict[type[BaseException], ErrorCode] = {
     errors.LogDirectoryError: ErrorCode.kafka_storage_error,
     CorruptTopicStoreError: ErrorCode.kafka_storage_error,
     CorruptProducerIdFileError: ErrorCode.kafka_storage_error,
+    CorruptSnapshotError: ErrorCode.kafka_storage_error,  # recovered from (rebuilt), never answered
     # ---- internal: not ApiExceptions in Kafka either, so Errors.forException's default
     # LogSegmentOffsetOverflowException, IndexOffsetOverflowException, IllegalArgumentException:
     errors.InvalidOffsetError: ErrorCode.unknown_server_error,

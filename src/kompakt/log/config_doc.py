@@ -25,6 +25,11 @@ _BROKER_SECTION = (
     "offsets.retention.minutes",
     "socket.request.max.bytes",
     "fetch.max.bytes",
+    "transaction.max.timeout.ms",
+    "transactional.id.expiration.ms",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.state.log.num.partitions",
+    "transaction.partition.verification.enable",
 )
 
 

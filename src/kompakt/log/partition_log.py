@@ -30,7 +30,15 @@ from kompakt.clock import Clock
 from kompakt.errors import InvalidOffsetError, InvalidRecordError, OffsetOutOfRangeError
 from kompakt.log.config import LogConfig
 from kompakt.log.files import CLEANED_FILE_SUFFIX, DEFAULT_FILE_OPS, FileOps
-from kompakt.log.producer_state import ProducerStateManager
+from kompakt.log.producer_state import (
+    SNAPSHOT_SUFFIX,
+    AppendOrigin,
+    CorruptSnapshotError,
+    ProducerEntry,
+    ProducerStateManager,
+    decode_snapshot,
+    encode_snapshot,
+)
 from kompakt.log.recovery import load_partition_dir
 from kompakt.log.retention import deletable_count, passes_for
 from kompakt.log.roll import random_roll_jitter_ms, roll_reason
@@ -89,6 +97,9 @@ class SliceFetchResult:
     last_stable_offset: int
     aborted_transactions: tuple[AbortedTxn, ...] | None = None
 
+
+#: Producer snapshots kept per partition (the newest few: one per recent roll, and the close's).
+SNAPSHOTS_KEPT: Final = 3
 
 #: Ranges smaller than this are read into memory: for them a copy is cheaper than a descriptor.
 ZERO_COPY_MIN_BYTES: Final = 64 * 1024
@@ -212,16 +223,86 @@ class PartitionLog:
 
     @property
     def producer_state(self) -> ProducerStateManager:
+        """Built on first use from the newest usable ``.snapshot`` plus the batch headers after it."""
         with self.lock:
             if self._producer_state is None:
                 state = ProducerStateManager(self.name)
+                start, entries = self._load_snapshot()
                 state.rebuild(
-                    view
-                    for segment in self.segments.values()
-                    for _pos, view in segment.iter_batches(headers_only=True)
+                    (
+                        view
+                        for segment in self.segments.values(start)
+                        for _pos, view in segment.iter_batches(headers_only=True)
+                        if view.next_offset > start
+                    ),
+                    entries,
                 )
                 self._producer_state = state
             return self._producer_state
+
+    # ------------------------------------------------------------------ producer snapshots
+
+    def _snapshot_files(self) -> dict[int, Path]:
+        """Snapshot offset -> file, from a listing of the directory."""
+        found: dict[int, Path] = {}
+        for name in os.listdir(self.directory):
+            canonical = len(name) == 20 + len(SNAPSHOT_SUFFIX) and name[:20].isdigit()
+            if canonical and name.endswith(SNAPSHOT_SUFFIX):
+                found[int(name[:20])] = self.directory / name
+        return found
+
+    def _load_snapshot(self) -> tuple[int, list[ProducerEntry]]:
+        """``(offset, entries)`` of the newest valid snapshot at or below the LEO, else ``(0, [])``.
+
+        Snapshots above the log end offset (the log was cut after they were taken) and corrupt
+        ones are deleted, as Kafka's ``truncateAndReload`` / ``loadFromSnapshot`` do: they are
+        derived from the log, which is the source of truth, and rebuilt from it.
+        """
+        files = self._snapshot_files()
+        for offset in sorted(files, reverse=True):
+            path = files[offset]
+            if offset > self._log_end_offset:
+                self._ops.unlink(path)
+                continue
+            try:
+                return offset, decode_snapshot(path.read_bytes())
+            except (CorruptSnapshotError, OSError) as exc:
+                log.warning("Producer snapshot %s is unusable (%s); rebuilding from the log", path, exc)
+                self._ops.unlink(path)
+        return 0, []
+
+    def take_producer_snapshot(self, offset: int | None = None, *, sync: bool = False) -> Path | None:
+        """Write ``<offset>.snapshot`` (default the LEO) when the producer state is in memory.
+
+        Kafka's ``takeSnapshot``: written to a ``.tmp`` file and renamed (a torn write leaves no
+        snapshot, and a corrupt one fails its CRC and is ignored), then all but the newest
+        :data:`SNAPSHOTS_KEPT` are deleted.
+        """
+        with self.lock:
+            state = self._producer_state
+            if state is None:
+                return None
+            at = self._log_end_offset if offset is None else offset
+            path = self.directory / f"{at:020d}{SNAPSHOT_SUFFIX}"
+            data = encode_snapshot(state.producers.values())
+            tmp = path.with_name(path.name + ".tmp")
+            fd = self._ops.open_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            try:
+                self._ops.pwrite(fd, data, 0)
+                if sync:
+                    self._ops.fsync(fd)
+            finally:
+                os.close(fd)
+            self._ops.rename(tmp, path)
+            files = self._snapshot_files()
+            for old in sorted(files)[:-SNAPSHOTS_KEPT]:
+                self._ops.unlink(files[old])
+            return path
+
+    def _delete_snapshots_above(self, offset: int) -> None:
+        for at, path in self._snapshot_files().items():
+            if at > offset:
+                self._ops.unlink(path)
 
     def active_producers(self, now_ms: int, expiration_ms: int) -> dict[int, tuple[int | None, int]]:
         with self.lock:
@@ -235,6 +316,7 @@ class PartitionLog:
         *,
         assign_offsets: bool = True,
         log_append_time_ms: int | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendInfo:
         """Append one validated v2 batch as the leader: assign offsets, roll if needed, write.
 
@@ -251,7 +333,7 @@ class PartitionLog:
         with self.lock:
             state = self.producer_state
             for view in views:
-                state.check(view)
+                state.check(view, origin)
             next_offset = self._log_end_offset
             for pos, view in zip(positions, views, strict=True):
                 set_base_offset(buf, pos, next_offset)
@@ -422,6 +504,8 @@ class PartitionLog:
             active.on_become_inactive()
         segment = self._new_segment(new_offset, now_ms)
         self.segments.add(segment)
+        # Kafka's roll: a snapshot at the new segment's base offset, so recovery starts there.
+        self.take_producer_snapshot(new_offset)
         self.scheduler.schedule(0, lambda: self.flush(new_offset), f"flush-log {self.name}")
         return segment
 
@@ -601,6 +685,7 @@ class PartitionLog:
             self.recovery_point = min(self.recovery_point, target_offset)
             self._log_start_offset = min(self._log_start_offset, target_offset)
             self._producer_state = None
+            self._delete_snapshots_above(target_offset)
             return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -615,6 +700,7 @@ class PartitionLog:
             self.segments.add(self._new_segment(new_offset, now_ms))
             self._log_start_offset = self._log_end_offset = self._high_watermark = new_offset
             self.recovery_point = new_offset
+            self._delete_snapshots_above(-1)
             self._producer_state = ProducerStateManager(self.name)
 
     def increment_log_start_offset(self, new_offset: int) -> bool:
@@ -761,6 +847,10 @@ class PartitionLog:
             if self._closed:
                 return
             self.flush()
+            try:
+                self.take_producer_snapshot(sync=True)  # Kafka's close: recovery need not rescan
+            except OSError as exc:
+                log.warning("Could not write the producer snapshot of %s: %s", self.name, exc)
             for segment in self.segments.values():
                 segment.close()
             self._closed = True

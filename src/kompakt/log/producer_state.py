@@ -11,24 +11,67 @@ offset of its ongoing transaction. It serves three masters:
 * the cleaner: :meth:`ProducerStateManager.active_producers` tells which producers' last batch
   must survive compaction.
 
-There are no snapshot files: the state is rebuilt by scanning batch *headers* only, which works
-on compacted logs because the cleaner keeps each batch's ``last_offset_delta``, producer id,
-epoch and base sequence even when it empties the batch.
+Snapshots (Kafka's ``ProducerStateManager.takeSnapshot`` / ``readSnapshot``): ``<20-digit
+offset>.snapshot`` in the partition directory holds the state of every producer as of that
+offset (all batches below it applied), in Kafka's ProducerSnapshot v1 layout, so Kafka and
+kompakt read each other's files::
+
+    int16 version (1) | uint32 CRC-32C of everything after it | int32 count | count × entry
+    entry: producer_id int64, epoch int16, last_sequence int32, last_offset int64,
+           offset_delta int32, timestamp int64, coordinator_epoch int32,
+           current_txn_first_offset int64 (-1: none)
+
+Only the last batch of each producer is kept (as in Kafka), so after a restart duplicate
+detection covers that batch. A log takes one at each roll (at the new segment's base offset)
+and at close (at the log end offset); loading starts from the newest snapshot at or below the log
+end offset and replays batch *headers* only from there, which works on compacted logs because the
+cleaner keeps each batch's ``last_offset_delta``, producer id, epoch and base sequence even when
+it empties the batch. With no usable snapshot the whole log's headers are replayed.
 """
 
 from __future__ import annotations
 
+import enum
+import struct
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from kompakt.errors import DuplicateSequenceError, OutOfOrderSequenceError, ProducerFencedError
+from kompakt.errors import DuplicateSequenceError, KompaktError, OutOfOrderSequenceError, ProducerFencedError
+from kompakt.lazy_import import LazyModule
 from kompakt.records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, RecordBatchView
-from kompakt.records.control import ControlType, control_type_of
+from kompakt.records.control import ControlType, control_type_of, coordinator_epoch_of
+
+if TYPE_CHECKING:
+    import crc32c
+else:
+    crc32c = LazyModule("crc32c", globals(), "crc32c")
 
 NUM_BATCHES_TO_RETAIN: Final = 5
 INT32_MAX: Final = 0x7FFFFFFF
+SNAPSHOT_SUFFIX: Final = ".snapshot"
+SNAPSHOT_VERSION: Final = 1
+_SNAPSHOT_HEADER = struct.Struct(">hIi")
+_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+#: Where the CRC'd part starts: after the version and the CRC (Kafka's ``PRODUCER_ENTRIES_OFFSET``).
+_SNAPSHOT_CRC_FROM: Final = 6
+
+
+class CorruptSnapshotError(KompaktError):
+    """A ``.snapshot`` file that is not a whole, CRC-valid ProducerSnapshot v1."""
+
+
+class AppendOrigin(enum.Enum):
+    """Who appends (Kafka's ``AppendOrigin``): sequence numbers are checked for clients only.
+
+    A coordinator writes transactional offset commits and markers with no sequence number
+    (``RecordBatch.NO_SEQUENCE``); their epoch is still checked, so a fenced producer's
+    coordinator-written batch is refused like its own.
+    """
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +123,66 @@ class CompletedTxn:
     is_aborted: bool
 
 
+def encode_snapshot(entries: Iterable[ProducerEntry]) -> bytes:
+    """``ProducerStateManager.writeSnapshot``: the bytes of a ``.snapshot`` file."""
+    body = bytearray()
+    count = 0
+    for entry in entries:
+        last = entry.batches[-1] if entry.batches else None
+        body += _SNAPSHOT_ENTRY.pack(
+            entry.producer_id,
+            entry.epoch,
+            last.last_seq if last else NO_SEQUENCE,
+            last.last_offset if last else entry.last_data_offset,
+            (last.last_seq - last.first_seq) if last else 0,
+            entry.last_timestamp,
+            entry.coordinator_epoch,
+            -1 if entry.current_txn_first_offset is None else entry.current_txn_first_offset,
+        )
+        count += 1
+    tail = struct.pack(">i", count) + bytes(body)
+    return struct.pack(">hI", SNAPSHOT_VERSION, crc32c.crc32c(tail)) + tail
+
+
+def decode_snapshot(data: bytes) -> list[ProducerEntry]:
+    """``ProducerStateManager.readSnapshot``; raises :class:`CorruptSnapshotError`."""
+    if len(data) < _SNAPSHOT_HEADER.size:
+        raise CorruptSnapshotError(f"snapshot of {len(data)} bytes is shorter than its header")
+    version, crc, count = _SNAPSHOT_HEADER.unpack_from(data)
+    if version != SNAPSHOT_VERSION:
+        raise CorruptSnapshotError(f"snapshot contained an unknown file version {version}")
+    if count < 0 or len(data) != _SNAPSHOT_HEADER.size + count * _SNAPSHOT_ENTRY.size:
+        raise CorruptSnapshotError(f"snapshot of {len(data)} bytes cannot hold {count} producer entries")
+    computed = crc32c.crc32c(memoryview(data)[_SNAPSHOT_CRC_FROM:])
+    if computed != crc:
+        raise CorruptSnapshotError(f"snapshot is corrupt (stored CRC {crc}, computed {computed})")
+    entries = []
+    for (
+        pid,
+        epoch,
+        last_seq,
+        last_offset,
+        delta,
+        timestamp,
+        coordinator_epoch,
+        txn_first,
+    ) in _SNAPSHOT_ENTRY.iter_unpack(memoryview(data)[_SNAPSHOT_HEADER.size :]):
+        entry = ProducerEntry(
+            pid,
+            epoch,
+            last_timestamp=timestamp,
+            last_data_offset=last_offset,
+            current_txn_first_offset=txn_first if txn_first >= 0 else None,
+            coordinator_epoch=coordinator_epoch,
+        )
+        if last_offset >= 0 and last_seq != NO_SEQUENCE:
+            entry.batches.append(
+                BatchMetadata(last_seq - delta, last_seq, last_offset - delta, last_offset, timestamp)
+            )
+        entries.append(entry)
+    return entries
+
+
 def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
@@ -93,8 +196,8 @@ class ProducerStateManager:
 
     # ------------------------------------------------------------------ produce-side checks
 
-    def check(self, batch: RecordBatchView) -> None:
-        """Raise if a client's batch must not be appended (duplicate, out of order, fenced)."""
+    def check(self, batch: RecordBatchView, origin: AppendOrigin = AppendOrigin.CLIENT) -> None:
+        """Raise if a batch must not be appended (duplicate, out of order, fenced)."""
         pid = batch.producer_id
         if pid < 0:
             return
@@ -102,7 +205,7 @@ class ProducerStateManager:
         epoch = batch.producer_epoch
         if entry is None:
             return
-        if not batch.is_control:
+        if not batch.is_control and origin is AppendOrigin.CLIENT:
             dup = entry.find_duplicate(epoch, batch.base_sequence, batch.last_sequence)
             if dup is not None:
                 raise DuplicateSequenceError(
@@ -118,7 +221,7 @@ class ProducerStateManager:
                 f"is {epoch}, "
                 f"which is smaller than the last seen epoch {entry.epoch}"
             )
-        if batch.is_control:
+        if batch.is_control or origin is AppendOrigin.COORDINATOR:
             return
         seq = batch.base_sequence
         if entry.epoch == NO_PRODUCER_EPOCH:
@@ -156,6 +259,7 @@ class ProducerStateManager:
                 return None
             entry.update_epoch(batch.producer_epoch)
             entry.last_timestamp = batch.max_timestamp
+            entry.coordinator_epoch = coordinator_epoch_of(batch)
             first = entry.current_txn_first_offset
             entry.current_txn_first_offset = None
             return CompletedTxn(
@@ -186,9 +290,11 @@ class ProducerStateManager:
         self.check(batch)
         return self.update(batch)
 
-    def rebuild(self, batches: Iterable[RecordBatchView]) -> None:
-        """Forget everything and replay batch headers in log order."""
+    def rebuild(self, batches: Iterable[RecordBatchView], snapshot: Iterable[ProducerEntry] = ()) -> None:
+        """Forget everything, load ``snapshot`` entries, then replay batch headers in log order."""
         self.producers.clear()
+        for entry in snapshot:
+            self.producers[entry.producer_id] = entry
         for batch in batches:
             self.update(batch)
 

@@ -82,3 +82,11 @@ def control_type_of(batch: RecordBatchView) -> ControlType | int | None:
     if key is None:
         raise CorruptRecordError("control record without a key")
     return parse_control_key(key)
+
+
+def coordinator_epoch_of(batch: RecordBatchView) -> int:
+    """The coordinator epoch in a marker's value (-1 for an empty or malformed marker)."""
+    records = decode_records(batch)
+    if not records or records[0].value is None or len(records[0].value) < _VALUE.size:
+        return -1
+    return int(_VALUE.unpack_from(records[0].value)[1])

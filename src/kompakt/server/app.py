@@ -21,9 +21,11 @@ from typing import Protocol
 from kompakt.broker.context import Broker, TimerHandle
 from kompakt.broker.dispatch import Dispatcher
 from kompakt.broker.groups import GroupConfig
-from kompakt.broker.groups.offsets_topic import TopicOffsetStore
+from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC, TopicOffsetStore
 from kompakt.broker.producer_ids import ProducerIdManager
 from kompakt.broker.topic_admin import load_dynamic_broker_config
+from kompakt.broker.txn.coordinator import TransactionCoordinator
+from kompakt.broker.txn.state_manager import TxnConfig
 from kompakt.cleaner.log_cleaner import CleanerSettings, LogCleaner
 from kompakt.clock import Clock, SystemClock
 from kompakt.log.config import BrokerConfig
@@ -319,19 +321,61 @@ class BrokerApp:
             offsets_retention_minutes=config.get_int("offsets.retention.minutes"),
             offsets_retention_check_interval_ms=config.get_int("offsets.retention.check.interval.ms"),
         )
+        producer_ids = ProducerIdManager(settings.data_dir)
         broker = Broker.create(
             clock=self.clock,
             group_config=group_config,
             offsets=offsets,
             log_manager=log_manager,
             broker_config=config,
-            producer_ids=ProducerIdManager(settings.data_dir),
+            producer_ids=producer_ids,
             cluster_id=meta.cluster_id if meta is not None else "kompakt",
             advertised_host=settings.advertised_host,
             advertised_port=settings.advertised_port,
         )
         self._attach_cleaner(broker, log_manager, offsets)
+        broker.txn = self._open_transactions(broker, log_manager, offsets, producer_ids)
         return broker
+
+    def _open_transactions(
+        self,
+        broker: Broker,
+        log_manager: LogManager,
+        offsets: TopicOffsetStore,
+        producer_ids: ProducerIdManager,
+    ) -> TransactionCoordinator:
+        """The transaction coordinator, loaded from ``__transaction_state`` after the offsets (a
+        decided transaction's markers complete its pending offset commits)."""
+        config = broker.broker_config
+        txn = TransactionCoordinator(
+            log_manager,
+            self.clock,
+            producer_ids,
+            TxnConfig(
+                transactional_id_expiration_ms=config.get_int("transactional.id.expiration.ms"),
+                transaction_max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
+                transaction_log_num_partitions=config.get_int("transaction.state.log.num.partitions"),
+                transaction_log_segment_bytes=config.get_int("transaction.state.log.segment.bytes"),
+                abort_timed_out_transactions_interval_ms=config.get_int(
+                    "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+                ),
+                remove_expired_transactional_ids_interval_ms=config.get_int(
+                    "transaction.remove.expired.transaction.cleanup.interval.ms"
+                ),
+                transaction_partition_verification_enable=config.get_bool(
+                    "transaction.partition.verification.enable"
+                ),
+            ),
+        )
+
+        def on_marker(topic: str, partition: int, producer_id: int, committed: bool) -> None:
+            if topic == OFFSETS_TOPIC:
+                offsets.complete_transaction(partition, producer_id, committed)
+            broker.fetch_waiters.notify(topic, partition)
+
+        txn.markers.listeners.append(on_marker)
+        txn.load()
+        return txn
 
     def _attach_cleaner(self, broker: Broker, log_manager: LogManager, offsets: TopicOffsetStore) -> None:
         """Create the log cleaner, run it as a service, and subscribe it to config changes and
@@ -427,7 +471,7 @@ class BrokerApp:
                 if not partition_log.config.compact:
                     partition_log.delete_old_segments(now)
 
-        periodic: list[tuple[str, int, int, Callable[[], None]]] = [
+        periodic: list[tuple[str, int, int, Callable[[], object]]] = [
             ("log-scheduler", 0, settings.scheduler_interval_ms, run_scheduler),
             ("flush-check", initial, settings.flush_check_interval_ms, flush_due),
             (
@@ -452,6 +496,22 @@ class BrokerApp:
             # Tables in use read what was appended meanwhile, so a lookup after a burst stays short.
             ("table-catch-up", TABLE_CATCH_UP_MS, TABLE_CATCH_UP_MS, self._refresh_tables),
         ]
+        txn = broker.txn
+        if txn is not None:
+            periodic += [
+                (
+                    "transaction-abort",
+                    txn.config.abort_timed_out_transactions_interval_ms,
+                    txn.config.abort_timed_out_transactions_interval_ms,
+                    txn.abort_timed_out_transactions,
+                ),
+                (
+                    "transactional-id-expiration",
+                    txn.config.remove_expired_transactional_ids_interval_ms,
+                    txn.config.remove_expired_transactional_ids_interval_ms,
+                    txn.expire_transactional_ids,
+                ),
+            ]
         for name, delay_ms, interval_ms, fn in periodic:
             if interval_ms > 0:
                 self._tasks.append(
@@ -475,7 +535,7 @@ class BrokerApp:
         if self.admin is not None:
             self.admin.refresh_tables()
 
-    async def _every(self, name: str, delay_ms: int, interval_ms: int, fn: Callable[[], None]) -> None:
+    async def _every(self, name: str, delay_ms: int, interval_ms: int, fn: Callable[[], object]) -> None:
         """Run ``fn`` in a worker thread after ``delay_ms`` and then every ``interval_ms``."""
         await asyncio.sleep(delay_ms / 1000)
         while True:

@@ -40,8 +40,10 @@ from kompakt.clock import Clock
 from kompakt.errors import KompaktError, TopicExistsError
 from kompakt.log.manager import LogManager
 from kompakt.log.partition_log import PartitionLog
+from kompakt.log.producer_state import AppendOrigin
 from kompakt.records.batch import iter_batches
 from kompakt.records.builder import SimpleRecord, build_batch
+from kompakt.records.control import ControlType, control_type_of
 from kompakt.records.record import decode_records
 
 log = logging.getLogger(__name__)
@@ -305,6 +307,9 @@ class TopicOffsetStore:
         self._offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         self._group_metadata: dict[str, GroupMetadataRecord] = {}
         self._partitions: int | None = None
+        #: Transactional offset commits not yet decided, by producer id (KIP-98/KIP-447): they
+        #: are in the log but become visible only when the COMMIT marker is written.
+        self._pending_txn: dict[int, dict[str, dict[tuple[str, int], CommittedOffset]]] = {}
 
     # ---- topic ---------------------------------------------------------------------------
 
@@ -477,6 +482,71 @@ class TopicOffsetStore:
                 if not offsets:
                     del self._offsets[group]
 
+    # ---- transactional offset commits (TxnOffsetCommit) ------------------------------------
+
+    def commit_transactional(
+        self,
+        group: str,
+        producer_id: int,
+        producer_epoch: int,
+        entries: Sequence[tuple[str, int, CommittedOffset]],
+    ) -> None:
+        """Append a transactional batch of offset commits; they stay pending until the marker.
+
+        Kafka's ``GroupMetadataManager.storeOffsets`` for a transactional producer: the records
+        are ordinary offset-commit records in a batch carrying the producer id, epoch and the
+        transactional flag, so the cleaner and a reload treat them like any transactional data.
+        """
+        normalized = [
+            (topic, partition, entry if entry.metadata is not None else _with_metadata(entry, ""))
+            for topic, partition, entry in entries
+        ]
+        records = [
+            SimpleRecord(
+                encode_offset_commit_key(group, topic, partition),
+                encode_offset_commit_value(entry),
+                timestamp=entry.commit_timestamp_ms,
+            )
+            for topic, partition, entry in normalized
+        ]
+        if not records:
+            return
+        with self._lock:
+            partitions = self._ensure_topic()
+            partition_log = self._logs.get_log(OFFSETS_TOPIC, partition_for(group, partitions))
+            partition_log.append(
+                build_batch(
+                    records, producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=True
+                ),
+                origin=AppendOrigin.COORDINATOR,
+            )
+            pending = self._pending_txn.setdefault(producer_id, {}).setdefault(group, {})
+            for topic, partition, entry in normalized:
+                pending[(topic, partition)] = entry
+
+    def complete_transaction(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A marker was written to ``__consumer_offsets``-``partition``: apply or drop the pending
+        commits of ``producer_id`` for the groups of that partition (``handleTxnCompletion``)."""
+        with self._lock:
+            self._complete_pending(partition, producer_id, committed)
+
+    def _complete_pending(self, partition: int, producer_id: int, committed: bool) -> None:
+        by_group = self._pending_txn.get(producer_id)
+        if not by_group:
+            return
+        for group in [g for g in by_group if self.partition_of(g) == partition]:
+            entries = by_group.pop(group)
+            if committed:
+                self._offsets.setdefault(group, {}).update(entries)
+        if not by_group:
+            del self._pending_txn[producer_id]
+
+    def has_pending_transactional(self, group: str, topic: str, partition: int) -> bool:
+        """Whether an undecided transaction holds an offset for this partition (OffsetFetch
+        ``require_stable`` answers UNSTABLE_OFFSET_COMMIT then)."""
+        with self._lock:
+            return any((topic, partition) in groups.get(group, {}) for groups in self._pending_txn.values())
+
     # ---- startup -----------------------------------------------------------------------------
 
     def load(self) -> None:
@@ -484,6 +554,7 @@ class TopicOffsetStore:
         with self._lock:
             self._offsets.clear()
             self._group_metadata.clear()
+            self._pending_txn.clear()
             meta = self._logs.topics().get(OFFSETS_TOPIC)
             if meta is None:
                 return
@@ -508,12 +579,33 @@ class TopicOffsetStore:
                 progressed = True
                 offset = batch.next_offset
                 if batch.is_control:
+                    if batch.producer_id >= 0 and batch.records_count:
+                        committed = control_type_of(batch) == ControlType.COMMIT
+                        self._complete_pending(partition_log.partition, batch.producer_id, committed)
                     continue
                 for record in decode_records(batch):
-                    if record.key is not None:
+                    if record.key is None:
+                        continue
+                    if batch.is_transactional:
+                        self._apply_transactional(
+                            batch.producer_id, record.key, record.value, partition_log.name, record.offset
+                        )
+                    else:
                         self._apply(record.key, record.value, partition_log.name, record.offset)
             if not progressed:
                 break
+
+    def _apply_transactional(
+        self, producer_id: int, key_bytes: bytes, value: bytes | None, where: str, offset: int
+    ) -> None:
+        """An offset commit of a transaction: pending until the replay reaches its marker."""
+        try:
+            key = decode_key(key_bytes)
+            if isinstance(key, OffsetKey) and value is not None:
+                pending = self._pending_txn.setdefault(producer_id, {}).setdefault(key.group, {})
+                pending[(key.topic, key.partition)] = decode_offset_commit_value(value)
+        except (OffsetsTopicFormatError, UnicodeDecodeError) as exc:
+            log.warning("Skipping unreadable record at %s offset %d: %s", where, offset, exc)
 
     def _apply(self, key_bytes: bytes, value: bytes | None, where: str, offset: int) -> None:
         try:

@@ -1,37 +1,52 @@
-"""InitProducerId (22), v0–4: producer ids for idempotent (non-transactional) producers.
+"""InitProducerId (22), v0–5: producer ids for idempotent and transactional producers.
 
-kafka-python's default producer is idempotent and calls this first, so it must work. Ids come
-from ``ProducerIdManager`` (persisted in blocks, never reused across restarts), epoch 0; a v3+
-request carrying the id and epoch we issued bumps the epoch (KIP-360), which lets a producer
-reset its sequences after an error without a new id.
+Without a transactional id the id comes from ``ProducerIdManager`` (persisted in blocks, never
+reused across restarts), epoch 0; a v3+ request carrying the id and epoch we issued bumps the
+epoch (KIP-360), which lets a producer reset its sequences after an error without a new id.
 
-Transactions are not implemented. A transactional producer first asks FindCoordinator for a
-transaction coordinator, which is refused with INVALID_REQUEST; should one still send a
-transactional id here it gets INVALID_REQUEST too, a non-retriable error, so it fails at once
-instead of retrying COORDINATOR_NOT_AVAILABLE until its timeout.
+With a transactional id the transaction coordinator answers (``TransactionCoordinator
+.init_producer_id``): the id's producer id with its epoch bumped, which fences every older
+instance; an Ongoing transaction of the id is aborted first and the client is told
+CONCURRENT_TRANSACTIONS, so it retries. PRODUCER_FENCED (v4+) is INVALID_PRODUCER_EPOCH for
+older clients, as Kafka answers. v6 (two-phase commit, KIP-939) is not offered.
 """
 
 from __future__ import annotations
+
+import datetime
 
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
 
 
+def _answer(
+    request: codec.RequestPayload, error: codec.ErrorCode, pid: int = -1, epoch: int = -1
+) -> codec.ResponsePayload:
+    return codec.build_response(request, {"error_code": error, "producer_id": pid, "producer_epoch": epoch})
+
+
 def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
     transactional_id: str | None = getattr(request, "transactional_id", None)
-    manager = ctx.broker.producer_ids
-    if transactional_id is not None or manager is None:
-        return codec.build_response(
-            request,
-            {"error_code": codec.ErrorCode.invalid_request, "producer_id": -1, "producer_epoch": -1},
-        )
-    producer_id, epoch = manager.init_producer(
-        getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1)
-    )
-    return codec.build_response(
-        request, {"error_code": codec.ErrorCode.none, "producer_id": producer_id, "producer_epoch": epoch}
-    )
+    producer_id: int = getattr(request, "producer_id", -1)
+    producer_epoch: int = getattr(request, "producer_epoch", -1)
+    broker = ctx.broker
+    if transactional_id is None:
+        manager = broker.producer_ids
+        if manager is None:
+            return _answer(request, codec.ErrorCode.coordinator_not_available)
+        pid, epoch = manager.init_producer(producer_id, producer_epoch)
+        return _answer(request, codec.ErrorCode.none, pid, epoch)
+    coordinator = broker.txn
+    if coordinator is None:
+        return _answer(request, codec.ErrorCode.coordinator_not_available)
+    timeout: datetime.timedelta = getattr(request, "transaction_timeout", datetime.timedelta(0))
+    expected = (producer_id, producer_epoch) if producer_id >= 0 else None
+    result = coordinator.init_producer_id(transactional_id, codec.duration_ms(timeout), expected)
+    error = result.error
+    if error is codec.ErrorCode.producer_fenced and ctx.api_version < 4:
+        error = codec.ErrorCode.invalid_producer_epoch
+    return _answer(request, error, result.producer_id, result.producer_epoch)
 
 
-SPEC = HandlerSpec(ApiKey.INIT_PRODUCER_ID, 0, 4, handle, blocking=True)
+SPEC = HandlerSpec(ApiKey.INIT_PRODUCER_ID, 0, 5, handle, blocking=True)

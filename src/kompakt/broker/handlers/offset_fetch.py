@@ -1,8 +1,10 @@
 """OffsetFetch (9), v1–8.
 
 v2 makes ``topics`` nullable (null = every partition the group committed) and adds a top-level error
-code; v5 returns the committed leader epoch; v7 adds ``require_stable`` (always satisfied: there are no
-pending transactional commits); v8 batches groups. A partition without a committed offset answers
+code; v5 returns the committed leader epoch; v7 adds ``require_stable``: a partition with a
+transactional commit still undecided answers UNSTABLE_OFFSET_COMMIT (retriable), as Kafka does, so
+an exactly-once consumer never starts from an offset its producer's transaction may still move;
+v8 batches groups. A partition without a committed offset answers
 offset -1 and no error.
 """
 
@@ -39,10 +41,25 @@ class _BatchRequest(Protocol):
     groups: Sequence[_Group]
 
 
-def _topics(ctx: RequestContext, group_id: str, topics: Sequence[_Topic] | None) -> list[dict[str, object]]:
+def _topics(
+    ctx: RequestContext, group_id: str, topics: Sequence[_Topic] | None, require_stable: bool = False
+) -> list[dict[str, object]]:
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     by_topic: dict[str, list[dict[str, object]]] = {}
+    store = ctx.broker.offset_store
+    pending = getattr(store, "has_pending_transactional", None) if require_stable else None
     for topic, partition, committed in ctx.broker.groups.fetch_offsets(group_id, wanted):
+        if pending is not None and pending(group_id, topic, partition):
+            by_topic.setdefault(topic, []).append(
+                {
+                    "partition_index": partition,
+                    "committed_offset": -1,
+                    "committed_leader_epoch": -1,
+                    "metadata": "",
+                    "error_code": codec.ErrorCode.unstable_offset_commit,
+                }
+            )
+            continue
         by_topic.setdefault(topic, []).append(
             {
                 "partition_index": partition,
@@ -64,7 +81,7 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
         groups = [
             {
                 "group_id": g.group_id,
-                "topics": _topics(ctx, g.group_id, g.topics),
+                "topics": _topics(ctx, g.group_id, g.topics, bool(getattr(request, "require_stable", False))),
                 "error_code": codec.ErrorCode.none,
             }
             for g in batch.groups
@@ -73,7 +90,12 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
     single = cast(_SingleGroupRequest, request)
     return codec.build_response(
         request,
-        {"topics": _topics(ctx, single.group_id, single.topics), "error_code": codec.ErrorCode.none},
+        {
+            "topics": _topics(
+                ctx, single.group_id, single.topics, bool(getattr(request, "require_stable", False))
+            ),
+            "error_code": codec.ErrorCode.none,
+        },
     )
 
 

@@ -8,8 +8,15 @@ Per partition: unknown topic → auto-created per ``auto.create.topics.enable``,
 UNKNOWN_TOPIC_OR_PARTITION; validation (``broker/validation.py``) in Kafka's order with Kafka's
 messages and per-record errors; then the partition log's append, whose producer-state check
 raises for idempotence violations. A retried duplicate batch is answered with the offset it was
-first written at and error NONE, without appending, as Kafka does. Transactions are not
-implemented, so transactional batches are refused with INVALID_TXN_STATE.
+first written at and error NONE, without appending, as Kafka does.
+
+A transactional batch is first verified with the transaction coordinator (KIP-890 part 1,
+``transaction.partition.verification.enable``): its partition must be in the producer's Ongoing
+transaction, and the append happens while the transaction's lock is held, so a late batch can
+never land after the transaction's marker. Verification errors are translated for v≤9 clients
+as Kafka does: PRODUCER_FENCED → INVALID_PRODUCER_EPOCH, a partition not in the transaction →
+INVALID_TXN_STATE, CONCURRENT_TRANSACTIONS or an unavailable coordinator → NOT_ENOUGH_REPLICAS
+(retriable, no metadata refresh).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from kompakt.errors import (
     KompaktError,
     UnknownTopicOrPartitionError,
 )
-from kompakt.log.partition_log import PartitionLog
+from kompakt.log.partition_log import AppendInfo, PartitionLog
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
 from kompakt.records.batch import RecordBatchView
@@ -89,7 +96,43 @@ def _log_for(broker: Broker, topic: str, partition: int) -> PartitionLog:
         return logs.get_log(topic, partition)
 
 
-def produce_partition(broker: Broker, topic: str, partition: int, records: bytes | None) -> dict[str, object]:
+_VERIFY_ERRORS = {
+    codec.ErrorCode.producer_fenced: codec.ErrorCode.invalid_producer_epoch,
+    codec.ErrorCode.transaction_abortable: codec.ErrorCode.invalid_txn_state,
+    codec.ErrorCode.concurrent_transactions: codec.ErrorCode.not_enough_replicas,
+    codec.ErrorCode.coordinator_not_available: codec.ErrorCode.not_enough_replicas,
+}
+
+
+def _append_transactional(
+    broker: Broker,
+    transactional_id: str | None,
+    partition_log: PartitionLog,
+    batch: memoryview,
+    log_append_time_ms: int | None,
+) -> AppendInfo | dict[str, object]:
+    """Verify a transactional batch with the coordinator and append it under the transaction's lock."""
+    coordinator = broker.txn
+    view = RecordBatchView(batch)
+    if coordinator is None:
+        return _error(partition_log.partition, codec.ErrorCode.invalid_txn_state, "no coordinator")
+    if not coordinator.config.transaction_partition_verification_enable:
+        return partition_log.append(batch, log_append_time_ms=log_append_time_ms)
+    tp = (partition_log.topic, partition_log.partition)
+    with coordinator.verified(transactional_id, view.producer_id, view.producer_epoch, [tp]) as errors:
+        error = errors[tp]
+        if error is not codec.ErrorCode.none:
+            return _error(
+                partition_log.partition,
+                _VERIFY_ERRORS.get(error, error),
+                f"Unable to verify the partition has been added to the transaction: {error.name}",
+            )
+        return partition_log.append(batch, log_append_time_ms=log_append_time_ms)
+
+
+def produce_partition(
+    broker: Broker, topic: str, partition: int, records: bytes | None, transactional_id: str | None = None
+) -> dict[str, object]:
     """Validate and append one partition's records; the partition's response entry."""
     partition_log: PartitionLog | None = None
     try:
@@ -98,12 +141,14 @@ def produce_partition(broker: Broker, topic: str, partition: int, records: bytes
             records or b"", topic, partition, partition_log.config, broker.clock.now_ms()
         )
         if RecordBatchView(validated.batch).is_transactional:
-            return _error(
-                partition,
-                codec.ErrorCode.invalid_txn_state,
-                "kompakt does not support transactions: transactional batches are refused",
+            appended = _append_transactional(
+                broker, transactional_id, partition_log, validated.batch, validated.log_append_time_ms
             )
-        info = partition_log.append(validated.batch, log_append_time_ms=validated.log_append_time_ms)
+            if isinstance(appended, dict):
+                return appended
+            info = appended
+        else:
+            info = partition_log.append(validated.batch, log_append_time_ms=validated.log_append_time_ms)
     except DuplicateSequenceError as exc:
         log.debug("duplicate batch for %s-%d: %s", topic, partition, exc)
         return {
@@ -145,6 +190,7 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
     req = cast(_Request, request)
     broker = ctx.broker
     acks = req.acks
+    transactional_id: str | None = getattr(request, "transactional_id", None)
     responses = []
     for topic in req.topic_data:
         partitions = []
@@ -152,7 +198,9 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
             if acks not in _VALID_ACKS:
                 partitions.append(_error(data.index, codec.ErrorCode.invalid_required_acks))
             else:
-                partitions.append(produce_partition(broker, topic.name, data.index, data.records))
+                partitions.append(
+                    produce_partition(broker, topic.name, data.index, data.records, transactional_id)
+                )
         responses.append({"name": topic.name, "partition_responses": partitions})
     if acks == 0:
         return None

@@ -1,0 +1,55 @@
+"""AddOffsetsToTxn (25), v0–4: a consumer group's offsets join the producer's transaction.
+
+As in Kafka, this adds the group's ``__consumer_offsets`` partition to the transaction, so the
+transaction's markers reach it and its TxnOffsetCommit records become visible on COMMIT.
+PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, cast
+
+from kompakt.broker.context import HandlerSpec, RequestContext
+from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC, partition_for
+from kompakt.protocol import codec
+from kompakt.protocol.apis import ApiKey
+
+
+class _Request(Protocol):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
+
+
+def offsets_partitions(ctx: RequestContext) -> int:
+    """The partition count that places groups in ``__consumer_offsets`` (the topic's, once it exists)."""
+    logs = ctx.broker.log_manager
+    if logs is None:
+        return ctx.broker.broker_config.offsets_topic_num_partitions
+    meta = logs.topics().get(OFFSETS_TOPIC)
+    return meta.partitions if meta is not None else logs.broker_config.offsets_topic_num_partitions
+
+
+def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
+    req = cast(_Request, request)
+    coordinator = ctx.broker.txn
+    group_id = req.group_id
+    if coordinator is None:
+        error = codec.ErrorCode.coordinator_not_available
+    elif not group_id:
+        error = codec.ErrorCode.invalid_group_id
+    else:
+        partition = (OFFSETS_TOPIC, partition_for(group_id, offsets_partitions(ctx)))
+        error = coordinator.add_partitions(
+            req.transactional_id,
+            req.producer_id,
+            req.producer_epoch,
+            [partition],
+        )
+        if error is codec.ErrorCode.producer_fenced and ctx.api_version < 2:
+            error = codec.ErrorCode.invalid_producer_epoch
+    return codec.build_response(request, {"error_code": error})
+
+
+SPEC = HandlerSpec(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, handle, blocking=True)

@@ -1,0 +1,44 @@
+"""EndTxn (26), v0–4: commit or abort the producer's transaction.
+
+The coordinator writes PrepareCommit/PrepareAbort to ``__transaction_state``, the markers to
+every partition of the transaction, then CompleteCommit/CompleteAbort
+(``TransactionCoordinator.end_transaction``). The answer is NONE once the decision is durable,
+even if a marker must be retried later, as Kafka answers. PRODUCER_FENCED is
+INVALID_PRODUCER_EPOCH before v2. v5 (an epoch bump per transaction, KIP-890 part 2) is not
+offered.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, cast
+
+from kompakt.broker.context import HandlerSpec, RequestContext
+from kompakt.protocol import codec
+from kompakt.protocol.apis import ApiKey
+
+
+class _Request(Protocol):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+
+
+def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
+    req = cast(_Request, request)
+    coordinator = ctx.broker.txn
+    if coordinator is None:
+        error = codec.ErrorCode.coordinator_not_available
+    else:
+        error = coordinator.end_transaction(
+            req.transactional_id,
+            req.producer_id,
+            req.producer_epoch,
+            bool(req.committed),
+        )
+        if error is codec.ErrorCode.producer_fenced and ctx.api_version < 2:
+            error = codec.ErrorCode.invalid_producer_epoch
+    return codec.build_response(request, {"error_code": error})
+
+
+SPEC = HandlerSpec(ApiKey.END_TXN, 0, 4, handle, blocking=True)

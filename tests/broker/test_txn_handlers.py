@@ -1,0 +1,241 @@
+"""The transaction APIs over the wire, through the dispatcher (requests and responses as kio
+encodes them), on a broker with a real data directory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kompakt.broker.context import Broker
+from kompakt.broker.dispatch import Dispatcher
+from kompakt.broker.txn.coordinator import TransactionCoordinator
+from kompakt.broker.txn.state_manager import TxnConfig
+from kompakt.protocol import codec
+from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.codec import ErrorCode
+from kompakt.records.builder import SimpleRecord, build_batch
+from tests.support.wire import call, dispatch, fetch_values, produce_values
+
+TOPIC = "t"
+TXN_ID = "app-1"
+
+
+@pytest.fixture
+def txn_broker(broker: Broker) -> Broker:
+    assert broker.log_manager is not None and broker.producer_ids is not None
+    broker.log_manager.create_topic(TOPIC, 2)
+    broker.txn = TransactionCoordinator(
+        broker.log_manager, broker.clock, broker.producer_ids, TxnConfig(transaction_log_num_partitions=2)
+    )
+    return broker
+
+
+@pytest.fixture
+def wire(txn_broker: Broker) -> Dispatcher:
+    return Dispatcher(txn_broker)
+
+
+def txn_batch(pid: int, epoch: int, seq: int, value: bytes) -> bytes:
+    return build_batch(
+        [SimpleRecord(b"k", value, 0)],
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        is_transactional=True,
+    )
+
+
+def produce(wire: Dispatcher, records: bytes, partition: int = 0) -> Any:
+    values = produce_values(TOPIC, partition, records)
+    values["transactional_id"] = TXN_ID
+    response = call(wire, ApiKey.PRODUCE, 9, values)
+    return response.responses[0].partition_responses[0]
+
+
+def init(wire: Dispatcher, version: int = 4) -> tuple[int, int]:
+    r = call(
+        wire, ApiKey.INIT_PRODUCER_ID, version, {"transactional_id": TXN_ID, "transaction_timeout": 60_000}
+    )
+    assert r.error_code is ErrorCode.none
+    return int(r.producer_id), int(r.producer_epoch)
+
+
+def add_partitions_v3(
+    wire: Dispatcher, pid: int, epoch: int, topic: str, partitions: list[int]
+) -> dict[int, Any]:
+    r = call(
+        wire,
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        3,
+        {
+            "v3_and_below_transactional_id": TXN_ID,
+            "v3_and_below_producer_id": pid,
+            "v3_and_below_producer_epoch": epoch,
+            "v3_and_below_topics": [{"name": topic, "partitions": partitions}],
+        },
+    )
+    return {
+        p.partition_index: p.partition_error_code
+        for t in r.results_by_topic_v3_and_below
+        for p in t.results_by_partition
+    }
+
+
+def test_find_coordinator_for_a_transactional_id(wire: Dispatcher, txn_broker: Broker) -> None:
+    r = call(wire, ApiKey.FIND_COORDINATOR, 3, {"key": TXN_ID, "key_type": 1})
+    assert (r.error_code, r.node_id, r.port) == (ErrorCode.none, txn_broker.node_id, 19092)
+    r = call(wire, ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": [TXN_ID, ""]})
+    assert [c.error_code for c in r.coordinators] == [ErrorCode.none, ErrorCode.none]  # Kafka answers "" too
+    assert (
+        call(wire, ApiKey.FIND_COORDINATOR, 3, {"key": "x", "key_type": 2}).error_code
+        is ErrorCode.invalid_request
+    )
+
+
+def test_a_transaction_over_the_wire(wire: Dispatcher, txn_broker: Broker) -> None:
+    pid, epoch = init(wire)
+    # Not added to the transaction yet: the write is refused (KIP-890 verification).
+    assert produce(wire, txn_batch(pid, epoch, 0, b"early")).error_code is ErrorCode.invalid_txn_state
+    assert add_partitions_v3(wire, pid, epoch, TOPIC, [0]) == {0: ErrorCode.none}
+    assert add_partitions_v3(wire, pid, epoch, "nope", [0]) == {0: ErrorCode.unknown_topic_or_partition}
+    assert produce(wire, txn_batch(pid, epoch, 0, b"v0")).error_code is ErrorCode.none
+
+    verify = {
+        "transactions": [
+            {
+                "transactional_id": TXN_ID,
+                "producer_id": pid,
+                "producer_epoch": epoch,
+                "verify_only": True,
+                "topics": [{"name": TOPIC, "partitions": [0, 1]}],
+            }
+        ]
+    }
+    for version, absent in ((4, ErrorCode.transaction_abortable), (5, ErrorCode.transaction_abortable)):
+        r = call(wire, ApiKey.ADD_PARTITIONS_TO_TXN, version, verify)
+        errors = {
+            p.partition_index: p.partition_error_code
+            for p in r.results_by_transaction[0].topic_results[0].results_by_partition
+        }
+        assert errors == {0: ErrorCode.none, 1: absent}
+
+    d = call(wire, ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [TXN_ID]})
+    [mine] = d.transaction_states
+    assert (mine.transaction_state, [(t.topic, list(t.partitions)) for t in mine.topics]) == (
+        "Ongoing",
+        [(TOPIC, [0])],
+    )
+    producers = call(
+        wire, ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [{"name": TOPIC, "partition_indexes": [0]}]}
+    )
+    [state] = producers.topics[0].partitions[0].active_producers
+    assert (state.producer_id, state.current_txn_start_offset, state.last_sequence) == (pid, 0, 0)
+    listed = call(
+        wire,
+        ApiKey.LIST_TRANSACTIONS,
+        2,
+        {"state_filters": ["Ongoing"], "transactional_id_pattern": "app-.*"},
+    )
+    assert [(t.transactional_id, t.transaction_state) for t in listed.transaction_states] == [
+        (TXN_ID, "Ongoing")
+    ]
+    bad = call(wire, ApiKey.LIST_TRANSACTIONS, 2, {"transactional_id_pattern": "("})
+    assert bad.error_code is ErrorCode.invalid_regular_expression
+
+    fetched = (
+        call(wire, ApiKey.FETCH, 12, fetch_values([(TOPIC, 0, 0)], isolation_level=1))
+        .responses[0]
+        .partitions[0]
+    )
+    assert (fetched.last_stable_offset, fetched.high_watermark, bytes(fetched.records)) == (0, 1, b"")
+
+    end = {"transactional_id": TXN_ID, "producer_id": pid, "producer_epoch": epoch, "committed": False}
+    assert call(wire, ApiKey.END_TXN, 3, end).error_code is ErrorCode.none
+    fetched = (
+        call(wire, ApiKey.FETCH, 12, fetch_values([(TOPIC, 0, 0)], isolation_level=1))
+        .responses[0]
+        .partitions[0]
+    )
+    assert (
+        fetched.last_stable_offset,
+        [(a.producer_id, a.first_offset) for a in fetched.aborted_transactions],
+    ) == (
+        2,
+        [(pid, 0)],
+    )
+    # A late retry of the aborted transaction's batch must not open a hanging transaction.
+    assert produce(wire, txn_batch(pid, epoch, 1, b"late")).error_code is ErrorCode.invalid_txn_state
+    assert txn_broker.logs.get_log(TOPIC, 0).log_end_offset == 2
+    stale = {**end, "producer_epoch": epoch + 1}
+    assert call(wire, ApiKey.END_TXN, 1, stale).error_code is ErrorCode.invalid_producer_epoch  # v0-1 name
+    assert call(wire, ApiKey.END_TXN, 2, stale).error_code is ErrorCode.producer_fenced
+
+
+def test_init_producer_id_versions_and_fencing(wire: Dispatcher) -> None:
+    pid, epoch = init(wire, version=0)
+    assert init(wire, version=2) == (pid, epoch + 1)
+    r = call(
+        wire,
+        ApiKey.INIT_PRODUCER_ID,
+        3,
+        {
+            "transactional_id": TXN_ID,
+            "transaction_timeout": 60_000,
+            "producer_id": pid + 50,
+            "producer_epoch": 0,
+        },
+    )
+    assert r.error_code is ErrorCode.invalid_producer_epoch  # PRODUCER_FENCED only from v4
+    r = call(wire, ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": TXN_ID, "transaction_timeout": 10**9})
+    assert r.error_code is ErrorCode.invalid_transaction_timeout
+
+
+def test_txn_offset_commit_needs_add_offsets_first(wire: Dispatcher, txn_broker: Broker) -> None:
+    pid, epoch = init(wire)
+    commit = {
+        "transactional_id": TXN_ID,
+        "group_id": "g",
+        "producer_id": pid,
+        "producer_epoch": epoch,
+        "topics": [
+            {
+                "name": TOPIC,
+                "partitions": [{"partition_index": 0, "committed_offset": 5, "committed_metadata": None}],
+            }
+        ],
+    }
+    r = call(wire, ApiKey.TXN_OFFSET_COMMIT, 3, commit)
+    assert r.topics[0].partitions[0].error_code is not ErrorCode.none  # no offsets store on this broker
+    add = {"transactional_id": TXN_ID, "producer_id": pid, "producer_epoch": epoch, "group_id": "g"}
+    assert call(wire, ApiKey.ADD_OFFSETS_TO_TXN, 3, add).error_code is ErrorCode.none
+    add_stale = {**add, "producer_epoch": epoch + 1}
+    assert call(wire, ApiKey.ADD_OFFSETS_TO_TXN, 1, add_stale).error_code is ErrorCode.invalid_producer_epoch
+    assert (
+        call(wire, ApiKey.ADD_OFFSETS_TO_TXN, 3, {**add, "group_id": ""}).error_code
+        is ErrorCode.invalid_group_id
+    )
+
+
+def test_api_versions_advertises_the_transaction_apis(wire: Dispatcher) -> None:
+    r = call(wire, ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
+    assert {key: ranges[key] for key in (22, 24, 25, 26, 28, 61, 65, 66)} == {
+        22: (0, 5),
+        24: (0, 5),
+        25: (0, 4),
+        26: (0, 4),
+        28: (0, 4),
+        61: (0, 0),
+        65: (0, 0),
+        66: (0, 2),
+    }
+
+
+def test_describe_of_an_unknown_id_answers_not_found_with_start_time_minus_one(wire: Dispatcher) -> None:
+    result = dispatch(wire, ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["ghost"]})
+    raw = b"".join(bytes(c) for c in codec.encode_response(1, result))
+    # error code 105 (TRANSACTIONAL_ID_NOT_FOUND), then after the id, state "" and timeout 0,
+    # the start time -1 as Kafka sends it (kio cannot decode a negative time, so bytes are checked).
+    assert result.transaction_states[0].error_code is ErrorCode.transactional_id_not_found
+    assert b"\x00\x69\x06ghost\x01\x00\x00\x00\x00" + b"\xff" * 8 in raw

@@ -1,0 +1,84 @@
+"""Quix Streams with ``processing_guarantee="exactly-once"`` on kompakt: a stateful count per
+key, its changelog compacted by kompakt's cleaner; the app is killed mid-stream (SIGKILL) and
+restarted with its local state deleted, so the state comes back from the changelog. The output,
+read committed, has every count of every key exactly once, in order."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from .conftest import External, Kompakt, poll_until
+from .txn_clients import create_topic, read_all, unique
+
+pytestmark = pytest.mark.xdist_group("e2e-txn")
+
+APP = Path(__file__).with_name("quix_count_app.py")
+KEYS = 5
+
+
+def _launch(
+    bootstrap: str, source: str, sink: str, group: str, state_dir: Path, log: Path
+) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, str(APP), bootstrap, source, sink, group, str(state_dir)], stdout=out, stderr=out
+        )
+
+
+def _produce(bootstrap: str, topic: str, start: int, stop: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for seq in range(start, stop):
+        key = f"k{seq % KEYS}"
+        producer.produce(topic, key=key.encode(), value=json.dumps({"key": key, "seq": seq}).encode())
+    producer.flush(30)
+
+
+def _committed_output(bootstrap: str, sink: str) -> list[dict[str, object]]:
+    records, _ = read_all(bootstrap, sink, "read_committed")
+    return [json.loads(value) for _, _, value in records if value is not None]
+
+
+def test_quix_exactly_once_count_survives_a_kill(kompakt: Kompakt | External, tmp_path: Path) -> None:
+    bs = kompakt.bootstrap
+    source, sink, group = unique("quix-in"), unique("quix-out"), unique("quix")
+    create_topic(bs, source)
+    create_topic(bs, sink)
+    state_dir, log = tmp_path / "state", tmp_path / "app.log"
+    _produce(bs, source, 0, 150)
+
+    app = _launch(bs, source, sink, group, state_dir, log)
+    try:
+        poll_until(lambda: len(_committed_output(bs, sink)) >= 40, what="the first committed output")
+    finally:
+        app.send_signal(signal.SIGKILL)  # mid-stream: its open transaction is left behind
+        app.wait(10)
+    shutil.rmtree(state_dir)  # the restarted app must restore its counts from the changelog
+    _produce(bs, source, 150, 300)
+
+    app = _launch(bs, source, sink, group, state_dir, log)
+    try:
+        poll_until(lambda: len(_committed_output(bs, sink)) >= 300, deadline_s=90, what="all 300 outputs")
+    finally:
+        app.send_signal(signal.SIGTERM)
+        app.wait(30)
+
+    output = _committed_output(bs, sink)
+    by_key: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for item in output:
+        by_key[str(item["key"])].append((int(str(item["seq"])), int(str(item["count"]))))
+    assert len(output) == 300, log.read_text()[-3000:]
+    for key, items in by_key.items():
+        seqs = [seq for seq, _ in items]
+        counts = [count for _, count in items]
+        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), f"{key}: duplicates or disorder {seqs}"
+        assert counts == list(range(1, len(items) + 1)), f"{key}: counts {counts}"
+    assert sorted(by_key) == [f"k{i}" for i in range(KEYS)]
