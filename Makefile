@@ -17,8 +17,9 @@ $(STAMP): pyproject.toml
 	# quixstreams (the exactly-once e2e test) pins confluent-kafka<2.13; its other dependencies are
 	# in the test extra, so it is installed alone on top of kompakt's confluent-kafka 2.16.1.
 	$(PY) -m pip install --quiet --no-deps quixstreams==3.28.1
-	@echo "compiling the native cleaner kernels, once (typically 10-40 s)"
+	@echo "compiling the native kernels, once (typically 10-40 s)"
 	$(PY) -m kompakt.cleaner.warmup
+	$(PY) -m kompakt.table.warmup
 	touch $(STAMP)
 
 # Debian packages and npm modules used by the tests: kcat (client compatibility), chromium (the
@@ -54,6 +55,7 @@ lint: $(STAMP)
 test: $(STAMP) system-deps js-deps lint
 	$(PY) -m compileall -q src/kompakt
 	$(PY) -m kompakt.cleaner.warmup
+	$(PY) -m kompakt.table.warmup
 	$(PY) -m pytest -q -n 2 --dist loadgroup tests
 
 # The property tests (hypothesis's own ``hypothesis`` mark) under the long "fuzz" profile of

@@ -21,6 +21,7 @@ BENCHES = [
     "bench_backup.py",
     "bench_protocol.py",
     "bench_transactions.py",
+    "bench_table.py",
 ]
 
 

@@ -12,7 +12,7 @@ import json
 import urllib.error
 import urllib.request
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from kompakt.errors import OperatorError
 
@@ -26,9 +26,10 @@ class AdminUnreachableError(OperatorError):
 class AdminRequestError(OperatorError):
     """The endpoint answered with an error status."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, body: bytes | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.body = body
 
 
 class AdminClient:
@@ -60,7 +61,8 @@ class AdminClient:
                 body: bytes = response.read()
                 return body
         except urllib.error.HTTPError as exc:
-            raise AdminRequestError(exc.code, f"{_error_message(exc.read())} (HTTP {exc.code})") from None
+            body = exc.read()
+            raise AdminRequestError(exc.code, f"{_error_message(body)} (HTTP {exc.code})", body) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             text = reason.strerror if isinstance(reason, OSError) and reason.strerror else str(reason)
@@ -103,6 +105,30 @@ class AdminClient:
 
     def metrics(self) -> str:
         return self.request("GET", "/metrics").decode()
+
+    # ------------------------------------------------------------------ tables
+
+    def table_get(self, topic: str, key: bytes, **params: object) -> Any:
+        """The lookup answer for ``key``; an absent key is an answer (``found`` false), not an error."""
+        path = f"/v1/topics/{quote(topic, safe='')}/keys/{quote(key, safe='')}"
+        try:
+            return self.call("GET", path, **params)
+        except AdminRequestError as exc:
+            if exc.status == 404 and exc.body is not None:
+                try:
+                    data = json.loads(exc.body)
+                except ValueError:
+                    raise exc from None
+                if isinstance(data, dict) and "found" in data:
+                    return data
+            raise
+
+    def table_scan(self, topic: str, **params: object) -> Any:
+        """One page of the latest record per key (``next`` is the cursor of the following page)."""
+        return self.call("GET", f"/v1/topics/{quote(topic, safe='')}/table", **params)
+
+    def table_counts(self, topic: str, partition: int | None = None) -> Any:
+        return self.call("GET", f"/v1/topics/{quote(topic, safe='')}/table/counts", partition=partition)
 
 
 def _error_message(body: bytes) -> str:

@@ -63,3 +63,13 @@ def _kafka_tool_commands() -> list[Registrar]:
 
 
 REGISTRARS += _kafka_tool_commands()
+
+
+def _table_commands() -> list[Registrar]:
+    """``table get|scan|counts|export|diff``: a compacted topic as a table."""
+    from kompakt.cli import table_cmd
+
+    return [table_cmd.register]
+
+
+REGISTRARS += _table_commands()

@@ -27,11 +27,13 @@ def announce_kernel_compile() -> bool:
 
 
 def warmup_command() -> None:
-    """Compile the native cleaner kernels now, so the first compaction takes under a second."""
+    """Compile the native kernels now (the cleaner's and the table index's), so the first
+    compaction takes under a second."""
     from kompakt.cleaner.warmup import warm_up
+    from kompakt.table.warmup import warm_up as warm_up_table
 
     cold = announce_kernel_compile()
-    seconds = warm_up()
+    seconds = warm_up() + warm_up_table()
     verb = "compiled" if cold else "loaded (already compiled)"
     console.print(f"native kernels {verb} in {seconds:.2f} s", markup=False, highlight=False)
 

@@ -162,6 +162,11 @@ class PartitionLog:
         self._closed = False
         #: Truncations so far: a flush that raced one must not advance the recovery point.
         self._truncations = 0
+        #: Bumped whenever records below the log end go away without a truncation: a segment swap
+        #: (a clean), a segment deletion, a log start offset move. Readers that keep facts derived
+        #: from the records (the table index) compare it, and ``truncation_count``, to know when
+        #: to re-read the log.
+        self.history_version = 0
         self._appends_written = 0
         self._write_error: str | None = None
         self._write_error_logged_ms: int | None = None
@@ -177,6 +182,11 @@ class PartitionLog:
     @property
     def log_start_offset(self) -> int:
         return self._log_start_offset
+
+    @property
+    def truncation_count(self) -> int:
+        """Truncations since the log was opened: offsets below the log end may now hold other records."""
+        return self._truncations
 
     @property
     def log_end_offset(self) -> int:
@@ -705,6 +715,7 @@ class PartitionLog:
             if new_offset <= self._log_start_offset:
                 return False
             self._log_start_offset = new_offset
+            self.history_version += 1
             return True
 
     # ------------------------------------------------------------------ deletion and swaps
@@ -734,6 +745,7 @@ class PartitionLog:
                 first = self.segments.first
                 assert first is not None
                 self._log_start_offset = max(self._log_start_offset, first.base_offset)
+                self.history_version += 1
                 deleted += count
         return deleted
 
@@ -774,6 +786,7 @@ class PartitionLog:
                 old_segments,
                 lambda doomed: self._rename_and_schedule_delete(doomed),
             )
+            self.history_version += 1
             self._ops.fsync_dir(self.directory)
 
     # ------------------------------------------------------------------ durability and lifecycle

@@ -30,6 +30,8 @@ from kompakt.server.request_metrics import RequestMetrics
 
 if TYPE_CHECKING:
     from kompakt.cleaner.cleaner import CleanResult
+    from kompakt.table.partition import LiveTable
+    from kompakt.table.store import TableStore
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +106,8 @@ class AdminApi:
         #: Called with ``(log, "before")`` and ``(log, "after")`` around each compact-now of a
         #: partition (the log map keeps a sample of records from both sides); errors are logged.
         self.compact_hooks: list[Callable[[PartitionLog, str], None]] = []
+        self._tables: TableStore | None = None
+        self._tables_lock = threading.Lock()
 
     # ------------------------------------------------------------------ lookups
 
@@ -367,6 +371,96 @@ class AdminApi:
                         for r in decode_records(batch)
                     )
         return out
+
+    # ------------------------------------------------------------------ tables
+
+    @property
+    def tables(self) -> TableStore:
+        """The live tables (created with the first lookup: they bring the native kernels)."""
+        with self._tables_lock:
+            if self._tables is None:
+                from kompakt.table.store import TableStore
+
+                def checkpoints() -> dict[TopicPartition, int]:
+                    cleaner = self.cleaner
+                    return dict(cleaner.manager.all_cleaner_checkpoints()) if cleaner is not None else {}
+
+                self._tables = TableStore(checkpoints)
+            return self._tables
+
+    def refresh_tables(self) -> None:
+        """Catch every table in use up with its log (a no-op until the first lookup)."""
+        if self._tables is not None:
+            self._tables.refresh_all(self.broker.logs.logs())
+
+    def _live_tables(self, topic: str, partition: int | None = None) -> list[LiveTable]:
+        store = self.tables
+        return [store.table(lg) for lg in self.partition_logs(topic, partition)]
+
+    def table_lookup(
+        self,
+        topic: str,
+        key: bytes,
+        *,
+        partition: int | None = None,
+        partitioner: str = "murmur2",
+        as_of_ms: int | None = None,
+    ) -> dict[str, Any]:
+        """The latest record of ``key`` in ``topic``; ``found`` is false when absent or tombstoned."""
+        from kompakt.table import service
+        from kompakt.table.views import ArgumentError
+
+        tables = self._live_tables(topic)
+        try:
+            return service.lookup(
+                topic,
+                tables,
+                key,
+                partition=partition,
+                partitioner=partitioner,
+                partition_count=len(tables),
+                as_of_ms=as_of_ms,
+            )
+        except ArgumentError as exc:
+            raise AdminApiError(400, str(exc)) from None
+        except LookupError as exc:
+            raise AdminApiError(404, f"{topic}: {exc}") from None
+
+    def table_scan(
+        self,
+        topic: str,
+        *,
+        partition: int | None = None,
+        prefix: bytes = b"",
+        include_tombstones: bool = False,
+        from_partition: int = 0,
+        from_offset: int = 0,
+        limit: int = 1000,
+        as_of_ms: int | None = None,
+    ) -> dict[str, Any]:
+        """One page of the latest record per key (see :func:`kompakt.table.service.scan_page`)."""
+        from kompakt.table import service
+        from kompakt.table.views import ArgumentError
+
+        try:
+            return service.scan_page(
+                topic,
+                self._live_tables(topic, partition),
+                prefix=prefix,
+                include_tombstones=include_tombstones,
+                from_partition=from_partition,
+                from_offset=from_offset,
+                limit=limit,
+                as_of_ms=as_of_ms,
+            )
+        except ArgumentError as exc:
+            raise AdminApiError(400, str(exc)) from None
+
+    def table_counts(self, topic: str, partition: int | None = None) -> dict[str, Any]:
+        """Live keys and tombstones per partition, and the memory of the index."""
+        from kompakt.table import service
+
+        return service.counts(topic, self._live_tables(topic, partition))
 
     # ------------------------------------------------------------------ metrics
 

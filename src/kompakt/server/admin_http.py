@@ -20,7 +20,18 @@ Routes (query parameters; ``POST`` bodies may instead be a JSON object with the 
 ``GET  /``                                 the log map page (HTML; polls the two routes below)
 ``GET  /v1/map[?topic=T]``                 every partition as the map draws it, cleaning order
 ``GET  /v1/map/partition?topic=T&partition=P``  one partition's detail, with record samples
+``GET  /v1/topics/T/keys/K``               the latest record of key K (404 when absent); see below
+``GET  /v1/topics/T/table``                a page of the latest record per key (``next`` cursor)
+``GET  /v1/topics/T/table/counts``         live keys and tombstones per partition, index memory
 =========================================  =====================================================
+
+The table routes take the topic and key percent-encoded in the path (any bytes: ``%00``…); with
+``key_encoding=base64`` or ``hex`` the key is given in that encoding instead. Lookups take
+``partition=P`` or ``partitioner=murmur2|crc32|any`` (murmur2, the Java client's default, when
+neither is given), ``as_of=`` (epoch ms or ISO-8601) and ``missing_ok=true`` (an absent key
+answers 200, not 404: the log map asks so); scans take ``prefix`` (in the same
+encodings, ``prefix_encoding``), ``include_tombstones``, ``partition``, ``limit``, the cursor
+``from_partition``/``from_offset`` and ``as_of``.
 
 Errors are ``{"error": "..."}`` with a 4xx/5xx status.
 """
@@ -35,7 +46,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, unquote_to_bytes, urlsplit
 
 from kompakt.lazy_import import LazyModule
 from kompakt.server.admin_api import AdminApi, AdminApiError
@@ -188,6 +199,90 @@ def _map_partition(api: AdminApi, p: Params) -> HttpResponse:
     return json_response(200, _live_map(api).partition(_topic(p), partition))
 
 
+def _as_of(p: Params) -> int | None:
+    from kompakt.table.views import ArgumentError, parse_time_ms
+
+    text = p.get_str("as_of")
+    if text is None or text == "":
+        return None
+    try:
+        return parse_time_ms(text)
+    except ArgumentError as exc:
+        raise AdminApiError(400, f"parameter 'as_of': {exc}") from None
+
+
+def _bytes_param(p: Params, raw: bytes, encoding_name: str) -> bytes:
+    """A key or prefix: the percent-decoded bytes, or their text in the given encoding."""
+    from kompakt.table.views import ArgumentError, decode_key
+
+    encoding = p.get_str(encoding_name) or "utf8"
+    if encoding == "utf8":
+        return raw
+    try:
+        return decode_key(raw.decode("ascii", errors="replace"), encoding)
+    except ArgumentError as exc:
+        raise AdminApiError(400, str(exc)) from None
+
+
+def _table_key(api: AdminApi, p: Params, topic: str, key: bytes) -> HttpResponse:
+    data = api.table_lookup(
+        topic,
+        _bytes_param(p, key, "key_encoding"),
+        partition=p.get_int("partition"),
+        partitioner=p.get_str("partitioner") or "murmur2",
+        as_of_ms=_as_of(p),
+    )
+    return json_response(200 if data["found"] or p.get_bool("missing_ok") else 404, data)
+
+
+def _table_scan(api: AdminApi, p: Params, topic: str) -> HttpResponse:
+    prefix = p.get_str("prefix") or ""
+    return json_response(
+        200,
+        api.table_scan(
+            topic,
+            partition=p.get_int("partition"),
+            prefix=_bytes_param(p, prefix.encode("utf-8", errors="surrogateescape"), "prefix_encoding"),
+            include_tombstones=p.get_bool("include_tombstones"),
+            from_partition=_int_or(p, "from_partition", 0),
+            from_offset=_int_or(p, "from_offset", 0),
+            limit=_int_or(p, "limit", 1000),
+            as_of_ms=_as_of(p),
+        ),
+    )
+
+
+def _int_or(p: Params, name: str, default: int) -> int:
+    value = p.get_int(name)
+    return default if value is None else value
+
+
+def _table_counts(api: AdminApi, p: Params, topic: str) -> HttpResponse:
+    return json_response(200, api.table_counts(topic, p.get_int("partition")))
+
+
+def _topic_route(api: AdminApi, method: str, raw_path: str, params: Params) -> HttpResponse | None:
+    """``/v1/topics/{topic}/keys/{key}`` and ``/v1/topics/{topic}/table[/counts]``; None if not one."""
+    rest = raw_path[len("/v1/topics/") :]
+    topic_raw, sep, tail = rest.partition("/")
+    if not sep or not topic_raw:
+        return None
+    topic = unquote(topic_raw)
+    if tail.startswith("keys/"):
+        route: Callable[[], HttpResponse] = functools.partial(
+            _table_key, api, params, topic, unquote_to_bytes(tail[len("keys/") :])
+        )
+    elif tail.rstrip("/") == "table":
+        route = functools.partial(_table_scan, api, params, topic)
+    elif tail.rstrip("/") == "table/counts":
+        route = functools.partial(_table_counts, api, params, topic)
+    else:
+        return None
+    if method != "GET":
+        return error_response(405, f"{raw_path} accepts GET, not {method}")
+    return route()
+
+
 def _topic(p: Params) -> str:
     topic = p.get_str("topic", required=True)
     assert topic is not None
@@ -214,6 +309,16 @@ ROUTES: dict[str, dict[str, Route]] = {
 def handle_request(api: AdminApi, method: str, target: str, body: bytes) -> HttpResponse:
     """Route one request and turn failures into JSON errors. Blocking: call it in a worker thread."""
     url = urlsplit(target)
+    if url.path.startswith("/v1/topics/"):
+        try:
+            response = _topic_route(api, method, url.path, parse_params(url.query, body))
+        except AdminApiError as exc:
+            return error_response(exc.status, exc.message)
+        except Exception as exc:
+            log.exception("admin request %s %s failed", method, target)
+            return error_response(500, f"{type(exc).__name__}: {exc}")
+        if response is not None:
+            return response
     path = url.path.rstrip("/") or "/"
     methods = ROUTES.get(path)
     if methods is None:

@@ -42,6 +42,9 @@ from kompakt.server.request_metrics import RequestMetrics
 
 log = logging.getLogger(__name__)
 
+#: How often the tables in use (``kompakt.table``) catch up with their logs, in ms.
+TABLE_CATCH_UP_MS = 1000
+
 
 class _LoopTimerHandle:
     __slots__ = ("cancelled",)
@@ -504,6 +507,8 @@ class BrokerApp:
                 logs.checkpoint_high_watermarks,
             ),
             ("log-retention", initial, config.log_retention_check_interval_ms, retention),
+            # Tables in use read what was appended meanwhile, so a lookup after a burst stays short.
+            ("table-catch-up", TABLE_CATCH_UP_MS, TABLE_CATCH_UP_MS, self._refresh_tables),
         ]
         txn = broker.txn
         if txn is not None:
@@ -539,6 +544,10 @@ class BrokerApp:
                     name="kompakt-offsets-expiry",
                 )
             )
+
+    def _refresh_tables(self) -> None:
+        if self.admin is not None:
+            self.admin.refresh_tables()
 
     async def _every(self, name: str, delay_ms: int, interval_ms: int, fn: Callable[[], object]) -> None:
         """Run ``fn`` in a worker thread after ``delay_ms`` and then every ``interval_ms``."""

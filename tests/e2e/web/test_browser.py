@@ -53,6 +53,9 @@ def test_live_map_shows_dirty_section_then_last_clean(broker: InProcessBroker) -
             "expectedRatio": expected_ratio,
             "compactUrl": broker.admin_url + "/v1/compact?topic=orders&partition=0&wait=true",
             "screenshots": [str(shot)],
+            "lookupKey": "key-1",
+            "missingKey": "no-such-key",
+            "lookupScreenshots": [str(ARTIFACTS / "log-map-key-lookup.png")],
         }
     )
     assert found["blocked"] == [] and found["consoleErrors"] == []
@@ -69,6 +72,12 @@ def test_live_map_shows_dirty_section_then_last_clean(broker: InProcessBroker) -
     assert f"records {stats['records_read']} → {stats['records_written']}" in found["lastClean"]
     assert found["detailSegments"] >= 2 and found["struckOut"] > 0
     assert shot.stat().st_size > 10_000
+    # the detail view's key lookup (issue 18): the latest value, where it lives, its segment marked
+    active = broker.partitions("orders")[0]["segments"][-1]["base_offset"]
+    assert "value-active" in found["lookupText"]
+    assert "active segment" in found["lookupText"] and f"{active:020d}.log" in found["lookupText"]
+    assert found["keySegmentRows"] == [str(active)]
+    assert "Key no-such-key is not in orders-0" in found["missingText"]
     if os.environ.get("KOMPAKT_UPDATE_DOCS_SCREENSHOT"):  # refresh the README's picture on demand
         shutil.copyfile(shot, ROOT / "docs" / "log-map.png")
 
@@ -96,6 +105,10 @@ def test_static_html_opens_offline_with_every_partition(
     assert sorted(found["partitions"]) == sorted(names)
     assert {"clean", "cleanable", "uncleanable", "active", "not-compacted"} <= set(found["sections"])
     assert found["status"].startswith("snapshot")
+    assert (
+        found["lookupHidden"] is True
+        and "kompakt table get TOPIC KEY --log-dir PATH" in found["lookupOffline"]
+    )
 
 
 def test_the_map_hides_50_empty_internal_partitions_and_fits_the_width(broker: InProcessBroker) -> None:

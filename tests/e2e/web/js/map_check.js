@@ -81,6 +81,21 @@ async function live(page, config, out) {
   out.detailSegments = await page.$$eval("#detail table.segments tbody tr", (els) => els.length);
   out.struckOut = await page.$$eval("#detail .samples del", (els) => els.length);
   out.detailText = (await page.textContent("#detail")).slice(0, 4000);
+
+  // The detail view's key lookup: the latest value and where it lives, its segment marked.
+  if (config.lookupKey) {
+    await page.fill("#lookup-key", config.lookupKey);
+    await page.click("#lookup-form button[type=submit]");
+    await waitFor(page, () => !!document.querySelector("#lookup-result dl"), null, "the lookup's answer");
+    out.lookupText = (await page.textContent("#lookup-result")).trim();
+    await waitFor(page, () => !!document.querySelector("#detail table.segments tr.has-key"), null, "the key's segment marked");
+    out.keySegmentRows = await page.$$eval("#detail table.segments tr.has-key", (els) => els.map((e) => e.querySelector("td").textContent));
+    await shoot(page, config.lookupScreenshots);
+    await page.fill("#lookup-key", config.missingKey);
+    await page.click("#lookup-form button[type=submit]");
+    await waitFor(page, () => /is not in/.test(document.querySelector("#lookup-result").textContent), null, "the missing key's answer");
+    out.missingText = (await page.textContent("#lookup-result")).trim();
+  }
   await shoot(page, config.screenshots);
 }
 
@@ -101,6 +116,8 @@ async function staticPage(page, config, out) {
   await page.check('input[name="scale"][value="offsets"]');
   await page.click('[data-partition="' + config.expectPartitions[0] + '"] button.name');
   await waitFor(page, () => !!document.querySelector("#detail table.segments"), null, "the detail view");
+  out.lookupHidden = await page.$eval("#lookup", (el) => el.hidden);
+  out.lookupOffline = await page.$eval("#lookup-offline", (el) => el.textContent);
   await shoot(page, config.screenshots);
 }
 
