@@ -41,7 +41,6 @@ from kompakt.errors import KompaktError, TopicExistsError
 from kompakt.log.manager import LogManager
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.producer_state import AppendOrigin
-from kompakt.records.batch import iter_batches
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.control import ControlType, control_type_of
 from kompakt.records.record import decode_records
@@ -568,32 +567,21 @@ class TopicOffsetStore:
                 self._replay(partition_log)
 
     def _replay(self, partition_log: PartitionLog) -> None:
-        offset = partition_log.log_start_offset
-        end = partition_log.log_end_offset
-        while offset < end:
-            data = partition_log.read(offset, _READ_CHUNK, max_offset=end).records
-            progressed = False
-            for batch in iter_batches(data):
-                if batch.next_offset <= offset:
+        for batch in partition_log.replay_batches(_READ_CHUNK):
+            if batch.is_control:
+                if batch.producer_id >= 0 and batch.records_count:
+                    committed = control_type_of(batch) == ControlType.COMMIT
+                    self._complete_pending(partition_log.partition, batch.producer_id, committed)
+                continue
+            for record in decode_records(batch):
+                if record.key is None:
                     continue
-                progressed = True
-                offset = batch.next_offset
-                if batch.is_control:
-                    if batch.producer_id >= 0 and batch.records_count:
-                        committed = control_type_of(batch) == ControlType.COMMIT
-                        self._complete_pending(partition_log.partition, batch.producer_id, committed)
-                    continue
-                for record in decode_records(batch):
-                    if record.key is None:
-                        continue
-                    if batch.is_transactional:
-                        self._apply_transactional(
-                            batch.producer_id, record.key, record.value, partition_log.name, record.offset
-                        )
-                    else:
-                        self._apply(record.key, record.value, partition_log.name, record.offset)
-            if not progressed:
-                break
+                if batch.is_transactional:
+                    self._apply_transactional(
+                        batch.producer_id, record.key, record.value, partition_log.name, record.offset
+                    )
+                else:
+                    self._apply(record.key, record.value, partition_log.name, record.offset)
 
     def _apply_transactional(
         self, producer_id: int, key_bytes: bytes, value: bytes | None, where: str, offset: int
