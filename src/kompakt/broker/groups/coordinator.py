@@ -244,6 +244,8 @@ class GroupCoordinator:
         return self._clock.monotonic_ms()
 
     def _run_timers(self) -> None:
+        """Fire what is due: before a request, so it sees the group as of its arrival (Kafka's
+        timer thread would have run), and after, for what the request scheduled "now"."""
         self._timer.run_due(self._now())
 
     def _reschedule_heartbeat(self, group: Group, member: Member, timeout_ms: int | None = None) -> None:
@@ -288,6 +290,7 @@ class GroupCoordinator:
         error = self._check_join(request)
         if error is not ErrorCode.none:
             return Deferred.resolved(JoinResult(error=error, member_id=request.member_id))
+        self._run_timers()
         waiter: Deferred[JoinResult] = Deferred()
         self._join(request, waiter)
         self._run_timers()
@@ -635,6 +638,7 @@ class GroupCoordinator:
         """``classicGroupSyncToClassicGroup``."""
         if not group_id:
             return Deferred.resolved(SyncResult(ErrorCode.invalid_group_id))
+        self._run_timers()
         group = self._groups.get(group_id)
         if group is None:
             return Deferred.resolved(SyncResult(ErrorCode.unknown_member_id))
@@ -694,6 +698,7 @@ class GroupCoordinator:
         """``classicGroupHeartbeatToClassicGroup``."""
         if not group_id:
             return ErrorCode.invalid_group_id
+        self._run_timers()
         group = self._groups.get(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
@@ -722,6 +727,7 @@ class GroupCoordinator:
         """
         if not group_id:
             return ErrorCode.invalid_group_id, []
+        self._run_timers()
         group = self._groups.get(group_id)
         if group is None:
             return ErrorCode.none, [(m, i, ErrorCode.unknown_member_id) for m, i in members]
@@ -837,6 +843,7 @@ class GroupCoordinator:
         """``ClassicGroup.validateOffsetCommit``; a commit in Stable or PreparingRebalance is a heartbeat."""
         if not group_id:
             return ErrorCode.invalid_group_id
+        self._run_timers()
         group = self._groups.get(group_id)
         if group is None or (generation_id < 0 and group.state is EMPTY):
             return ErrorCode.none if generation_id < 0 else ErrorCode.illegal_generation
