@@ -22,6 +22,7 @@ JOIN = {
     "protocols": [{"name": "range", "metadata": b"subscription"}],
 }
 
+
 def join(dispatcher: Dispatcher, version: int, values: dict[str, object]) -> Any:
     """JoinGroup with the KIP-394 round trip (v4+: MEMBER_ID_REQUIRED and an id first)."""
     joined = call(dispatcher, ApiKey.JOIN_GROUP, version, values)

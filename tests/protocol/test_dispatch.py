@@ -81,7 +81,10 @@ REQUESTS: dict[int, Mapping[str, object]] = {
     ApiKey.DESCRIBE_GROUPS: {"groups": ["g"], "include_authorized_operations": False},
     ApiKey.LIST_GROUPS: {"states_filter": []},
     ApiKey.DELETE_GROUPS: {"groups_names": ["g"]},
-    ApiKey.OFFSET_DELETE: {"group_id": "g", "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]},
+    ApiKey.OFFSET_DELETE: {
+        "group_id": "g",
+        "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}],
+    },
 }
 
 

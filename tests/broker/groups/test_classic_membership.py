@@ -65,7 +65,9 @@ def request(
     )
 
 
-def join(coord: GroupCoordinator, member_id: str = "", instance_id: str | None = None, **kw: object) -> Deferred[JoinResult]:
+def join(
+    coord: GroupCoordinator, member_id: str = "", instance_id: str | None = None, **kw: object
+) -> Deferred[JoinResult]:
     return coord.join(request(member_id, instance_id, **kw))  # type: ignore[arg-type]
 
 
@@ -76,8 +78,13 @@ def join_new(coord: GroupCoordinator, **kw: object) -> Deferred[JoinResult]:
     return join(coord, required.member_id, **kw)  # type: ignore[arg-type]
 
 
-def sync(coord: GroupCoordinator, member_id: str, generation: int, assignments: dict[str, bytes] | None = None,
-         instance_id: str | None = None) -> Deferred[SyncResult]:
+def sync(
+    coord: GroupCoordinator,
+    member_id: str,
+    generation: int,
+    assignments: dict[str, bytes] | None = None,
+    instance_id: str | None = None,
+) -> Deferred[SyncResult]:
     return coord.sync("g", generation, member_id, instance_id, None, None, assignments or {})
 
 
@@ -105,7 +112,9 @@ def stable_static_pair(coord: GroupCoordinator) -> tuple[str, str]:
 # ---- KIP-394 --------------------------------------------------------------------------------------
 
 
-def test_first_join_answers_member_id_required_and_adds_only_a_pending_member(coord: GroupCoordinator) -> None:
+def test_first_join_answers_member_id_required_and_adds_only_a_pending_member(
+    coord: GroupCoordinator,
+) -> None:
     required = join(coord).result()
     assert required.error is E.member_id_required
     assert required.generation_id == -1 and required.members == ()
@@ -121,7 +130,9 @@ def test_v3_join_still_gets_a_member_at_once(coord: GroupCoordinator) -> None:
     assert (joined.error, joined.generation_id) == (E.none, 1)
 
 
-def test_pending_member_expires_after_its_session_timeout(coord: GroupCoordinator, fake_clock: FakeClock) -> None:
+def test_pending_member_expires_after_its_session_timeout(
+    coord: GroupCoordinator, fake_clock: FakeClock
+) -> None:
     required = join(coord).result()
     fake_clock.advance(SESSION_MS - 1)
     coord.tick(fake_clock.monotonic_ms())
@@ -147,7 +158,9 @@ def test_a_pending_member_holds_a_rebalance_until_it_joins_or_expires(
     assert pending.member_id not in {m.member_id for m in a_join.result().members}
 
 
-def test_discarded_join_response_leaves_no_ghost_member(coord: GroupCoordinator, fake_clock: FakeClock) -> None:
+def test_discarded_join_response_leaves_no_ghost_member(
+    coord: GroupCoordinator, fake_clock: FakeClock
+) -> None:
     a = join_new(coord).result()
     sync(coord, a.member_id, 1, {a.member_id: b"A"})
     required = join(coord).result()

@@ -580,7 +580,9 @@ class GroupCoordinator:
             "group %s: generation %d with %d members", group.group_id, group.generation_id, len(group.members)
         )
         for member in list(group.members.values()):
-            group.complete_join(member, group.join_result(member, with_members=group.is_leader(member.member_id)))
+            group.complete_join(
+                member, group.join_result(member, with_members=group.is_leader(member.member_id))
+            )
             self._reschedule_heartbeat(group, member)
             member.is_new = False
             group.pending_sync_members.add(member.member_id)
@@ -642,7 +644,9 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         if group is None:
             return Deferred.resolved(SyncResult(ErrorCode.unknown_member_id))
-        error = self._validate_sync(group, generation_id, member_id, group_instance_id, protocol_type, protocol_name)
+        error = self._validate_sync(
+            group, generation_id, member_id, group_instance_id, protocol_type, protocol_name
+        )
         if error is not ErrorCode.none:
             return Deferred.resolved(SyncResult(error))
         if group.state is PREPARING:
@@ -885,7 +889,11 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         if group is None and group_id not in self._offsets.groups():
             return ErrorCode.group_id_not_found, []
-        if group is not None and group.state in (STABLE, PREPARING, COMPLETING) and not group.uses_consumer_protocol():
+        if (
+            group is not None
+            and group.state in (STABLE, PREPARING, COMPLETING)
+            and not group.uses_consumer_protocol()
+        ):
             return ErrorCode.non_empty_group, []
         results: list[tuple[str, list[tuple[int, ErrorCode]]]] = []
         doomed: list[tuple[str, int]] = []

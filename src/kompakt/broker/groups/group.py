@@ -304,9 +304,7 @@ class Group:
 
     def transition_to(self, state: GroupState) -> None:
         if self.state not in _VALID_PREVIOUS[state]:
-            raise RuntimeError(
-                f"group {self.group_id} cannot go from {self.state.value} to {state.value}"
-            )
+            raise RuntimeError(f"group {self.group_id} cannot go from {self.state.value} to {state.value}")
         self.previous_state, self.state = self.state, state
 
     def add(self, member: Member, waiter: Deferred[JoinResult] | None = None) -> None:
@@ -329,9 +327,9 @@ class Group:
         answered with UNKNOWN_MEMBER_ID so that no connection waits forever.
         """
         member = self.members.pop(member_id, None)
-        if member is not None and member.group_instance_id is not None:
-            if self.static_members.get(member.group_instance_id) == member_id:
-                del self.static_members[member.group_instance_id]
+        instance_id = member.group_instance_id if member is not None else None
+        if instance_id is not None and self.static_members.get(instance_id) == member_id:
+            del self.static_members[instance_id]
         if self.is_leader(member_id):
             self.leader_id = next(iter(self.members), None)
         self.pending_join_members.discard(member_id)

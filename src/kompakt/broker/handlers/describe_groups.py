@@ -24,7 +24,9 @@ class _Request(Protocol):
 
 def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
     req = cast(_Request, request)
-    include_operations: bool = ctx.api_version >= 3 and getattr(request, "include_authorized_operations", False)
+    include_operations: bool = ctx.api_version >= 3 and getattr(
+        request, "include_authorized_operations", False
+    )
     described = []
     for group_id in req.groups:
         description = ctx.broker.groups.describe(group_id)

@@ -150,7 +150,9 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
             "cluster_id": broker.cluster_id,
             "controller_id": broker.node_id,
             "topics": topics,
-            "cluster_authorized_operations": CLUSTER_AUTHORIZED_OPERATIONS if include_cluster else NOT_REQUESTED,
+            "cluster_authorized_operations": CLUSTER_AUTHORIZED_OPERATIONS
+            if include_cluster
+            else NOT_REQUESTED,
         },
     )
 

@@ -35,7 +35,11 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
     answered: dict[str, list[tuple[int, codec.ErrorCode]]] = {}
     valid: list[tuple[str, list[int]]] = []
     for topic in req.topics:
-        exists = [p.partition_index for p in topic.partitions if ctx.broker.partition_exists(topic.name, p.partition_index)]
+        exists = [
+            p.partition_index
+            for p in topic.partitions
+            if ctx.broker.partition_exists(topic.name, p.partition_index)
+        ]
         missing = [p.partition_index for p in topic.partitions if p.partition_index not in exists]
         if missing:
             answered.setdefault(topic.name, []).extend(
