@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from confluent_kafka import (
@@ -36,7 +37,7 @@ from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaPythonPartition
 from kafka.admin import MemberToRemove
 
-from clients.conftest import BrokerProcess
+from clients.conftest import BrokerProcess, start_broker
 
 pytestmark = pytest.mark.clients
 
@@ -224,3 +225,23 @@ def test_message_format_version_on_create_topics_and_alter_configs(groups_broker
         assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT_S) == (0, 3)
     finally:
         consumer.close()
+
+
+def test_serve_names_the_inert_kafka_configs_in_one_warning_line(tmp_path: Path) -> None:
+    broker = start_broker(
+        tmp_path / "data",
+        *("--override", "num.io.threads=16", "--override", "process.roles=broker,controller"),
+        *("--override", "log.cleaner.threads=1"),
+    )
+    try:
+        client = admin(broker)
+        probe = ConfigResource(ResourceType.BROKER, "0")
+        entry = client.describe_configs([probe])[probe].result(TIMEOUT_S)["num.io.threads"]
+        assert (entry.value, entry.source) == ("16", ConfigSource.STATIC_BROKER_CONFIG.value)
+    finally:
+        assert broker.stop() == 0
+    warnings = [line for line in broker.stderr_path.read_text().splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        "warning: kompakt accepts but does not act on these Kafka broker configs: num.io.threads, "
+        "process.roles (DescribeConfigs documents each one)"
+    ]
