@@ -13,8 +13,7 @@ from kompakt.log.manager import LogManager
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.codec import ErrorCode as E
 from kompakt.records.builder import SimpleRecord, build_batch
-
-from .wire import call
+from tests.support.wire import call
 
 
 def fill(log_manager: LogManager, topic: str, count: int, configs: dict[str, str] | None = None) -> None:
@@ -137,4 +136,6 @@ def test_describe_log_dirs(dispatcher: Dispatcher, log_manager: LogManager, vers
         version,
         {"topics": [{"topic": "b", "partitions": [1, 5]}, {"topic": "zz", "partitions": [0]}]},
     )
-    assert [(t.name, [p.partition_index for p in t.partitions]) for t in some.results[0].topics] == [("b", [1])]
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in some.results[0].topics] == [
+        ("b", [1])
+    ]

@@ -21,8 +21,7 @@ from kompakt.clock import FakeClock
 from kompakt.log.manager import LogManager
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.codec import ErrorCode as E
-
-from .wire import call
+from tests.support.wire import call
 
 
 @pytest.fixture

@@ -12,8 +12,7 @@ from kompakt.log.kafka_configs import NOT_ACTED_ON
 from kompakt.log.manager import LogManager
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.codec import ErrorCode as E
-
-from .wire import call
+from tests.support.wire import call
 
 TOPIC, BROKER = 2, 4
 SET = 0

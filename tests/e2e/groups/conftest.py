@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from clients.conftest import BrokerProcess, start_broker
+from tests.support.serve import BrokerProcess, start_broker
 
 
 @pytest.fixture(scope="session")

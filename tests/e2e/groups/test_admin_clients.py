@@ -37,7 +37,7 @@ from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaPythonPartition
 from kafka.admin import MemberToRemove
 
-from clients.conftest import BrokerProcess, start_broker
+from tests.support.serve import BrokerProcess, start_broker
 
 pytestmark = pytest.mark.clients
 

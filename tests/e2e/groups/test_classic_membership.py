@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from clients.conftest import BrokerProcess
+from tests.support.serve import BrokerProcess
 
 pytestmark = pytest.mark.clients
 
