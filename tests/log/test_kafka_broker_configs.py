@@ -36,6 +36,11 @@ def test_every_kafka_broker_config_is_known() -> None:
     )
 
 
+def test_group_configs_the_coordinator_reads_are_not_inert() -> None:
+    for name in ("group.max.size", "offset.metadata.max.bytes"):  # the group coordinator reads them
+        assert name in KOMPAKT_BROKER_CONFIGS and name not in INERT_BROKER_CONFIGS
+
+
 def test_kafka_types_defaults_and_validators() -> None:
     relogin = BROKER_CONFIGS["sasl.kerberos.min.time.before.relogin"]
     assert (relogin.type, relogin.default, relogin.dynamic) == (ConfigType.LONG, 60_000, True)

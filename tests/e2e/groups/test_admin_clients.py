@@ -191,6 +191,7 @@ def test_admin_removes_a_static_member_by_instance_id(groups_broker: BrokerProce
         client.close()
 
 
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")
 @pytest.mark.parametrize("incremental", [True, False])
 def test_broker_alter_of_sasl_kerberos_min_time_before_relogin(
     groups_broker: BrokerProcess, incremental: bool
@@ -231,13 +232,32 @@ def test_serve_names_the_inert_kafka_configs_in_one_warning_line(tmp_path: Path)
     broker = start_broker(
         tmp_path / "data",
         *("--override", "num.io.threads=16", "--override", "process.roles=broker,controller"),
-        *("--override", "log.cleaner.threads=1"),
+        *("--override", "log.cleaner.threads=1", "--override", "group.max.size=1"),
     )
+    topic = unique("max-size")
     try:
         client = admin(broker)
         probe = ConfigResource(ResourceType.BROKER, "0")
         entry = client.describe_configs([probe])[probe].result(TIMEOUT_S)["num.io.threads"]
         assert (entry.value, entry.source) == ("16", ConfigSource.STATIC_BROKER_CONFIG.value)
+        create(broker, topic, 2)
+        first = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic})
+        second = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic})
+        try:
+            first.subscribe([topic])
+            wait_for(lambda: bool(first.assignment()), [first])
+            second.subscribe([topic])  # group.max.size is one kompakt acts on
+            errors: list[KafkaError] = []
+            deadline = time.monotonic() + TIMEOUT_S
+            while not errors and time.monotonic() < deadline:
+                first.poll(0.05)
+                msg = second.poll(0.1)
+                if msg is not None and msg.error() is not None:
+                    errors.append(msg.error())
+            assert [e.code() for e in errors] == [KafkaError.GROUP_MAX_SIZE_REACHED]
+        finally:
+            first.close()
+            second.close()
     finally:
         assert broker.stop() == 0
     warnings = [line for line in broker.stderr_path.read_text().splitlines() if line.startswith("warning:")]
