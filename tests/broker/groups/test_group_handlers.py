@@ -84,7 +84,7 @@ def test_full_cycle(
     g, nope = described.groups
     assert (g.group_state, g.protocol_type, g.protocol_data) == ("Stable", "consumer", "range")
     assert (g.members[0].member_id, g.members[0].member_assignment) == (member, b"my-partitions")
-    assert (g.members[0].client_id, g.members[0].client_host) == ("test-client", "127.0.0.1")
+    assert (g.members[0].client_id, g.members[0].client_host) == ("test-client", "/127.0.0.1")  # Kafka's form
     assert nope.group_state == "Dead"
 
     listed = call(dispatcher, ApiKey.LIST_GROUPS, list_v, {"states_filter": ["Stable"]})

@@ -48,7 +48,9 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> Deferred[codec
         protocol_type=req.protocol_type,
         protocols=tuple((p.name, p.metadata) for p in req.protocols),
         client_id=ctx.client_id or "",
-        client_host=ctx.client_host,
+        # Kafka records ``clientAddress().toString()``, an InetAddress without its host name:
+        # "/127.0.0.1", and DescribeGroups and the stored group metadata show it that way.
+        client_host=f"/{ctx.client_host}",
         require_known_member_id=ctx.api_version >= 4,
         supports_skip_assignment=ctx.api_version >= 9,
         reason=getattr(req, "reason", None),
