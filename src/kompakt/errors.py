@@ -3,7 +3,8 @@
 Each type says what the caller should do about it, in Kafka's spirit: a corrupt index is rebuilt, a
 corrupt record is truncated on recovery or rejected on produce, an aborted clean deletes its
 ``.cleaned`` output, an uncleanable partition is marked and skipped. The mapping to Kafka wire error
-codes lives in exactly one place, in the broker layer.
+codes lives in exactly one place, :mod:`kompakt.broker.error_codes`; every subclass, wherever it is
+defined, is in it (``tests/broker/test_error_codes.py`` fails on one that is not).
 """
 
 from __future__ import annotations
@@ -139,3 +140,19 @@ class IllegalCleanerStateError(KompaktError):
     For example resuming a partition that is not paused, or finishing a clean that was never
     started. It always means a caller bug (Kafka raises IllegalStateException), never bad data.
     """
+
+
+class FileOperationError(KompaktError):
+    """A file operation that failed where the OS would have raised an I/O error.
+
+    kompakt's own code lets a real ``OSError`` through, and the broker answers it with
+    KAFKA_STORAGE_ERROR, as Kafka answers an IOException in a log directory. The fault models of
+    :mod:`kompakt.testing` raise a subclass in its place, so a crash test that goes through the
+    broker sees the code a real fault would give.
+    """
+
+
+class OperatorError(KompaktError):
+    """An error of the operator's tools: the command line, the admin client, backup and restore,
+    the server's start-up. It ends a command or the process, never a request, so it has no Kafka
+    error code of its own (the error map gives it Kafka's default, UNKNOWN_SERVER_ERROR)."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +103,20 @@ def _check_clean(logs: list[PartitionLog], model: Model, d: int, map_slots: int,
     # (e) both maps agree byte for byte.
     assert log_bytes(logs[0]) == log_bytes(logs[1])
     after = all_records(log)
+    _check_records_and_segments(log, model, after, before_bytes, before_last_offsets, end)
+    _check_dedupe(before, after, d, end, processed)
+    _check_latest_and_tombstones(log, model, after, end, now, processed)
+    return end
+
+
+def _check_records_and_segments(
+    log: PartitionLog,
+    model: Model,
+    after: list[tuple[int, bytes | None, bytes | None]],
+    before_bytes: dict[int, bytes],
+    before_last_offsets: set[int],
+    end: int,
+) -> None:
     # (a) original records at their own offsets, strictly increasing.
     offsets = [o for o, _k, _v in after]
     assert offsets == sorted(set(offsets))
@@ -116,6 +131,15 @@ def _check_clean(logs: list[PartitionLog], model: Model, d: int, map_slots: int,
     for base, data in before_bytes.items():
         if base >= end:
             assert after_bytes.get(base) == data, f"segment {base} at/above end offset {end} changed"
+
+
+def _check_dedupe(
+    before: list[tuple[int, bytes | None, bytes | None]],
+    after: list[tuple[int, bytes | None, bytes | None]],
+    d: int,
+    end: int,
+    processed: Callable[[int], bool],
+) -> None:
     # Dedupe: no rewritten record older than what the map held for its key survives.
     mapped: dict[bytes | None, int] = {}
     if end > 0:
@@ -125,6 +149,16 @@ def _check_clean(logs: list[PartitionLog], model: Model, d: int, map_slots: int,
         for o, k, _v in after:
             if processed(o) and o < end:
                 assert o >= mapped.get(k, -1), f"superseded record {o} of key {k!r} survived"
+
+
+def _check_latest_and_tombstones(
+    log: PartitionLog,
+    model: Model,
+    after: list[tuple[int, bytes | None, bytes | None]],
+    end: int,
+    now: int,
+    processed: Callable[[int], bool],
+) -> None:
     # (c) latest records and the tombstone lifecycle.
     for o in model.latest.values():
         value = model.originals[o][1]
@@ -146,7 +180,6 @@ def _check_clean(logs: list[PartitionLog], model: Model, d: int, map_slots: int,
         assert present.get(o) == (key, value), f"latest record {o} of key {key!r} lost"
         if value is None and o in model.horizon:
             assert horizons[o] == model.horizon[o]
-    return end
 
 
 @settings(max_examples=_EXAMPLES)

@@ -14,16 +14,16 @@ import urllib.request
 from typing import Any
 from urllib.parse import urlencode
 
-from kompakt.errors import KompaktError
+from kompakt.errors import OperatorError
 
 DEFAULT_ADMIN_URL = "http://127.0.0.1:9192"
 
 
-class AdminUnreachableError(KompaktError):
+class AdminUnreachableError(OperatorError):
     """Nothing answered at the admin URL (broker down, wrong port, no admin endpoint)."""
 
 
-class AdminRequestError(KompaktError):
+class AdminRequestError(OperatorError):
     """The endpoint answered with an error status."""
 
     def __init__(self, status: int, message: str) -> None:

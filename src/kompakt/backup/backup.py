@@ -316,8 +316,6 @@ class BackupRun:
         poll_s = self.config.poll_interval_ms / 1000
         last_progress = time.monotonic()
         last_checkpoint = time.monotonic()
-        segment_max = self.config.segment_max_bytes
-        log_append_time = KAFKA.TIMESTAMP_LOG_APPEND_TIME
         while remaining and not self.stop.is_set():
             messages = consumer.consume(CONSUME_BATCH, timeout=min(poll_s, 0.5))
             consumed_ms = self.clock.now_ms()
@@ -327,50 +325,12 @@ class BackupRun:
                 state = states[tp]
                 error = msg.error()
                 if error is not None:
-                    if error.code() != PARTITION_EOF:
-                        raise self.client.fail(f"cannot read {tp[0]}-{tp[1]}", KAFKA.KafkaException(error))
-                    if state.target is not None and not state.done:
-                        if 0 <= msg.offset() < state.target:
-                            # read_committed stops at an open transaction (the LSO): end there.
-                            self.progress.message(
-                                f"{tp[0]}-{tp[1]}: readable data ends at {msg.offset()}, before the "
-                                f"high watermark {state.target} (an open transaction?)"
-                            )
-                            state.target = max(msg.offset(), state.next_offset)
-                        state.done = True
-                        remaining -= 1
+                    remaining -= self._on_partition_end(tp, state, error, msg.offset())
                     continue
-                offset = msg.offset()
-                if state.done or offset < state.next_offset:
-                    continue
-                if state.target is not None and offset >= state.target:
-                    state.done = True
-                    remaining -= 1
-                    continue
-                if offset > state.next_offset:
-                    state.pending_gaps.append((state.next_offset, offset - 1))
-                ts_type, timestamp = msg.timestamp()
-                key, value = msg.key(), msg.value()
-                state.builder.add(
-                    offset,
-                    timestamp,
-                    TimestampType.LOG_APPEND_TIME
-                    if ts_type == log_append_time
-                    else TimestampType.CREATE_TIME,
-                    key,
-                    value,
-                    msg.headers() or (),
-                    consumed_ms,
-                )
-                state.next_offset = offset + 1
-                state.progress.records += 1
-                state.progress.bytes += (len(key) if key else 0) + (len(value) if value else 0)
-                touched.add(tp)
-                if state.target is not None and state.next_offset >= state.target:
-                    state.done = True
-                    remaining -= 1
-                if state.builder.size >= segment_max:
-                    self._commit_file(manifest, state, run)
+                ended, added = self._on_record(manifest, run, state, msg, consumed_ms)
+                remaining -= ended
+                if added:
+                    touched.add(tp)
             now = time.monotonic()
             if self.config.continuous and now - last_checkpoint >= self.config.checkpoint_interval_ms / 1000:
                 for state in states.values():
@@ -386,6 +346,61 @@ class BackupRun:
         for state in states.values():
             state.progress.done = state.next_offset - run.ranges[state.progress.name][0]
             self.progress.update(state.progress)
+
+    def _on_partition_end(self, tp: TopicPartition, state: _PartitionRun, error: Any, offset: int) -> int:
+        """A consumer event instead of a record: end of the partition (1 if that finishes a
+        snapshot partition, else 0), or a read error, which fails the run."""
+        if error.code() != PARTITION_EOF:
+            raise self.client.fail(f"cannot read {tp[0]}-{tp[1]}", KAFKA.KafkaException(error))
+        if state.target is None or state.done:
+            return 0
+        if 0 <= offset < state.target:
+            # read_committed stops at an open transaction (the LSO): end there.
+            self.progress.message(
+                f"{tp[0]}-{tp[1]}: readable data ends at {offset}, before the "
+                f"high watermark {state.target} (an open transaction?)"
+            )
+            state.target = max(offset, state.next_offset)
+        state.done = True
+        return 1
+
+    def _on_record(
+        self, manifest: Manifest, run: RunEntry, state: _PartitionRun, msg: Any, consumed_ms: int
+    ) -> tuple[int, bool]:
+        """Add one consumed record to its partition's segment: ``(finished, added)``, where
+        ``finished`` is 1 when the record completes a snapshot partition; a full segment is
+        committed at once."""
+        offset = msg.offset()
+        if state.done or offset < state.next_offset:
+            return 0, False
+        if state.target is not None and offset >= state.target:
+            state.done = True
+            return 1, False
+        if offset > state.next_offset:
+            state.pending_gaps.append((state.next_offset, offset - 1))
+        ts_type, timestamp = msg.timestamp()
+        key, value = msg.key(), msg.value()
+        state.builder.add(
+            offset,
+            timestamp,
+            TimestampType.LOG_APPEND_TIME
+            if ts_type == KAFKA.TIMESTAMP_LOG_APPEND_TIME
+            else TimestampType.CREATE_TIME,
+            key,
+            value,
+            msg.headers() or (),
+            consumed_ms,
+        )
+        state.next_offset = offset + 1
+        state.progress.records += 1
+        state.progress.bytes += (len(key) if key else 0) + (len(value) if value else 0)
+        finished = 0
+        if state.target is not None and state.next_offset >= state.target:
+            state.done = True
+            finished = 1
+        if state.builder.size >= self.config.segment_max_bytes:
+            self._commit_file(manifest, state, run)
+        return finished, True
 
     def _finish_partition(self, state: _PartitionRun) -> None:
         """A snapshot partition that reached its target: the offsets after its last record are gaps."""

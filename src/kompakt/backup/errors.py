@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kompakt.errors import KompaktError
+from kompakt.errors import OperatorError
 
 
-class BackupError(KompaktError):
+class BackupError(OperatorError):
     """A backup or restore failed (unreachable cluster, missing topic, storage refused...)."""
 
 

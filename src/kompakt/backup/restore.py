@@ -35,7 +35,7 @@ from kompakt.backup.kafka import KAFKA, KAFKA_ADMIN, Client
 from kompakt.backup.progress import NoProgress, PartitionProgress, Progress
 from kompakt.backup.reader import RestoreSource, policy_set
 from kompakt.backup.storage import Storage
-from kompakt.records.record import decode_records
+from kompakt.records.record import Record, decode_records
 
 ORIGINAL_OFFSET_HEADER = "kompakt.original.offset"
 PROGRESS_EVERY_S = 0.25
@@ -268,12 +268,7 @@ def run_restore(
     plan, source = plan_restore(config, storage=storage)
     plan.raise_if_problems()
     client = Client(config.bootstrap_servers or "", config.timeout_s, config.client_config)
-    to_create = [t for t in plan.topics if t.action == "create"]
-    if to_create:
-        new_topics = [KAFKA_ADMIN.NewTopic(t.target, t.partitions, -1, config=t.configs) for t in to_create]
-        for name, future in client.admin.create_topics(new_topics, request_timeout=client.timeout_s).items():
-            client.result(future, f"cannot create topic {name!r}")
-        reporter.message(f"created {len(to_create)} topic(s) with their original configs")
+    _create_topics(client, plan, reporter)
     deliveries = _Deliveries()
     producer = KAFKA.Producer(
         client.config(
@@ -309,19 +304,7 @@ def run_restore(
                     if source.record_filter.active:
                         records, _changed = part_filter.apply(records)
                     for record in records:
-                        headers: list[tuple[str, bytes | None]] | None = list(record.headers) or None
-                        if config.record_original_offsets:
-                            headers = (headers or []) + [
-                                (ORIGINAL_OFFSET_HEADER, str(record.offset).encode())
-                            ]
-                        kwargs: dict[str, Any] = {
-                            "key": record.key,
-                            "value": record.value,
-                            "partition": entry.partition,
-                            "timestamp": record.timestamp if record.timestamp >= 0 else 0,
-                        }
-                        if headers:
-                            kwargs["headers"] = headers
+                        kwargs = _produce_kwargs(config, tplan, entry.partition, record)
                         if pending and pending[0] <= record.offset:
                             # The first restored record at or after a committed offset: its new
                             # offset is where that group resumes.
@@ -374,6 +357,36 @@ def run_restore(
     return RestoreResult(
         plan, rows, counts, total_records, total_bytes, time.monotonic() - started, groups=groups
     )
+
+
+def _create_topics(client: Client, plan: RestorePlan, reporter: Progress) -> None:
+    """Create the plan's missing topics with their original partition counts and configs."""
+    to_create = [t for t in plan.topics if t.action == "create"]
+    if not to_create:
+        return
+    new_topics = [KAFKA_ADMIN.NewTopic(t.target, t.partitions, -1, config=t.configs) for t in to_create]
+    for name, future in client.admin.create_topics(new_topics, request_timeout=client.timeout_s).items():
+        client.result(future, f"cannot create topic {name!r}")
+    reporter.message(f"created {len(to_create)} topic(s) with their original configs")
+
+
+def _produce_kwargs(
+    config: RestoreConfig, tplan: TopicPlan, partition: int, record: Record
+) -> dict[str, Any]:
+    """The producer's arguments for one restored record (headers, plus the original offset when
+    ``record_original_offsets`` asks for it)."""
+    headers: list[tuple[str, bytes | None]] | None = list(record.headers) or None
+    if config.record_original_offsets:
+        headers = (headers or []) + [(ORIGINAL_OFFSET_HEADER, str(record.offset).encode())]
+    kwargs: dict[str, Any] = {
+        "key": record.key,
+        "value": record.value,
+        "partition": partition,
+        "timestamp": record.timestamp if record.timestamp >= 0 else 0,
+    }
+    if headers:
+        kwargs["headers"] = headers
+    return kwargs
 
 
 GroupKey = tuple[str, int]

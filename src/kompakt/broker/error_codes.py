@@ -1,32 +1,115 @@
-"""The one place where kompakt exceptions become Kafka error codes."""
+"""The one place where exceptions become Kafka error codes.
+
+A handler that catches an exception answers with :func:`error_code_for`; the code is the one
+Kafka answers for the matching condition (``org.apache.kafka.common.protocol.Errors``, and how
+``ReplicaManager`` and ``KafkaApis`` choose it). Every :class:`~kompakt.errors.KompaktError`
+subclass has an entry here, through its own class or a base (``tests/broker/test_error_codes.py``
+walks them all), so a new error gets its code chosen when it is written, not UNKNOWN_SERVER_ERROR
+by accident. Three groups:
+
+* request errors, with the code of Kafka's exception for the same condition;
+* storage errors: Kafka answers a log directory it cannot read or write with KAFKA_STORAGE_ERROR
+  (``KafkaStorageException``: ``UnifiedLog`` and ``LogDirFailureChannel`` turn an IOException
+  into it), so ``OSError`` and files kompakt finds corrupt beyond repair get that code, which
+  tells a client to refresh its metadata and retry;
+* internal errors that no request should meet (cleaner states, tool errors, offsets that cannot
+  be stored): Kafka answers an exception that is not an ``ApiException`` with UNKNOWN_SERVER_ERROR
+  (``Errors.forException``), and so does kompakt, explicitly.
+
+:class:`KafkaCodedError` is for a rule that names its code itself, as Kafka's admin rules do
+(``AdminError`` in :mod:`kompakt.broker.topic_admin`): it answers with the code it carries.
+
+The group coordinator (:mod:`kompakt.broker.groups`) is the deliberate second channel: its
+operations return ``ErrorCode`` values (unknown member, illegal generation, rebalance in
+progress...) as outcomes of the group protocol, not exceptions, exactly as Kafka's
+``GroupMetadataManager`` sets ``Errors`` codes on its responses. Other direct codes in handlers
+(INVALID_REQUIRED_ACKS, INVALID_TXN_STATE in Produce, INVALID_TOPIC_EXCEPTION in Metadata) are
+request checks of that handler alone, written where Kafka's ``KafkaApis`` writes them.
+"""
 
 from __future__ import annotations
 
 from kompakt import errors
-from kompakt.protocol.codec import ErrorCode
+from kompakt.broker.groups.offsets_topic import OffsetsTopicFormatError
+from kompakt.broker.producer_ids import CorruptProducerIdFileError
+from kompakt.log.manager import InvalidPartitionsError
+from kompakt.log.topic_store import CorruptTopicStoreError
+from kompakt.protocol.bounds import FrameBoundsError
+from kompakt.protocol.codec import ErrorCode, ProtocolError, UnsupportedVersion
+from kompakt.protocol.framing import FrameTooLarge
 
-# Order matters only for subclasses listed before their bases; lookups walk the exception's MRO.
+
+class KafkaCodedError(errors.KompaktError):
+    """An error raised with the Kafka error code it is to be answered with.
+
+    For rules that name their code, as Kafka's do (a CreateTopics validation that answers
+    INVALID_REPLICATION_FACTOR, a DescribeConfigs on an unknown broker id): the code travels with
+    the error instead of being looked up.
+    """
+
+    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or code.name)
+        self.code = code
+        self.message = message
+
+
+# Lookups walk the exception's MRO, so an entry covers its subclasses unless they have their own.
 _ERROR_CODES: dict[type[BaseException], ErrorCode] = {
-    errors.CorruptRecordError: ErrorCode.corrupt_message,
-    errors.InvalidRecordError: ErrorCode.invalid_record,
-    errors.RecordTooLargeError: ErrorCode.message_too_large,
-    errors.RecordListTooLargeError: ErrorCode.record_list_too_large,
-    errors.InvalidTimestampError: ErrorCode.invalid_timestamp,
-    errors.OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
+    # ---- request errors: the code of Kafka's exception for the same condition
+    errors.CorruptRecordError: ErrorCode.corrupt_message,  # CorruptRecordException
+    # A payload that does not decompress is a corrupt batch (produce validation says so too).
+    errors.CompressionError: ErrorCode.corrupt_message,
+    OffsetsTopicFormatError: ErrorCode.corrupt_message,  # a record of __consumer_offsets
+    errors.InvalidRecordError: ErrorCode.invalid_record,  # InvalidRecordException
+    errors.RecordTooLargeError: ErrorCode.message_too_large,  # RecordTooLargeException
+    errors.RecordListTooLargeError: ErrorCode.record_list_too_large,  # RecordBatchTooLargeException
+    errors.InvalidTimestampError: ErrorCode.invalid_timestamp,  # InvalidTimestampException
+    errors.OffsetOutOfRangeError: ErrorCode.offset_out_of_range,  # OffsetOutOfRangeException
     errors.UnknownTopicOrPartitionError: ErrorCode.unknown_topic_or_partition,
-    errors.TopicExistsError: ErrorCode.topic_already_exists,
-    errors.ConfigError: ErrorCode.invalid_config,
-    errors.ProducerFencedError: ErrorCode.invalid_producer_epoch,
+    errors.TopicExistsError: ErrorCode.topic_already_exists,  # TopicExistsException
+    errors.InvalidTopicError: ErrorCode.invalid_topic_exception,  # InvalidTopicException
+    InvalidPartitionsError: ErrorCode.invalid_partitions,  # InvalidPartitionsException
+    errors.ConfigError: ErrorCode.invalid_config,  # ConfigException, InvalidConfigurationException
+    errors.ProducerFencedError: ErrorCode.invalid_producer_epoch,  # InvalidProducerEpochException
     errors.OutOfOrderSequenceError: ErrorCode.out_of_order_sequence_number,
     errors.DuplicateSequenceError: ErrorCode.duplicate_sequence_number,
+    # The server closes the connection on these, as Kafka's SocketServer does for a request it
+    # cannot parse; the entries say what Errors has for them should one ever be answered.
+    UnsupportedVersion: ErrorCode.unsupported_version,  # UnsupportedVersionException
+    ProtocolError: ErrorCode.invalid_request,  # InvalidRequestException (MalformedRequest too)
+    FrameBoundsError: ErrorCode.invalid_request,
+    FrameTooLarge: ErrorCode.invalid_request,
+    # ---- storage: KafkaStorageException
+    OSError: ErrorCode.kafka_storage_error,
+    errors.FileOperationError: ErrorCode.kafka_storage_error,
     errors.PartitionOfflineError: ErrorCode.kafka_storage_error,
+    errors.CorruptIndexError: ErrorCode.kafka_storage_error,  # one a rebuild could not mend
+    errors.CorruptCheckpointError: ErrorCode.kafka_storage_error,
+    errors.LogDirectoryError: ErrorCode.kafka_storage_error,
+    CorruptTopicStoreError: ErrorCode.kafka_storage_error,
+    CorruptProducerIdFileError: ErrorCode.kafka_storage_error,
+    # ---- internal: not ApiExceptions in Kafka either, so Errors.forException's default
+    # LogSegmentOffsetOverflowException, IndexOffsetOverflowException, IllegalArgumentException:
+    errors.InvalidOffsetError: ErrorCode.unknown_server_error,
+    errors.CleaningAbortedError: ErrorCode.unknown_server_error,  # LogCleaningAbortedException
+    errors.OffsetMapTooSmallError: ErrorCode.unknown_server_error,
+    errors.UncleanablePartitionError: ErrorCode.unknown_server_error,
+    errors.IllegalCleanerStateError: ErrorCode.unknown_server_error,  # IllegalStateException
+    errors.OperatorError: ErrorCode.unknown_server_error,  # tools and start-up, never a request
 }
 
 
+def mapped_class(exc_type: type[BaseException]) -> type[BaseException] | None:
+    """The class whose entry decides ``exc_type``'s code (itself or a base), or None."""
+    if issubclass(exc_type, KafkaCodedError):
+        return KafkaCodedError
+    return next((cls for cls in exc_type.__mro__ if cls in _ERROR_CODES), None)
+
+
 def error_code_for(exc: BaseException) -> ErrorCode:
-    """Kafka's error code for ``exc``; UNKNOWN_SERVER_ERROR for anything not mapped."""
-    for cls in type(exc).__mro__:
-        code = _ERROR_CODES.get(cls)
-        if code is not None:
-            return code
-    return ErrorCode.unknown_server_error
+    """Kafka's error code for ``exc``; UNKNOWN_SERVER_ERROR for an exception that is no
+    KompaktError and no OSError (a bug: the handler logs it)."""
+    if isinstance(exc, KafkaCodedError):
+        return exc.code
+    cls = mapped_class(type(exc))
+    return ErrorCode.unknown_server_error if cls is None else _ERROR_CODES[cls]

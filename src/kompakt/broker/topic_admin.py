@@ -30,7 +30,7 @@ from pathlib import Path
 
 from kompakt import errors
 from kompakt.broker.context import Broker
-from kompakt.broker.error_codes import error_code_for
+from kompakt.broker.error_codes import KafkaCodedError, error_code_for
 from kompakt.log.config import BrokerConfig, LogConfig
 from kompakt.log.config_defs import ConfigSource, ConfigType
 from kompakt.log.config_describe import (
@@ -41,7 +41,7 @@ from kompakt.log.config_describe import (
 )
 from kompakt.log.config_tables import BROKER_CONFIGS, TOPIC_CONFIGS
 from kompakt.log.files import atomic_write_bytes
-from kompakt.log.manager import InvalidPartitionsError, LogManager
+from kompakt.log.manager import LogManager
 from kompakt.log.topic_store import validate_topic_name
 from kompakt.protocol.codec import ErrorCode
 
@@ -105,30 +105,18 @@ class OpType:
     SUBTRACT = 3
 
 
-class AdminError(Exception):
+class AdminError(KafkaCodedError):
     """One topic's or resource's failure: the Kafka error code and message it is answered with."""
-
-    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
-        super().__init__(message or code.name)
-        self.code = code
-        self.message = message
-
-
-_EXTRA_CODES: dict[type[BaseException], ErrorCode] = {
-    errors.InvalidTopicError: ErrorCode.invalid_topic_exception,
-    InvalidPartitionsError: ErrorCode.invalid_partitions,
-}
 
 
 def as_admin_error(exc: BaseException) -> AdminError:
-    """``exc`` as the per-item error Kafka would answer (AdminError passes through)."""
+    """``exc`` as the per-item error Kafka would answer (AdminError passes through); the code
+    comes from the one error map. A failure kompakt did not raise on purpose is logged with its
+    traceback."""
     if isinstance(exc, AdminError):
         return exc
-    for cls in type(exc).__mro__:
-        if cls in _EXTRA_CODES:
-            return AdminError(_EXTRA_CODES[cls], str(exc))
     code = error_code_for(exc)
-    if code is ErrorCode.unknown_server_error:
+    if code is ErrorCode.unknown_server_error or not isinstance(exc, errors.KompaktError):
         log.exception("Unexpected admin failure", exc_info=exc)
     return AdminError(code, str(exc))
 

@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from kompakt.errors import KompaktError
+from kompakt.errors import OperatorError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -26,11 +26,11 @@ class OutputFormat(str, Enum):
     JSON = "json"
 
 
-class CliError(KompaktError):
+class CliError(OperatorError):
     """A command failed: one line on stderr, exit code 1."""
 
 
-class CliUsageError(KompaktError):
+class CliUsageError(OperatorError):
     """The command line is wrong (bad option value, missing config): one line, exit code 2."""
 
 

@@ -143,27 +143,39 @@ def build_format(
     if null_marker is not None:
         fmt.null_marker = null_marker.encode("utf-8")
     for name, value in parse_pairs(properties, "--property"):
-        if name == "parse.key":
-            fmt.parse_key = _flag(name, value)
-        elif name == "key.separator":
-            fmt.key_separator = _unescape(value)
-        elif name == "null.marker":
-            fmt.null_marker = value.encode("utf-8")
-        elif name == "parse.headers":
-            fmt.parse_headers = _flag(name, value)
-        elif name == "headers.delimiter":
-            fmt.headers_delimiter = _unescape(value)
-        elif name == "headers.separator":
-            fmt.headers_separator = _unescape(value)
-        elif name == "headers.key.separator":
-            fmt.headers_key_separator = _unescape(value)
-        elif name == "ignore.error":
-            fmt.ignore_error = _flag(name, value)
-        else:
-            raise CliUsageError(
-                f"unknown --property {name!r} (known: parse.key, key.separator, null.marker, "
-                "parse.headers, headers.delimiter, headers.separator, headers.key.separator, ignore.error)"
-            )
+        _apply_property(fmt, name, value)
+    _check_separators(fmt)
+    fmt.static_headers = [(k, fmt._nullable(v.encode("utf-8"))) for k, v in parse_pairs(headers, "--header")]
+    return fmt
+
+
+def _apply_property(fmt: LineFormat, name: str, value: str) -> None:
+    """One ``--property name=value`` of Kafka's console producer (``LineMessageReader``)."""
+    if name == "parse.key":
+        fmt.parse_key = _flag(name, value)
+    elif name == "key.separator":
+        fmt.key_separator = _unescape(value)
+    elif name == "null.marker":
+        fmt.null_marker = value.encode("utf-8")
+    elif name == "parse.headers":
+        fmt.parse_headers = _flag(name, value)
+    elif name == "headers.delimiter":
+        fmt.headers_delimiter = _unescape(value)
+    elif name == "headers.separator":
+        fmt.headers_separator = _unescape(value)
+    elif name == "headers.key.separator":
+        fmt.headers_key_separator = _unescape(value)
+    elif name == "ignore.error":
+        fmt.ignore_error = _flag(name, value)
+    else:
+        raise CliUsageError(
+            f"unknown --property {name!r} (known: parse.key, key.separator, null.marker, "
+            "parse.headers, headers.delimiter, headers.separator, headers.key.separator, ignore.error)"
+        )
+
+
+def _check_separators(fmt: LineFormat) -> None:
+    """Refuse empty separators and an empty null marker: each would make lines ambiguous."""
     for separator, what in (
         (fmt.key_separator, "key.separator"),
         (fmt.headers_delimiter, "headers.delimiter"),
@@ -174,8 +186,6 @@ def build_format(
             raise CliUsageError(f"{what} cannot be empty")
     if fmt.null_marker == b"":
         raise CliUsageError("the null marker cannot be empty (an empty value is not a null value)")
-    fmt.static_headers = [(k, fmt._nullable(v.encode("utf-8"))) for k, v in parse_pairs(headers, "--header")]
-    return fmt
 
 
 def read_lines(stream: IO[bytes]) -> Iterator[bytes]:

@@ -125,10 +125,32 @@ def remove_temp_files_and_complete_swaps(
     """Steps 1-4: delete ``.deleted``/``.cleaned`` leftovers and finish or drop ``.swap`` files.
 
     ``names`` is a fresh listing of ``directory`` when the caller has one. Returns whether any
-    file was found to delete or rename (the caller's listing is then stale).
+    file was found to delete or rename (the caller's listing is then stale). The steps are those
+    of Kafka's ``LogLoader.removeTempFilesAndCollectSwapFiles`` and ``load``, in its order.
     """
     if names is None:
         names = _list_dir(directory)
+    cleaned, swaps, deleted = _delete_deleted_and_collect(directory, names, file_ops)
+    if not cleaned and not swaps:
+        return deleted
+    kept_swaps = _drop_swaps_above_cleaned(cleaned, swaps, file_ops)
+    ranges = _recover_swapped_logs(directory, config, now_ms, file_ops, kept_swaps)
+    if ranges:
+        _delete_replaced_by_swaps(directory, ranges, file_ops)
+    # Pass 3 renames every swap file there is now, as Kafka's LogLoader does: recovering a stray
+    # ``X.log.swap`` above may have written ``X.index.swap``/``X.timeindex.swap`` that were not
+    # there at the first listing, and they must not be left behind as orphans.
+    for name in sorted(_list_dir(directory)):
+        path = directory / name
+        if name.endswith(SWAP_FILE_SUFFIX) and path.is_file():
+            file_ops.rename(path, path.with_name(name[: -len(SWAP_FILE_SUFFIX)]))
+    return True
+
+
+def _delete_deleted_and_collect(
+    directory: Path, names: Collection[str], file_ops: FileOps
+) -> tuple[list[Path], list[Path], bool]:
+    """Delete ``.deleted`` files; ``(cleaned, swaps, deleted_any)`` of the rest."""
     cleaned: list[Path] = []
     swaps: list[Path] = []
     deleted = False
@@ -146,8 +168,12 @@ def remove_temp_files_and_complete_swaps(
             cleaned.append(path)
         else:
             swaps.append(path)
-    if not cleaned and not swaps:
-        return deleted
+    return cleaned, swaps, deleted
+
+
+def _drop_swaps_above_cleaned(cleaned: list[Path], swaps: list[Path], file_ops: FileOps) -> list[Path]:
+    """Delete swap files at or above the lowest ``.cleaned`` offset (their clean never finished
+    renaming), then every ``.cleaned`` file; the swaps that stay."""
     offsets_cleaned = [o for o in (parse_offset_from_name(p.name) for p in cleaned) if o is not None]
     min_cleaned = min(offsets_cleaned, default=None)
     kept_swaps: list[Path] = []
@@ -161,7 +187,13 @@ def remove_temp_files_and_complete_swaps(
     for path in cleaned:
         log.info("Deleting stray temporary file %s", path)
         file_ops.unlink(path)
+    return kept_swaps
 
+
+def _recover_swapped_logs(
+    directory: Path, config: LogConfig, now_ms: int, file_ops: FileOps, kept_swaps: list[Path]
+) -> list[tuple[int, int]]:
+    """Recover each ``.log.swap`` segment; the ``[base, next)`` offset range each one covers."""
     ranges: list[tuple[int, int]] = []
     for path in kept_swaps:
         offset = parse_offset_from_name(path.name)
@@ -182,24 +214,20 @@ def remove_temp_files_and_complete_swaps(
         segment.recover()
         ranges.append((offset, segment.read_next_offset()))
         segment.close()
-    if ranges:
-        min_swap = min(r[0] for r in ranges)
-        max_swap = max(r[1] for r in ranges)
-        for path in sorted(directory.iterdir()):
-            if not path.is_file() or path.name.endswith(SWAP_FILE_SUFFIX) or _is_quarantine_name(path.name):
-                continue
-            offset = parse_offset_from_name(path.name)
-            if offset is not None and min_swap <= offset < max_swap:
-                log.info("Deleting segment file %s replaced by a swap", path)
-                file_ops.unlink(path)
-    # Pass 3 renames every swap file there is now, as Kafka's LogLoader does: recovering a stray
-    # ``X.log.swap`` above may have written ``X.index.swap``/``X.timeindex.swap`` that were not
-    # there at the first listing, and they must not be left behind as orphans.
-    for name in sorted(_list_dir(directory)):
-        path = directory / name
-        if name.endswith(SWAP_FILE_SUFFIX) and path.is_file():
-            file_ops.rename(path, path.with_name(name[: -len(SWAP_FILE_SUFFIX)]))
-    return True
+    return ranges
+
+
+def _delete_replaced_by_swaps(directory: Path, ranges: list[tuple[int, int]], file_ops: FileOps) -> None:
+    """Delete the segment files whose offsets the swapped segments now cover."""
+    min_swap = min(r[0] for r in ranges)
+    max_swap = max(r[1] for r in ranges)
+    for path in sorted(directory.iterdir()):
+        if not path.is_file() or path.name.endswith(SWAP_FILE_SUFFIX) or _is_quarantine_name(path.name):
+            continue
+        offset = parse_offset_from_name(path.name)
+        if offset is not None and min_swap <= offset < max_swap:
+            log.info("Deleting segment file %s replaced by a swap", path)
+            file_ops.unlink(path)
 
 
 def open_segments(

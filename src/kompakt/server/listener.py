@@ -14,12 +14,12 @@ import asyncio
 import errno
 from collections.abc import Awaitable, Callable
 
-from kompakt.errors import KompaktError
+from kompakt.errors import OperatorError
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
-class BindError(KompaktError):
+class BindError(OperatorError):
     """An address this process cannot listen on; ``in_use`` when another socket holds it.
 
     ``listener`` names which one (``"kafka"`` or ``"admin"``), so the command line can name the

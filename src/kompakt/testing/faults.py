@@ -19,14 +19,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from kompakt.errors import KompaktError
+from kompakt.errors import FileOperationError
 from kompakt.log.files import DEFAULT_FILE_OPS, FileOps
 
 #: Open flags that make an ``open_fd`` a mutation (opening to read changes nothing).
 _MUTATING_OPEN = os.O_CREAT | os.O_TRUNC | os.O_WRONLY | os.O_RDWR
 
 
-class SimulatedCrashError(KompaktError):
+class SimulatedCrashError(FileOperationError):
     """Raised by a fault model in place of the file operation it was told to fail."""
 
 

@@ -25,6 +25,7 @@ from kompakt.broker.validation import RecordErrorsInvalid, RecordErrorsTimestamp
 from kompakt.errors import (
     CorruptRecordError,
     DuplicateSequenceError,
+    InvalidTopicError,
     KompaktError,
     UnknownTopicOrPartitionError,
 )
@@ -71,11 +72,19 @@ def _error(
 
 
 def _log_for(broker: Broker, topic: str, partition: int) -> PartitionLog:
+    """The partition's log, auto-creating its topic where the broker allows it. A name that
+    cannot be a topic is unknown, as Kafka answers a Produce for a topic it does not have
+    (``KafkaApis.handleProduceRequest``: UNKNOWN_TOPIC_OR_PARTITION; Kafka creates topics on
+    Metadata only, where an illegal name gets INVALID_TOPIC_EXCEPTION)."""
     logs = broker.logs
     try:
         return logs.get_log(topic, partition)
-    except UnknownTopicOrPartitionError:
-        if topic in logs.topics() or auto_create_topic(broker, topic) is None:
+    except UnknownTopicOrPartitionError as unknown:
+        try:
+            created = topic not in logs.topics() and auto_create_topic(broker, topic) is not None
+        except InvalidTopicError:
+            raise unknown from None
+        if not created:
             raise
         return logs.get_log(topic, partition)
 
@@ -119,7 +128,7 @@ def produce_partition(broker: Broker, topic: str, partition: int, records: bytes
             log.exception("produce to %s-%d failed", topic, partition)
         # else the log reported the failed append itself, once per partition per interval (a full
         # disk fails every append: a traceback each would flood the log).
-        return _error(partition, codec.ErrorCode.kafka_storage_error, f"I/O error: {exc}")
+        return _error(partition, error_code_for(exc), f"I/O error: {exc}")
     broker.fetch_waiters.notify(topic, partition)
     return {
         "index": partition,

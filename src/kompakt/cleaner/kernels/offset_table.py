@@ -374,6 +374,118 @@ def map_spans(
     return DONE, starts.shape[0], 0, size, last_put, 0, cap
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _check_spans(
+    buf: U8Array, starts: I64Array, ends: I64Array, counts: I64Array
+) -> tuple[Scalar, Scalar, Scalar, Scalar]:
+    """``(error, span, position, most)``: the first span whose count or bounds are impossible
+    (error 1 or 9), else error 0 and the largest record count, which sizes the scratch arrays."""
+    most = 0
+    for b in range(starts.shape[0]):
+        if counts[b] < 0:
+            return 1, b, starts[b], 0
+        if starts[b] < 0 or ends[b] < starts[b] or ends[b] > buf.shape[0]:
+            return 9, b, starts[b], 0
+        most = max(most, counts[b])
+    return 0, 0, 0, most
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _parse_span(
+    bp: Scalar,
+    pos: Scalar,
+    limit: Scalar,
+    base_off: Scalar,
+    base_ts: Scalar,
+    n: Scalar,
+    latest: Scalar,
+    rows: I64Array,
+    hi: U64Array,
+    lo: U64Array,
+) -> tuple[Scalar, Scalar]:
+    """Parse the ``n`` records of one span in full into ``rows`` and hash the keys that need a
+    lookup (keyed, at or below ``latest``; the others get digest 0). ``(error, position)``:
+    error 0 with the end of the last record, or a record error code where it was met."""
+    for j in range(n):
+        nxt, err, od, td, ks, kl, vs, vl = parse_fields(bp, pos, limit)
+        if err != 0:
+            return err, pos
+        o = base_off + od
+        rows[R_OFFSET, j] = o
+        rows[R_POSITION, j] = pos
+        rows[R_LENGTH, j] = nxt - pos
+        rows[R_TIMESTAMP, j] = base_ts + td
+        rows[R_KEY_START, j] = ks
+        rows[R_KEY_LEN, j] = kl
+        rows[R_VALUE_START, j] = vs
+        rows[R_VALUE_LEN, j] = vl
+        if kl >= 0 and o <= latest:
+            h, g = hash_one(bp, ks, kl)
+            hi[j] = h
+            lo[j] = g
+        else:
+            hi[j] = 0
+            lo[j] = 0
+        pos = nxt
+    return 0, pos
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _lookup_span(
+    tp: Scalar,
+    cap: Scalar,
+    n: Scalar,
+    latest: Scalar,
+    rows: I64Array,
+    hi: U64Array,
+    lo: U64Array,
+    found: I64Array,
+) -> None:
+    """The map's offset for each parsed key that needs one, prefetching the home slots of the keys
+    ``_AHEAD`` places on, so that many table misses are in flight at once."""
+    for j in range(min(n, _AHEAD)):
+        _prefetch_slot(tp, cap, hi[j])
+    for j in range(n):
+        if j + _AHEAD < n:
+            _prefetch_slot(tp, cap, hi[j + _AHEAD])
+        if rows[R_KEY_LEN, j] >= 0 and rows[R_OFFSET, j] <= latest:
+            found[j] = _lookup_p(tp, cap, hi[j], lo[j])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _emit_span(
+    b: Scalar,
+    n: Scalar,
+    latest: Scalar,
+    tombstone_ok: Scalar,
+    rows: I64Array,
+    found: I64Array,
+    kept: I64Array,
+    n_kept: Scalar,
+) -> tuple[Scalar, Scalar, Scalar]:
+    """Decide each record of span ``b`` and append the kept ones to ``kept``. ``(n_kept, invalid,
+    tombstones)``: the new row count and how many unkeyed records and tombstones were dropped."""
+    invalid = 0
+    tombstones = 0
+    for j in range(n):
+        offset = rows[R_OFFSET, j]
+        if offset > latest:
+            keep = True
+        elif rows[R_KEY_LEN, j] < 0:
+            keep = False
+            invalid += 1
+        else:
+            keep = offset >= found[j] and (rows[R_VALUE_LEN, j] >= 0 or tombstone_ok)
+            if not keep and rows[R_VALUE_LEN, j] < 0:
+                tombstones += 1
+        if keep:
+            for c in range(R_BATCH):
+                kept[c, n_kept] = rows[c, j]
+            kept[R_BATCH, n_kept] = b
+            n_kept += 1
+    return n_kept, invalid, tombstones
+
+
 @njit(cache=True, nogil=True)
 def retain_spans(
     buf: U8Array,
@@ -389,16 +501,17 @@ def retain_spans(
     kept: I64Array,
     kept_first: I64Array,
 ) -> tuple[Scalar, Scalar, Scalar, Scalar, Scalar]:
-    """``Cleaner.shouldRetainRecord`` over spans, writing only the kept records' columns into ``kept`` (a
-    RecordTable layout) and their per-span prefix counts into ``kept_first``. Returns ``(error, span,
-    position, invalid_dropped, tombstones_dropped)``; the ``batch`` column holds the span index."""
-    most = 0
-    for b in range(starts.shape[0]):
-        if counts[b] < 0:
-            return 1, b, starts[b], 0, 0
-        if starts[b] < 0 or ends[b] < starts[b] or ends[b] > buf.shape[0]:
-            return 9, b, starts[b], 0, 0
-        most = max(most, counts[b])
+    """``Cleaner.shouldRetainRecord`` over spans, writing only the kept records' columns into ``kept``
+    (a RecordTable layout) and their per-span prefix counts into ``kept_first``. Returns ``(error,
+    span, position, invalid_dropped, tombstones_dropped)``; the ``batch`` column holds the span
+    index.
+
+    Per span: parse every record in full and hash the keys that need a lookup, then look them up,
+    then decide and emit. The steps are inlined helpers (one compiled loop nest, as before).
+    """
+    err, b, pos, most = _check_spans(buf, starts, ends, counts)
+    if err != 0:
+        return err, b, pos, 0, 0
     rows = np.empty((R_BATCH, most), dtype=np.int64)
     found = np.empty(most, dtype=np.int64)
     hi = np.empty(most, dtype=np.uint64)
@@ -410,58 +523,19 @@ def retain_spans(
     tombstones = 0
     kept_first[0] = 0
     for b in range(starts.shape[0]):
-        pos = starts[b]
-        limit = ends[b]
-        base_off = base_offsets[b]
-        base_ts = base_timestamps[b]
         n = counts[b]
-        # Parse every record in full and hash the keys that need a lookup (prefetching their
-        # home slots); then look them up; then decide and emit.
-        for j in range(n):
-            nxt, err, od, td, ks, kl, vs, vl = parse_fields(bp, pos, limit)
-            if err != 0:
-                return err, b, pos, invalid, tombstones
-            o = base_off + od
-            rows[R_OFFSET, j] = o
-            rows[R_POSITION, j] = pos
-            rows[R_LENGTH, j] = nxt - pos
-            rows[R_TIMESTAMP, j] = base_ts + td
-            rows[R_KEY_START, j] = ks
-            rows[R_KEY_LEN, j] = kl
-            rows[R_VALUE_START, j] = vs
-            rows[R_VALUE_LEN, j] = vl
-            if kl >= 0 and o <= latest:
-                h, g = hash_one(bp, ks, kl)
-                hi[j] = h
-                lo[j] = g
-            else:
-                hi[j] = 0
-                lo[j] = 0
-            pos = nxt
-        if pos != limit:
+        err, pos = _parse_span(
+            bp, starts[b], ends[b], base_offsets[b], base_timestamps[b], n, latest, rows, hi, lo
+        )
+        if err != 0:
+            return err, b, pos, invalid, tombstones
+        if pos != ends[b]:
             return 8, b, pos, invalid, tombstones
-        for j in range(min(n, _AHEAD)):
-            _prefetch_slot(tp, cap, hi[j])
-        for j in range(n):
-            if j + _AHEAD < n:
-                _prefetch_slot(tp, cap, hi[j + _AHEAD])
-            if rows[R_KEY_LEN, j] >= 0 and rows[R_OFFSET, j] <= latest:
-                found[j] = _lookup_p(tp, cap, hi[j], lo[j])
-        for j in range(n):
-            offset = rows[R_OFFSET, j]
-            if offset > latest:
-                keep = True
-            elif rows[R_KEY_LEN, j] < 0:
-                keep = False
-                invalid += 1
-            else:
-                keep = offset >= found[j] and (rows[R_VALUE_LEN, j] >= 0 or tombstone_ok[b])
-                if not keep and rows[R_VALUE_LEN, j] < 0:
-                    tombstones += 1
-            if keep:
-                for c in range(R_BATCH):
-                    kept[c, n_kept] = rows[c, j]
-                kept[R_BATCH, n_kept] = b
-                n_kept += 1
+        _lookup_span(tp, cap, n, latest, rows, hi, lo, found)
+        n_kept, dropped_invalid, dropped_tombstones = _emit_span(
+            b, n, latest, tombstone_ok[b], rows, found, kept, n_kept
+        )
+        invalid += dropped_invalid
+        tombstones += dropped_tombstones
         kept_first[b + 1] = n_kept
     return 0, 0, 0, invalid, tombstones
