@@ -318,6 +318,8 @@ class BrokerApp:
             group_min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
             group_max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
             group_initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
+            group_max_size=config.get_int("group.max.size"),
+            offset_metadata_max_bytes=config.get_int("offset.metadata.max.bytes"),
             offsets_retention_minutes=config.get_int("offsets.retention.minutes"),
             offsets_retention_check_interval_ms=config.get_int("offsets.retention.check.interval.ms"),
         )

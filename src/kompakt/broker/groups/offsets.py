@@ -95,6 +95,10 @@ class OffsetStore(Protocol):
         """Forget every offset of ``group``; return how many were removed."""
         ...
 
+    def delete_offsets(self, group: str, partitions: Collection[tuple[str, int]]) -> int:
+        """Forget ``group``'s offsets of these partitions (OffsetDelete); return how many existed."""
+        ...
+
     def expire(self, now_ms: int, retention_ms: int, keep_groups: Collection[str] = ()) -> int:
         """Drop offsets older than their retention, except for ``keep_groups`` (groups with members)."""
         ...
@@ -162,6 +166,14 @@ class InMemoryOffsetStore:
         with self._lock:
             self._group_metadata.pop(group, None)
             return len(self._offsets.pop(group, {}))
+
+    def delete_offsets(self, group: str, partitions: Collection[tuple[str, int]]) -> int:
+        with self._lock:
+            offsets = self._offsets.get(group, {})
+            removed = sum(1 for key in set(partitions) if offsets.pop(key, None) is not None)
+            if not offsets:
+                self._offsets.pop(group, None)
+            return removed
 
     def expire(self, now_ms: int, retention_ms: int, keep_groups: Collection[str] = ()) -> int:
         removed = 0

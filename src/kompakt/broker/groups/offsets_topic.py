@@ -414,6 +414,23 @@ class TopicOffsetStore:
             self._group_metadata.pop(group, None)
             return len(offsets)
 
+    def delete_offsets(self, group: str, partitions: Collection[tuple[str, int]]) -> int:
+        """Tombstone ``group``'s offsets of these partitions (OffsetDelete); return how many existed.
+
+        Kafka writes a tombstone only for a partition that has an offset, and so does this.
+        """
+        with self._lock:
+            offsets = self._offsets.get(group, {})
+            gone = sorted(key for key in set(partitions) if key in offsets)
+            if not gone:
+                return 0
+            self._tombstones(group, gone, with_metadata=False)
+            for key in gone:
+                del offsets[key]
+            if not offsets:
+                self._offsets.pop(group, None)
+            return len(gone)
+
     def expire(self, now_ms: int, retention_ms: int, keep_groups: Collection[str] = ()) -> int:
         """Tombstone offsets past their expiry (explicit, else commit time + ``retention_ms``)."""
         removed = 0
