@@ -23,6 +23,7 @@ from typing import Protocol, TypeAlias
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.fetch_waiters import FetchWaiters
 from kompakt.broker.groups import GroupConfig, GroupCoordinator, InMemoryOffsetStore, OffsetStore
+from kompakt.broker.groups.config import ConsumerGroupConfig
 from kompakt.broker.producer_ids import ProducerIdManager
 from kompakt.cleaner.log_cleaner import LogCleaner
 from kompakt.clock import Clock, SystemClock
@@ -177,6 +178,7 @@ class Broker:
         *,
         clock: Clock | None = None,
         group_config: GroupConfig | None = None,
+        consumer_group_config: ConsumerGroupConfig | None = None,
         offsets: OffsetStore | None = None,
         log_manager: LogManager | None = None,
         broker_config: BrokerConfig | None = None,
@@ -190,7 +192,14 @@ class Broker:
         """A broker with defaults for whatever is not given (in-memory offsets, system clock)."""
         clock = clock or SystemClock()
         config = broker_config or (log_manager.broker_config if log_manager is not None else BrokerConfig())
-        coordinator = GroupCoordinator(group_config or GroupConfig(), clock, offsets or InMemoryOffsetStore())
+        coordinator = GroupCoordinator(
+            group_config or GroupConfig(), clock, offsets or InMemoryOffsetStore(), consumer_group_config
+        )
+        if log_manager is not None:
+            logs = log_manager
+            coordinator.consumer.topics = lambda: {
+                name: (meta.topic_id, meta.partitions) for name, meta in logs.topics().items()
+            }
         broker = cls(
             clock=clock,
             groups=coordinator,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kompakt import errors
+from kompakt.broker.groups import errors as group_errors
 from kompakt.protocol.codec import ErrorCode
 
 # Order matters only for subclasses listed before their bases; lookups walk the exception's MRO.
@@ -20,6 +21,21 @@ _ERROR_CODES: dict[type[BaseException], ErrorCode] = {
     errors.OutOfOrderSequenceError: ErrorCode.out_of_order_sequence_number,
     errors.DuplicateSequenceError: ErrorCode.duplicate_sequence_number,
     errors.PartitionOfflineError: ErrorCode.kafka_storage_error,
+    # Group coordinator errors (KIP-848 consumer groups).
+    group_errors.InvalidGroupRequestError: ErrorCode.invalid_request,
+    group_errors.GroupIdNotFoundError: ErrorCode.group_id_not_found,
+    group_errors.UnknownMemberIdError: ErrorCode.unknown_member_id,
+    group_errors.FencedMemberEpochError: ErrorCode.fenced_member_epoch,
+    group_errors.StaleMemberEpochError: ErrorCode.stale_member_epoch,
+    group_errors.IllegalGenerationError: ErrorCode.illegal_generation,
+    group_errors.GroupMaxSizeReachedError: ErrorCode.group_max_size_reached,
+    group_errors.UnsupportedAssignorError: ErrorCode.unsupported_assignor,
+    group_errors.UnreleasedInstanceIdError: ErrorCode.unreleased_instance_id,
+    group_errors.FencedInstanceIdError: ErrorCode.fenced_instance_id,
+    group_errors.InconsistentGroupProtocolError: ErrorCode.inconsistent_group_protocol,
+    group_errors.NonEmptyGroupError: ErrorCode.non_empty_group,
+    group_errors.UnsupportedGroupVersionError: ErrorCode.unsupported_version,
+    group_errors.InvalidRegularExpressionError: ErrorCode.invalid_regular_expression,
 }
 
 
