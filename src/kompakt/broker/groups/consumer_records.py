@@ -384,7 +384,10 @@ class _Reader:
     def tags(self) -> dict[int, bytes]:
         """The tagged-field section: ``tag -> raw value`` (callers pick the tags they know)."""
         found: dict[int, bytes] = {}
-        for _ in range(self.count(2)):
+        count = self.uvarint()  # a plain count, not count + 1 like arrays
+        if count * 2 > self.remaining():
+            raise ConsumerRecordFormatError(f"{count} tagged fields but only {self.remaining()} bytes left")
+        for _ in range(count):
             tag = self.uvarint()
             found[tag] = self.take(self.uvarint())
         return found
