@@ -21,12 +21,12 @@ import confluent_kafka
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.clients.conftest import BrokerProcess, start_broker
 
 from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS, partition_for
 from kompakt.clock import SystemClock
 from kompakt.log.config import BrokerConfig
 from kompakt.log.manager import LogManager
-from tests.clients.conftest import BrokerProcess, start_broker
 
 pytestmark = pytest.mark.clients
 DEADLINE_S = 30.0
@@ -157,8 +157,12 @@ def test_consumer_group_lifecycle_and_restart(tmp_path: Path) -> None:
         assert sorted(m.member_id for m in after.members) == sorted(m.member_id for m in epoch_before.members)
         committed = first.committed([TopicPartition(A, p) for p in range(6)], timeout=10)
         assert sorted((tp.partition, tp.offset) for tp in committed) == [(p, 2) for p in range(6)]
-        fetched = admin.list_consumer_group_offsets([confluent_kafka.ConsumerGroupTopicPartitions(GROUP)])[GROUP].result(10)
-        assert sorted((tp.topic, tp.partition, tp.offset) for tp in fetched.topic_partitions) == [(A, p, 2) for p in range(6)]
+        fetched = admin.list_consumer_group_offsets([confluent_kafka.ConsumerGroupTopicPartitions(GROUP)])[
+            GROUP
+        ].result(10)
+        assert sorted((tp.topic, tp.partition, tp.offset) for tp in fetched.topic_partitions) == [
+            (A, p, 2) for p in range(6)
+        ]
     finally:
         for c in members:
             c.close()
@@ -178,7 +182,10 @@ def test_classic_and_consumer_groups_side_by_side(broker: tuple[BrokerProcess, P
     try:
         modern.subscribe([A])
         classic.subscribe([A])
-        until([modern, classic], lambda: owned(modern) == partitions(A, 4) and owned(classic) == partitions(A, 4))
+        until(
+            [modern, classic],
+            lambda: owned(modern) == partitions(A, 4) and owned(classic) == partitions(A, 4),
+        )
         groups = {g.group_id: g for g in admin.list_consumer_groups().result(10).valid}
         assert {"side-modern", "side-classic"} <= groups.keys()
         described = admin.describe_consumer_groups(["side-modern", "side-classic"])
@@ -200,7 +207,7 @@ def test_compacted_offsets_topic_after_churn_restores(broker: tuple[BrokerProces
     for _ in range(4):  # members come and go
         extra = consumer(bootstrap, "churn")
         extra.subscribe([A])
-        until([stay, extra], lambda: len(owned(stay)) == 2 and len(owned(extra)) == 2)
+        until([stay, extra], lambda extra=extra: len(owned(stay)) == 2 and len(owned(extra)) == 2)
         extra.close()
         until([stay], lambda: owned(stay) == partitions(A, 4))
     stay.commit(offsets=[TopicPartition(A, p, 1) for p in range(4)], asynchronous=False)

@@ -11,8 +11,15 @@ from kompakt.broker.groups.assignors import MemberSpec, PartitionAssignorError, 
 T1, T2, T3 = (uuid.UUID(int=i) for i in (1, 2, 3))
 
 
-def spec(member_id: str, *topics: uuid.UUID, owned: dict[uuid.UUID, set[int]] | None = None, instance: str | None = None) -> MemberSpec:
-    return MemberSpec(member_id, instance, frozenset(topics), {t: frozenset(p) for t, p in (owned or {}).items()})
+def spec(
+    member_id: str,
+    *topics: uuid.UUID,
+    owned: dict[uuid.UUID, set[int]] | None = None,
+    instance: str | None = None,
+) -> MemberSpec:
+    return MemberSpec(
+        member_id, instance, frozenset(topics), {t: frozenset(p) for t, p in (owned or {}).items()}
+    )
 
 
 def counts(assignment: dict[str, dict[uuid.UUID, frozenset[int]]]) -> dict[str, int]:
@@ -24,7 +31,9 @@ def all_partitions(assignment: dict[str, dict[uuid.UUID, frozenset[int]]]) -> li
 
 
 def test_uniform_homogeneous_spreads_every_partition_once() -> None:
-    result = UniformAssignor().assign([spec("a", T1, T2), spec("b", T1, T2), spec("c", T1, T2)], {T1: 4, T2: 3})
+    result = UniformAssignor().assign(
+        [spec("a", T1, T2), spec("b", T1, T2), spec("c", T1, T2)], {T1: 4, T2: 3}
+    )
     assert sorted(counts(result).values()) == [2, 2, 3]
     assert all_partitions(result) == sorted([(T1, p) for p in range(4)] + [(T2, p) for p in range(3)])
 
@@ -57,7 +66,9 @@ def test_uniform_refuses_a_missing_topic() -> None:
 
 
 def test_range_gives_contiguous_ranges_in_member_order() -> None:
-    result = RangeAssignor().assign([spec("m2", T1, T2), spec("m1", T1, T2), spec("x", T1, T2, instance="i0")], {T1: 5, T2: 2})
+    result = RangeAssignor().assign(
+        [spec("m2", T1, T2), spec("m1", T1, T2), spec("x", T1, T2, instance="i0")], {T1: 5, T2: 2}
+    )
     # the static member sorts first, then member ids; the first 5 % 3 members get one more
     assert result["x"] == {T1: frozenset({0, 1}), T2: frozenset({0})}
     assert result["m1"] == {T1: frozenset({2, 3}), T2: frozenset({1})}

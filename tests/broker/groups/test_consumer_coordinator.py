@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.broker.wire import call
 
 from kompakt.broker.context import OFFSETS_TOPIC, Broker
 from kompakt.broker.dispatch import Dispatcher
@@ -25,8 +26,6 @@ from kompakt.log.config import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.codec import ErrorCode as E
-
-from ..wire import call
 
 NOW_MS = 1_700_000_000_000
 SESSION_MS = 45_000
@@ -42,7 +41,9 @@ class Cluster:
         self.open()
 
     def open(self) -> None:
-        self.logs = LogManager(self.data_dir, BrokerConfig.from_properties({"offsets.topic.num.partitions": "3"}), self.clock)
+        self.logs = LogManager(
+            self.data_dir, BrokerConfig.from_properties({"offsets.topic.num.partitions": "3"}), self.clock
+        )
         self.logs.open()
         store = TopicOffsetStore(self.logs, self.clock)
         store.load()
@@ -97,7 +98,9 @@ def heartbeat(
         "subscribed_topic_names": topics,
         "subscribed_topic_regex": None,
         "server_assignor": assignor,
-        "topic_partitions": None if owned is None else ([{"topic_id": c.topic_id(), "partitions": owned}] if owned else []),
+        "topic_partitions": None
+        if owned is None
+        else ([{"topic_id": c.topic_id(), "partitions": owned}] if owned else []),
     }
     return call(c.dispatcher, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, values)
 
@@ -115,7 +118,10 @@ def join(c: Cluster, member_id: str, **kwargs: Any) -> Any:
 
 def describe(c: Cluster, group: str = "g") -> Any:
     return call(
-        c.dispatcher, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [group], "include_authorized_operations": True}
+        c.dispatcher,
+        ApiKey.CONSUMER_GROUP_DESCRIBE,
+        1,
+        {"group_ids": [group], "include_authorized_operations": True},
     ).groups[0]
 
 
@@ -135,7 +141,12 @@ def test_two_members_reconcile_revoking_before_assigning(cluster: Cluster) -> No
     got = heartbeat(cluster, "m2", 2, owned=[])
     assert sorted(assigned(got) + kept) == [0, 1, 2, 3]
     group = describe(cluster)
-    assert (group.group_state, group.group_epoch, group.assignment_epoch, group.assignor_name) == ("Stable", 2, 2, "uniform")
+    assert (group.group_state, group.group_epoch, group.assignment_epoch, group.assignor_name) == (
+        "Stable",
+        2,
+        2,
+        "uniform",
+    )
     assert group.authorized_operations == 3400
     assert {m.member_id: m.member_epoch for m in group.members} == {"m1": 2, "m2": 2}
     assert {m.member_type for m in group.members} == {1}
@@ -162,7 +173,10 @@ def test_epoch_checks(cluster: Cluster) -> None:
     assert heartbeat(cluster, "m1", 5, owned=[]).error_code is E.fenced_member_epoch
     assert heartbeat(cluster, "nobody", 1, owned=[]).error_code is E.unknown_member_id
     assert heartbeat(cluster, "", 0, topics=[TOPIC], owned=[]).error_code is E.invalid_request
-    assert heartbeat(cluster, "m3", 0, topics=[TOPIC], owned=[], assignor="sticky").error_code is E.unsupported_assignor
+    assert (
+        heartbeat(cluster, "m3", 0, topics=[TOPIC], owned=[], assignor="sticky").error_code
+        is E.unsupported_assignor
+    )
     assert heartbeat(cluster, "m4", 1, owned=[], group="other").error_code is E.group_id_not_found
 
 
@@ -173,7 +187,19 @@ def commit(c: Cluster, member_id: str, epoch: int, version: int = 9, offset: int
         "member_id": member_id,
         "group_instance_id": None,
         "retention_time": -1,
-        "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1, "committed_metadata": ""}]}],
+        "topics": [
+            {
+                "name": TOPIC,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "committed_offset": offset,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
     }
     response = call(c.dispatcher, ApiKey.OFFSET_COMMIT, version, values)
     return response.topics[0].partitions[0].error_code
@@ -181,7 +207,14 @@ def commit(c: Cluster, member_id: str, epoch: int, version: int = 9, offset: int
 
 def fetch(c: Cluster, member_id: str | None, epoch: int) -> Any:
     values = {
-        "groups": [{"group_id": "g", "member_id": member_id, "member_epoch": epoch, "topics": [{"name": TOPIC, "partition_indexes": [0]}]}],
+        "groups": [
+            {
+                "group_id": "g",
+                "member_id": member_id,
+                "member_epoch": epoch,
+                "topics": [{"name": TOPIC, "partition_indexes": [0]}],
+            }
+        ],
         "require_stable": False,
     }
     return call(c.dispatcher, ApiKey.OFFSET_FETCH, 9, values).groups[0]
@@ -211,7 +244,10 @@ def test_leave_and_static_member_temporary_leave(cluster: Cluster) -> None:
     assert assigned(back) == [0, 1, 2, 3]
     assert [m.member_id for m in describe(cluster).members] == ["m1b"]
     # while i1 is held by a live member, another one is refused
-    assert heartbeat(cluster, "m1c", 0, topics=[TOPIC], owned=[], instance_id="i1").error_code is E.unreleased_instance_id
+    assert (
+        heartbeat(cluster, "m1c", 0, topics=[TOPIC], owned=[], instance_id="i1").error_code
+        is E.unreleased_instance_id
+    )
 
 
 def test_range_assignor_on_request(cluster: Cluster) -> None:
@@ -219,7 +255,10 @@ def test_range_assignor_on_request(cluster: Cluster) -> None:
     join(cluster, "b", assignor="range")
     group = describe(cluster)
     assert group.assignor_name == "range"
-    targets = {m.member_id: sorted(p for tp in m.target_assignment.topic_partitions for p in tp.partitions) for m in group.members}
+    targets = {
+        m.member_id: sorted(p for tp in m.target_assignment.topic_partitions for p in tp.partitions)
+        for m in group.members
+    }
     assert targets == {"a": [0, 1], "b": [2, 3]}
 
 
@@ -252,14 +291,25 @@ def list_groups(c: Cluster) -> dict[str, tuple[str, str]]:
 def test_both_protocols_side_by_side_and_empty_groups_convert(cluster: Cluster) -> None:
     assert join_group(cluster, "classic").error_code is E.none
     join(cluster, "m1", group="modern")
-    assert list_groups(cluster) == {"classic": ("consumer", "CompletingRebalance"), "modern": ("consumer", "Stable")}
+    assert list_groups(cluster) == {
+        "classic": ("consumer", "CompletingRebalance"),
+        "modern": ("consumer", "Stable"),
+    }
     listing = {g.group_id: g.group_type for g in cluster.broker.groups.list_groups()}
     assert listing == {"classic": "classic", "modern": "consumer"}
     # a heartbeat cannot take over a classic group with members, a JoinGroup not a consumer group with members
-    assert heartbeat(cluster, "m9", 0, topics=[TOPIC], owned=[], group="classic").error_code is E.group_id_not_found
+    assert (
+        heartbeat(cluster, "m9", 0, topics=[TOPIC], owned=[], group="classic").error_code
+        is E.group_id_not_found
+    )
     assert join_group(cluster, "modern").error_code is E.inconsistent_group_protocol
     assert describe(cluster, "classic").error_code is E.group_id_not_found
-    described = call(cluster.dispatcher, ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["modern"], "include_authorized_operations": False})
+    described = call(
+        cluster.dispatcher,
+        ApiKey.DESCRIBE_GROUPS,
+        5,
+        {"groups": ["modern"], "include_authorized_operations": False},
+    )
     assert described.groups[0].group_state == "Dead"
     # once empty, the consumer group becomes a classic group on JoinGroup, keeping its offsets
     assert commit_simple(cluster, "modern") is E.unknown_member_id  # it has a member
@@ -280,7 +330,19 @@ def commit_simple(c: Cluster, group: str) -> Any:
         "generation_id_or_member_epoch": -1,
         "member_id": "",
         "group_instance_id": None,
-        "topics": [{"name": TOPIC, "partitions": [{"partition_index": 1, "committed_offset": 3, "committed_leader_epoch": -1, "committed_metadata": ""}]}],
+        "topics": [
+            {
+                "name": TOPIC,
+                "partitions": [
+                    {
+                        "partition_index": 1,
+                        "committed_offset": 3,
+                        "committed_leader_epoch": -1,
+                        "committed_metadata": "",
+                    }
+                ],
+            }
+        ],
     }
     return call(c.dispatcher, ApiKey.OFFSET_COMMIT, 9, values).topics[0].partitions[0].error_code
 
@@ -292,7 +354,11 @@ def snapshot(c: Cluster) -> tuple[Any, ...]:
         group.group_epoch,
         group.assignment_epoch,
         sorted(
-            (m.member_id, m.member_epoch, tuple(sorted(p for tp in m.assignment.topic_partitions for p in tp.partitions)))
+            (
+                m.member_id,
+                m.member_epoch,
+                tuple(sorted(p for tp in m.assignment.topic_partitions for p in tp.partitions)),
+            )
             for m in group.members
         ),
     )
@@ -327,7 +393,11 @@ def test_compacted_records_after_churn_still_restore(cluster: Cluster, clock: Fa
     log.roll()
     cluster.logs.close()
     clock.advance(2 * 86_400_000)  # past delete.retention.ms: tombstones go too
-    (result,) = [r for r in compact_directory(cluster.data_dir, clock=clock) if r.partition == partition and r.topic == OFFSETS_TOPIC]
+    (result,) = [
+        r
+        for r in compact_directory(cluster.data_dir, clock=clock)
+        if r.partition == partition and r.topic == OFFSETS_TOPIC
+    ]
     cluster.open()
     kept = sum(1 for _ in iter_offsets(cluster, partition))
     assert kept < records_before / 4, (kept, records_before, result)

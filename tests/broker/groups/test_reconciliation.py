@@ -28,7 +28,9 @@ def test_stable_member_gets_a_free_target_at_once() -> None:
 
 
 def test_revocation_comes_first_and_waits_for_the_member() -> None:
-    member = MemberAssignmentState(member_epoch=2, previous_member_epoch=1, assigned_partitions=parts(0, 1, 2))
+    member = MemberAssignmentState(
+        member_epoch=2, previous_member_epoch=1, assigned_partitions=parts(0, 1, 2)
+    )
     revoking = reconcile(member, 3, parts(0), free, [(T, (0, 1, 2))])
     assert revoking.state is MemberState.UNREVOKED_PARTITIONS
     assert revoking.member_epoch == 2  # stays in its epoch until it has let go

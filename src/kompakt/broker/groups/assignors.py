@@ -189,7 +189,9 @@ class RangeAssignor:
         for m in ordered:
             for topic in m.subscribed_topic_ids:
                 if topic not in partitions:
-                    raise PartitionAssignorError(f"member is subscribed to topic {topic}, which does not exist")
+                    raise PartitionAssignorError(
+                        f"member is subscribed to topic {topic}, which does not exist"
+                    )
                 subscribers[topic] = subscribers.get(topic, 0) + 1
         next_start = dict.fromkeys(subscribers, 0)
         extra = {t: partitions[t] % n for t, n in subscribers.items()}

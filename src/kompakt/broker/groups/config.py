@@ -65,10 +65,14 @@ class ConsumerGroupConfig:
                 "group.consumer.min.heartbeat.interval.ms..group.consumer.max.heartbeat.interval.ms"
             )
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
-            raise ValueError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
+            raise ValueError(
+                "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms"
+            )
         if self.max_size < 1:
             raise ValueError("group.consumer.max.size must be at least 1")
         if not self.assignors:
             raise ValueError("group.consumer.assignors must name at least one assignor")
         if self.migration_policy not in MIGRATION_POLICIES:
-            raise ValueError(f"group.consumer.migration.policy must be one of {', '.join(MIGRATION_POLICIES)}")
+            raise ValueError(
+                f"group.consumer.migration.policy must be one of {', '.join(MIGRATION_POLICIES)}"
+            )

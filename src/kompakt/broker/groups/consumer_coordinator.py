@@ -44,12 +44,17 @@ import logging
 import re
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
 from kompakt.broker.groups import consumer_records as rec
-from kompakt.broker.groups.assignors import ASSIGNOR_CLASS_NAMES, ASSIGNORS, MemberSpec, PartitionAssignorError
+from kompakt.broker.groups.assignors import (
+    ASSIGNOR_CLASS_NAMES,
+    ASSIGNORS,
+    MemberSpec,
+    PartitionAssignorError,
+)
 from kompakt.broker.groups.config import ConsumerGroupConfig
 from kompakt.broker.groups.consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -272,7 +277,10 @@ class ConsumerGroupCoordinator:
                     )
             self._groups[group_id] = group
             log.info(
-                "consumer group %s restored: epoch %d, %d members", group_id, group.group_epoch, len(group.members)
+                "consumer group %s restored: epoch %d, %d members",
+                group_id,
+                group.group_epoch,
+                len(group.members),
             )
 
     def _write(self, group: ConsumerGroup, records: Sequence[Record]) -> None:
@@ -367,9 +375,13 @@ class ConsumerGroupCoordinator:
             instance_id=request.instance_id if request.instance_id is not None else member.instance_id,
             rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
             rebalance_timeout_ms=(
-                request.rebalance_timeout_ms if request.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms
+                request.rebalance_timeout_ms
+                if request.rebalance_timeout_ms != -1
+                else member.rebalance_timeout_ms
             ),
-            server_assignor=request.server_assignor if request.server_assignor is not None else member.server_assignor,
+            server_assignor=request.server_assignor
+            if request.server_assignor is not None
+            else member.server_assignor,
             subscribed_topic_names=(
                 tuple(sorted(request.subscribed_topic_names))
                 if request.subscribed_topic_names is not None
@@ -389,8 +401,12 @@ class ConsumerGroupCoordinator:
 
         bump = group.group_epoch == 0
         if updated.metadata_value() != member.metadata_value() or member.member_id not in group.members:
-            records.append((rec.member_key(rec.CONSUMER_GROUP_MEMBER_METADATA, group.group_id, member_id),
-                            updated.metadata_value()))
+            records.append(
+                (
+                    rec.member_key(rec.CONSUMER_GROUP_MEMBER_METADATA, group.group_id, member_id),
+                    updated.metadata_value(),
+                )
+            )
             bump |= (
                 updated.subscribed_topic_names != member.subscribed_topic_names
                 or updated.subscribed_topic_regex != member.subscribed_topic_regex
@@ -407,8 +423,12 @@ class ConsumerGroupCoordinator:
             bump = True
         if bump:
             group_epoch += 1
-            records.append((rec.group_key(rec.CONSUMER_GROUP_METADATA, group.group_id),
-                            rec.GroupMetadataValue(group_epoch, metadata_hash)))
+            records.append(
+                (
+                    rec.group_key(rec.CONSUMER_GROUP_METADATA, group.group_id),
+                    rec.GroupMetadataValue(group_epoch, metadata_hash),
+                )
+            )
             log.info("consumer group %s: group epoch %d", group.group_id, group_epoch)
             if group.has_partition_metadata_record:
                 records.append((rec.group_key(rec.CONSUMER_GROUP_PARTITION_METADATA, group.group_id), None))
@@ -421,10 +441,18 @@ class ConsumerGroupCoordinator:
             new_targets = self._assign(group, members, targets, updated, topics)
             for mid in members:
                 if new_targets.get(mid, {}) != targets.get(mid):
-                    records.append((rec.member_key(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group.group_id, mid),
-                                    rec.TargetAssignmentMemberValue(new_targets.get(mid, {}))))
-            records.append((rec.group_key(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group.group_id),
-                            rec.TargetAssignmentMetadataValue(group_epoch)))
+                    records.append(
+                        (
+                            rec.member_key(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group.group_id, mid),
+                            rec.TargetAssignmentMemberValue(new_targets.get(mid, {})),
+                        )
+                    )
+            records.append(
+                (
+                    rec.group_key(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group.group_id),
+                    rec.TargetAssignmentMetadataValue(group_epoch),
+                )
+            )
             targets = new_targets
             target_epoch = group_epoch
         target = targets.get(member_id, {})
@@ -436,8 +464,12 @@ class ConsumerGroupCoordinator:
             )
         if reconciled != updated.assignment or member.member_id not in group.members:
             updated = replace(updated, assignment=reconciled)
-            records.append((rec.member_key(rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group.group_id, member_id),
-                            updated.assignment_value()))
+            records.append(
+                (
+                    rec.member_key(rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group.group_id, member_id),
+                    updated.assignment_value(),
+                )
+            )
 
         if created:
             self._groups[group.group_id] = group
@@ -504,7 +536,8 @@ class ConsumerGroupCoordinator:
                 return existing, None
             if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 raise UnreleasedInstanceIdError(
-                    f"Static member {existing.member_id} with instance id {request.instance_id} is not released."
+                    f"Static member {existing.member_id} with instance id {request.instance_id} "
+                    "is not released."
                 )
             # The new incarnation takes over the old one's partitions and target (replaceMember).
             new = replace(
@@ -513,14 +546,29 @@ class ConsumerGroupCoordinator:
                 assignment=replace(existing.assignment, member_epoch=0, previous_member_epoch=0),
             )
             records.extend(self._removal_records(group.group_id, existing.member_id))
-            records.append((rec.member_key(rec.CONSUMER_GROUP_MEMBER_METADATA, group.group_id, member_id),
-                            new.metadata_value()))
-            records.append((rec.member_key(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group.group_id, member_id),
-                            rec.TargetAssignmentMemberValue(group.target_of(existing.member_id))))
-            records.append((rec.member_key(rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group.group_id, member_id),
-                            new.assignment_value()))
+            records.append(
+                (
+                    rec.member_key(rec.CONSUMER_GROUP_MEMBER_METADATA, group.group_id, member_id),
+                    new.metadata_value(),
+                )
+            )
+            records.append(
+                (
+                    rec.member_key(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group.group_id, member_id),
+                    rec.TargetAssignmentMemberValue(group.target_of(existing.member_id)),
+                )
+            )
+            records.append(
+                (
+                    rec.member_key(rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group.group_id, member_id),
+                    new.assignment_value(),
+                )
+            )
             log.info(
-                "consumer group %s: static member %s replaces %s", group.group_id, member_id, existing.member_id
+                "consumer group %s: static member %s replaces %s",
+                group.group_id,
+                member_id,
+                existing.member_id,
             )
             return new, existing
         if existing is None:
@@ -539,7 +587,8 @@ class ConsumerGroupCoordinator:
         if epoch > member.member_epoch:
             raise FencedMemberEpochError(
                 f"The consumer group member has a greater member epoch ({epoch}) than the one known by the "
-                f"group coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin."
+                f"group coordinator ({member.member_epoch}). "
+                "The member must abandon all its partitions and rejoin."
             )
         if epoch < member.member_epoch and (
             epoch != member.assignment.previous_member_epoch
@@ -547,7 +596,8 @@ class ConsumerGroupCoordinator:
         ):
             raise FencedMemberEpochError(
                 f"The consumer group member has a smaller member epoch ({epoch}) than the one known by the "
-                f"group coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin."
+                f"group coordinator ({member.member_epoch}). "
+                "The member must abandon all its partitions and rejoin."
             )
 
     @staticmethod
@@ -555,7 +605,9 @@ class ConsumerGroupCoordinator:
         try:
             return re.compile(regex)
         except re.error as exc:
-            raise InvalidRegularExpressionError(f"SubscribedTopicRegex {regex!r} is not a valid regex: {exc}") from None
+            raise InvalidRegularExpressionError(
+                f"SubscribedTopicRegex {regex!r} is not a valid regex: {exc}"
+            ) from None
 
     def _member_topics(
         self, member: ConsumerGroupMember, topics: Mapping[str, tuple[uuid.UUID, int]]
@@ -567,14 +619,16 @@ class ConsumerGroupCoordinator:
         return names
 
     def _subscribed_names(
-        self, members: Sequence[ConsumerGroupMember] | object, topics: Mapping[str, tuple[uuid.UUID, int]]
+        self, members: Iterable[ConsumerGroupMember], topics: Mapping[str, tuple[uuid.UUID, int]]
     ) -> list[str]:
         names: set[str] = set()
-        for member in members:  # type: ignore[attr-defined]
+        for member in members:
             names |= self._member_topics(member, topics)
         return sorted(names)
 
-    def _preferred_assignor(self, members: Mapping[str, ConsumerGroupMember], updated: ConsumerGroupMember) -> str:
+    def _preferred_assignor(
+        self, members: Mapping[str, ConsumerGroupMember], updated: ConsumerGroupMember
+    ) -> str:
         """Kafka's ``computePreferredServerAssignor``: the assignor most members name, else the default."""
         counts = Counter(m.server_assignor for m in members.values() if m.server_assignor)
         if not counts:
@@ -597,17 +651,21 @@ class ConsumerGroupCoordinator:
             MemberSpec(
                 member_id=m.member_id,
                 instance_id=m.instance_id,
-                subscribed_topic_ids=frozenset(topics[n][0] for n in self._member_topics(m, topics) if n in topics),
+                subscribed_topic_ids=frozenset(
+                    topics[n][0] for n in self._member_topics(m, topics) if n in topics
+                ),
                 assignment=targets.get(m.member_id, {}),
             )
             for m in members.values()
         ]
-        partitions = {topic_id: count for topic_id, count in topics.values()}
+        partitions = dict(topics.values())
         assignor = ASSIGNORS[self._preferred_assignor(members, updated)]
         try:
             return dict(assignor.assign(specs, partitions))
         except PartitionAssignorError as exc:
-            raise GroupError(f"Failed to compute a new target assignment for {group.group_id}: {exc}") from exc
+            raise GroupError(
+                f"Failed to compute a new target assignment for {group.group_id}: {exc}"
+            ) from exc
 
     # -- leaving and fencing -----------------------------------------------------------------
 
@@ -627,7 +685,9 @@ class ConsumerGroupCoordinator:
         if request.instance_id is None:
             member = group.members.get(request.member_id)
             if member is None:
-                raise UnknownMemberIdError(f"Member {request.member_id} is not a member of group {group.group_id}.")
+                raise UnknownMemberIdError(
+                    f"Member {request.member_id} is not a member of group {group.group_id}."
+                )
             log.info("consumer group %s: member %s left", group.group_id, member.member_id)
             self.fence(group, [member])
             return HeartbeatResult(request.member_id, request.member_epoch, 0)
@@ -636,7 +696,8 @@ class ConsumerGroupCoordinator:
             raise UnknownMemberIdError(f"Instance id {request.instance_id} is unknown.")
         if member.member_id != request.member_id:
             raise FencedInstanceIdError(
-                f"Static member {request.member_id} with instance id {request.instance_id} was fenced by member "
+                f"Static member {request.member_id} with instance id {request.instance_id} "
+                "was fenced by member "
                 f"{member.member_id}."
             )
         if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
@@ -651,8 +712,14 @@ class ConsumerGroupCoordinator:
             )
             self._write(
                 group,
-                [(rec.member_key(rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group.group_id, member.member_id),
-                  leaving.assignment_value())],
+                [
+                    (
+                        rec.member_key(
+                            rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group.group_id, member.member_id
+                        ),
+                        leaving.assignment_value(),
+                    )
+                ],
             )
             return HeartbeatResult(member.member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH, 0)
         self.fence(group, [member])
@@ -669,16 +736,24 @@ class ConsumerGroupCoordinator:
         remaining = [m for mid, m in group.members.items() if mid not in gone]
         topics = self.topics()
         metadata_hash = _topic_hash(topics, self._subscribed_names(remaining, topics))
-        records.append((rec.group_key(rec.CONSUMER_GROUP_METADATA, group.group_id),
-                        rec.GroupMetadataValue(group.group_epoch + 1, metadata_hash)))
+        records.append(
+            (
+                rec.group_key(rec.CONSUMER_GROUP_METADATA, group.group_id),
+                rec.GroupMetadataValue(group.group_epoch + 1, metadata_hash),
+            )
+        )
         self._write(group, records)
-        log.info("consumer group %s: fenced %s; group epoch %d", group.group_id, sorted(gone), group.group_epoch)
+        log.info(
+            "consumer group %s: fenced %s; group epoch %d", group.group_id, sorted(gone), group.group_epoch
+        )
 
     def tick(self, now_ms: float) -> None:
         """Fence members whose session expired or that did not revoke within their rebalance timeout."""
         for group in list(self._groups.values()):
             expired = [
-                m for m in group.members.values() if now_ms > group.session_deadlines_ms.get(m.member_id, now_ms)
+                m
+                for m in group.members.values()
+                if now_ms > group.session_deadlines_ms.get(m.member_id, now_ms)
             ]
             for member in expired:
                 log.info("consumer group %s: member %s session expired", group.group_id, member.member_id)

@@ -189,7 +189,9 @@ class ConsumerGroup:
             self.has_partition_metadata_record = value is not None
             return
         if kind == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
-            self.assignment_epoch = value.assignment_epoch if isinstance(value, TargetAssignmentMetadataValue) else 0
+            self.assignment_epoch = (
+                value.assignment_epoch if isinstance(value, TargetAssignmentMetadataValue) else 0
+            )
             return
         member_id = key.member_id
         if member_id is None:
@@ -206,7 +208,7 @@ class ConsumerGroup:
             else:
                 self.target_assignment.pop(member_id, None)
         elif kind == CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT:
-            member = self.members.get(member_id)
+            current = self.members.get(member_id)
             if isinstance(value, CurrentMemberAssignmentValue):
                 state = MemberAssignmentState(
                     member_epoch=value.member_epoch,
@@ -215,9 +217,11 @@ class ConsumerGroup:
                     assigned_partitions=dict(value.assigned_partitions),
                     partitions_pending_revocation=dict(value.partitions_pending_revocation),
                 )
-                self._set_assignment(member or ConsumerGroupMember(member_id), state)
-            elif member is not None:
-                self._set_assignment(member, MemberAssignmentState(LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_MEMBER_EPOCH))
+                self._set_assignment(current or ConsumerGroupMember(member_id), state)
+            elif current is not None:
+                self._set_assignment(
+                    current, MemberAssignmentState(LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_MEMBER_EPOCH)
+                )
 
     def _set_assignment(self, member: ConsumerGroupMember, state: MemberAssignmentState) -> None:
         old = self.members.get(member.member_id)
@@ -225,7 +229,10 @@ class ConsumerGroup:
             self._drop_epochs(old)
         updated = replace(member, assignment=state)
         self.members[member.member_id] = updated
-        for topic, parts in (*state.assigned_partitions.items(), *state.partitions_pending_revocation.items()):
+        for topic, parts in (
+            *state.assigned_partitions.items(),
+            *state.partitions_pending_revocation.items(),
+        ):
             for p in parts:
                 self.partition_epochs[(topic, p)] = state.member_epoch
 

@@ -72,9 +72,9 @@ class ConsumerRecordFormatError(KompaktError):
     """A consumer-group record key or value that does not parse as its Kafka schema."""
 
 
-def freeze_assignment(partitions: Mapping[uuid.UUID, Sequence[int] | frozenset[int] | set[int]]) -> dict[
-    uuid.UUID, frozenset[int]
-]:
+def freeze_assignment(
+    partitions: Mapping[uuid.UUID, Sequence[int] | frozenset[int] | set[int]],
+) -> dict[uuid.UUID, frozenset[int]]:
     """A normalised assignment: no empty topics, frozen partition sets."""
     return {topic: frozenset(parts) for topic, parts in partitions.items() if parts}
 
@@ -392,13 +392,13 @@ class _Reader:
             found[tag] = self.take(self.uvarint())
         return found
 
-    def uuid(self) -> uuid.UUID:
+    def topic_id(self) -> uuid.UUID:
         return uuid.UUID(bytes=self.take(16))
 
     def topic_partitions(self) -> dict[uuid.UUID, frozenset[int]]:
         result: dict[uuid.UUID, frozenset[int]] = {}
         for _ in range(self.count(16 + 1 + 1)):
-            topic_id = self.uuid()
+            topic_id = self.topic_id()
             partitions = [self.i32() for _ in range(self.count(4))]
             self.tags()
             if partitions:
@@ -440,7 +440,15 @@ def decode_value(record_type: int, data: bytes) -> ConsumerGroupRecordValue:
         server_assignor = reader.nullable_string()
         classic = reader.tags().get(0)
         value = MemberMetadataValue(
-            instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout_ms, server_assignor, classic
+            instance_id,
+            rack_id,
+            client_id,
+            client_host,
+            names,
+            regex,
+            rebalance_timeout_ms,
+            server_assignor,
+            classic,
         )
     elif record_type == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
         value = TargetAssignmentMetadataValue(reader.i32())

@@ -122,7 +122,9 @@ class GroupCoordinator:
         self._persisted: dict[str, tuple[int, GroupState]] = {}
         self._restore()
         #: The KIP-848 consumer groups (their ids are never classic groups at the same time).
-        self.consumer = ConsumerGroupCoordinator(consumer_config or ConsumerGroupConfig(), clock, offsets, self)
+        self.consumer = ConsumerGroupCoordinator(
+            consumer_config or ConsumerGroupConfig(), clock, offsets, self
+        )
 
     # -- the two group types -----------------------------------------------------------------------
 
@@ -420,7 +422,9 @@ class GroupCoordinator:
     def expire_offsets(self) -> int:
         """Drop expired offsets of groups without members, and forget empty groups without offsets."""
         active = {g.group_id for g in self._groups.values() if g.members}
-        active |= {g for g in self.consumer.group_ids() if self.consumer.state_of(g) is not ConsumerGroupState.EMPTY}
+        active |= {
+            g for g in self.consumer.group_ids() if self.consumer.state_of(g) is not ConsumerGroupState.EMPTY
+        }
         removed = self._offsets.expire(self._clock.now_ms(), self.config.offsets_retention_ms, active)
         with_offsets = self._offsets.groups()
         for group_id in self.consumer.group_ids():

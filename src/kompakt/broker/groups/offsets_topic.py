@@ -535,10 +535,15 @@ class TopicOffsetStore:
 
     def _apply(self, key_bytes: bytes, value: bytes | None, where: str, offset: int) -> None:
         try:
-            if len(key_bytes) >= 2 and _I16.unpack_from(key_bytes)[0] in consumer_records.CONSUMER_GROUP_RECORD_TYPES:
+            if (
+                len(key_bytes) >= 2
+                and _I16.unpack_from(key_bytes)[0] in consumer_records.CONSUMER_GROUP_RECORD_TYPES
+            ):
                 consumer_key = consumer_records.decode_key(key_bytes)
                 if consumer_key is not None:
-                    apply_consumer_records(self._consumer_records, consumer_key.group_id, [(key_bytes, value)])
+                    apply_consumer_records(
+                        self._consumer_records, consumer_key.group_id, [(key_bytes, value)]
+                    )
                 return
             key = decode_key(key_bytes)
             if isinstance(key, OffsetKey):
@@ -556,7 +561,11 @@ class TopicOffsetStore:
                     self._group_metadata.pop(key.group, None)
                 else:
                     self._group_metadata[key.group] = decode_group_metadata_value(value)
-        except (OffsetsTopicFormatError, consumer_records.ConsumerRecordFormatError, UnicodeDecodeError) as exc:
+        except (
+            OffsetsTopicFormatError,
+            consumer_records.ConsumerRecordFormatError,
+            UnicodeDecodeError,
+        ) as exc:
             log.warning("Skipping unreadable record at %s offset %d: %s", where, offset, exc)
 
 

@@ -1,4 +1,4 @@
-"""Incremental reconciliation of one member towards its target assignment (Kafka's ``CurrentAssignmentBuilder``).
+"""Incremental reconciliation of a member towards its target (Kafka's ``CurrentAssignmentBuilder``).
 
 KIP-848 never stops the group: each member moves from its current partitions to its target ones on
 its own heartbeats, in two safe steps.
@@ -92,7 +92,8 @@ def reconcile(
         return _next(member, member.member_epoch, target_epoch, target, partition_epoch, owned)
     if owned is None or owned:
         raise FencedMemberEpochError(
-            "The consumer group member is in a unknown state. The member must abandon all its partitions and rejoin."
+            "The consumer group member is in a unknown state. "
+            "The member must abandon all its partitions and rejoin."
         )
     return _next(member, target_epoch, target_epoch, target, partition_epoch, owned)
 

@@ -8,6 +8,7 @@ authorizer, and Kafka without one allows them all.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Protocol, cast
 
@@ -31,7 +32,7 @@ class _Request(Protocol):
     include_authorized_operations: bool
 
 
-def _assignment(assignment: Assignment, names: Mapping[object, str]) -> dict[str, object]:
+def _assignment(assignment: Assignment, names: Mapping[uuid.UUID, str]) -> dict[str, object]:
     return {
         "topic_partitions": [
             {"topic_id": topic_id, "topic_name": names.get(topic_id, ""), "partitions": sorted(parts)}
@@ -44,7 +45,9 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
     req = cast(_Request, request)
     consumer = ctx.broker.groups.consumer
     names = {topic_id: name for name, (topic_id, _) in consumer.topics().items()}
-    operations = GROUP_AUTHORIZED_OPERATIONS if req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+    operations = (
+        GROUP_AUTHORIZED_OPERATIONS if req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+    )
     groups: list[dict[str, object]] = []
     for group_id in req.group_ids:
         try:

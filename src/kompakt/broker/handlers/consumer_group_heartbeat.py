@@ -35,7 +35,9 @@ class _Request(Protocol):
     topic_partitions: Sequence[object] | None
 
 
-def _error(request: codec.RequestPayload, error: codec.ErrorCode, message: str | None) -> codec.ResponsePayload:
+def _error(
+    request: codec.RequestPayload, error: codec.ErrorCode, message: str | None
+) -> codec.ResponsePayload:
     return codec.build_response(
         request, {"error_code": error, "error_message": message, "member_epoch": 0, "heartbeat_interval": 0}
     )
@@ -44,7 +46,9 @@ def _error(request: codec.RequestPayload, error: codec.ErrorCode, message: str |
 def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
     req = cast(_Request, request)
     if "consumer" not in ctx.broker.broker_config.get_list("group.coordinator.rebalance.protocols"):
-        return _error(request, codec.ErrorCode.unsupported_version, "The consumer group protocol is disabled.")
+        return _error(
+            request, codec.ErrorCode.unsupported_version, "The consumer group protocol is disabled."
+        )
     heartbeat = HeartbeatRequest(
         group_id=req.group_id,
         member_id=req.member_id,

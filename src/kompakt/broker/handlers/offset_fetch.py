@@ -3,7 +3,8 @@
 v2 makes ``topics`` nullable (null = every partition the group committed) and adds a top-level error
 code; v5 returns the committed leader epoch; v7 adds ``require_stable`` (always satisfied: there are no
 pending transactional commits); v8 batches groups; v9 (KIP-848) names the consumer-group member and
-its epoch, checked as Kafka's ``ConsumerGroup.validateOffsetFetch`` does (STALE_MEMBER_EPOCH). A partition without a committed offset answers
+its epoch, checked as Kafka's ``ConsumerGroup.validateOffsetFetch`` does (STALE_MEMBER_EPOCH).
+A partition without a committed offset answers
 offset -1 and no error.
 """
 
@@ -74,7 +75,11 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
                 groups.append({"group_id": g.group_id, "topics": [], "error_code": error_code_for(exc)})
                 continue
             groups.append(
-                {"group_id": g.group_id, "topics": _topics(ctx, g.group_id, g.topics), "error_code": codec.ErrorCode.none}
+                {
+                    "group_id": g.group_id,
+                    "topics": _topics(ctx, g.group_id, g.topics),
+                    "error_code": codec.ErrorCode.none,
+                }
             )
         return codec.build_response(request, {"groups": groups})
     single = cast(_SingleGroupRequest, request)
