@@ -59,7 +59,7 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
         subscribed_topic_names=(
             tuple(req.subscribed_topic_names) if req.subscribed_topic_names is not None else None
         ),
-        subscribed_topic_regex=req.subscribed_topic_regex,
+        subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None),  # v1+
         server_assignor=req.server_assignor,
         owned_partitions=owned_from_request(req.topic_partitions),
         client_id=ctx.client_id or "",
