@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DATA_DIR ?= ./kompakt-data
 
-.PHONY: run test lint bench clean system-deps js-deps
+.PHONY: run test fuzz lint bench clean system-deps js-deps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,11 +24,11 @@ system-deps:
 	fi
 
 js-deps:
-	@if command -v npm >/dev/null 2>&1 && [ ! -d tests/js/node_modules/kafkajs ]; then \
-		cd tests/js && npm ci --silent --no-audit --no-fund; \
+	@if command -v npm >/dev/null 2>&1 && [ ! -d tests/e2e/js/node_modules/kafkajs ]; then \
+		cd tests/e2e/js && npm ci --silent --no-audit --no-fund; \
 	fi
-	@if command -v npm >/dev/null 2>&1 && [ ! -d tests/web/js/node_modules/playwright-core ]; then \
-		cd tests/web/js && npm ci --silent --no-audit --no-fund; \
+	@if command -v npm >/dev/null 2>&1 && [ ! -d tests/e2e/web/js/node_modules/playwright-core ]; then \
+		cd tests/e2e/web/js && npm ci --silent --no-audit --no-fund; \
 	fi
 
 # Byte-compile first: an editable install has no cached bytecode, and where PYTHONDONTWRITEBYTECODE
@@ -47,6 +47,17 @@ test: $(STAMP) system-deps js-deps lint
 	$(PY) -m compileall -q src/kompakt
 	$(PY) -m kompakt.cleaner.warmup
 	$(PY) -m pytest -q -n 2 --dist loadgroup tests
+
+# The property tests (hypothesis's own ``hypothesis`` mark) under the long "fuzz" profile of
+# tests/support/profiles.py: fresh random examples, FUZZ_EXAMPLES per unsized test and proportionally
+# more for sized ones, PROTOCOL_FUZZ_EXAMPLES per served protocol version, no per-test timeout.
+FUZZ_EXAMPLES ?= 1000
+PROTOCOL_FUZZ_EXAMPLES ?= 200
+fuzz: $(STAMP)
+	$(PY) -m compileall -q src/kompakt
+	$(PY) -m kompakt.cleaner.warmup
+	KOMPAKT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) KOMPAKT_PROTOCOL_FUZZ_EXAMPLES=$(PROTOCOL_FUZZ_EXAMPLES) \
+		$(PY) -m pytest -q -n 2 --hypothesis-profile=fuzz --timeout=0 -m hypothesis tests
 
 bench: $(STAMP)
 	$(PY) -m compileall -q src/kompakt

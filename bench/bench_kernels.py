@@ -26,9 +26,10 @@ import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from kompakt.cleaner import kernels as k  # noqa: E402
-from kompakt.cleaner import kernels_rewrite as kr  # noqa: E402
+from kompakt.cleaner.kernels import rewrite as kr  # noqa: E402
 from kompakt.cleaner.offset_map import HashedOffsetMap, RecordKeys  # noqa: E402
+from kompakt.records import scan as k  # noqa: E402
+from kompakt.records.native import Workspace  # noqa: E402
 from workload import build_log  # noqa: E402
 
 T = TypeVar("T")
@@ -41,7 +42,7 @@ def timed(fn: Callable[[], T]) -> tuple[T, float]:
     return out, time.perf_counter() - t0
 
 
-def map_pass(buf: U8, omap: HashedOffsetMap, ws: k.Workspace, phases: dict[str, float]) -> None:
+def map_pass(buf: U8, omap: HashedOffsetMap, ws: Workspace, phases: dict[str, float]) -> None:
     """Fused: parse to the key, hash, put; one kernel call for the whole log."""
     omap.clear()
     table, phases["scan_batches"] = timed(lambda: k.scan_batches(buf))
@@ -50,7 +51,7 @@ def map_pass(buf: U8, omap: HashedOffsetMap, ws: k.Workspace, phases: dict[str, 
         omap.update_latest_offset(int(table.last_offset[-1]))
 
 
-def map_pass_columns(buf: U8, omap: HashedOffsetMap, ws: k.Workspace, phases: dict[str, float]) -> None:
+def map_pass_columns(buf: U8, omap: HashedOffsetMap, ws: Workspace, phases: dict[str, float]) -> None:
     """Composable kernels: record columns, then hashes, then the bulk put."""
     omap.clear()
     table, phases["scan_batches"] = timed(lambda: k.scan_batches(buf))
@@ -62,7 +63,7 @@ def map_pass_columns(buf: U8, omap: HashedOffsetMap, ws: k.Workspace, phases: di
 
 
 def copy_pass(
-    buf: U8, omap: HashedOffsetMap, ws: k.Workspace, out: U8, phases: dict[str, float]
+    buf: U8, omap: HashedOffsetMap, ws: Workspace, out: U8, phases: dict[str, float]
 ) -> dict[str, int]:
     """Fused: full parse, hash, §2.9 decision; only kept records come back."""
     table, phases["scan_batches"] = timed(lambda: k.scan_batches(buf))
@@ -74,7 +75,7 @@ def copy_pass(
 
 
 def copy_pass_columns(
-    buf: U8, omap: HashedOffsetMap, ws: k.Workspace, out: U8, phases: dict[str, float]
+    buf: U8, omap: HashedOffsetMap, ws: Workspace, out: U8, phases: dict[str, float]
 ) -> dict[str, int]:
     """Composable kernels: record columns, hashes, retain mask, then compaction to kept rows."""
     table, phases["scan_batches"] = timed(lambda: k.scan_batches(buf))
@@ -159,15 +160,15 @@ def main() -> None:
     tiny, _ = build_log(200_000, args.per_batch, args.keys, 1)
     warm_map = HashedOffsetMap(1 << 20, 0.9)
     for mp, cp in ((map_pass, copy_pass), (map_pass_columns, copy_pass_columns)):
-        mp(tiny, warm_map, k.Workspace(), {})
-        cp(tiny, warm_map, k.Workspace(), np.zeros(len(tiny) * 2, np.uint8), {})
+        mp(tiny, warm_map, Workspace(), {})
+        cp(tiny, warm_map, Workspace(), np.zeros(len(tiny) * 2, np.uint8), {})
     warmup = time.perf_counter() - t0
 
     (buf, nrec), build_s = timed(lambda: build_log(args.mb * 1_000_000, args.per_batch, args.keys, 7))
     nbytes = len(buf)
     omap = HashedOffsetMap(args.map_mb * 1024 * 1024, 0.9)
     out = np.zeros(nbytes + nbytes // 8, dtype=np.uint8)  # touched once up front
-    ws = k.Workspace()  # reused across passes, as a cleaner thread would
+    ws = Workspace()  # reused across passes, as a cleaner thread would
     results: dict[str, Any] = {}
     for label, mp, cp in (
         ("fused", map_pass, copy_pass),

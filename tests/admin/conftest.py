@@ -6,9 +6,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 
 from kompakt.testing import InProcessBroker
+from tests.support.produce import produce
+
+__all__ = ["COMPACTED", "produce"]
 
 COMPACTED = "compacted"
 
@@ -25,11 +27,3 @@ def broker(tmp_path: Path) -> Iterator[InProcessBroker]:
 def real_clock_broker(tmp_path: Path) -> Iterator[InProcessBroker]:
     with InProcessBroker(tmp_path / "data-real", manual_clock=False) as b:
         yield b
-
-
-def produce(bootstrap: str, topic: str, items: list[tuple[bytes, bytes | None]], partition: int = 0) -> None:
-    """Produce keyed records (None values are tombstones) and wait for every acknowledgement."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-    for key, value in items:
-        producer.produce(topic, key=key, value=value, partition=partition)
-    assert producer.flush(10) == 0

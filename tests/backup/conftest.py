@@ -18,9 +18,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from clients.conftest import BrokerProcess, start_broker
 from kompakt.backup.config import parse_backup_config, parse_restore_config
 from kompakt.backup.kafka import KAFKA_ADMIN
+from tests.support.serve import BrokerProcess, start_broker
 
 DEADLINE_S = 30.0
 COMPACT_CONFIGS = {

@@ -12,11 +12,12 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from backup.conftest import consume_all, create_topic, produce
-from clients.conftest import BrokerProcess
 from kompakt.cli import backup_cmd, log_cmd
 from kompakt.cli.output import CliUsageError
 from kompakt.errors import KompaktError
+from tests.support.serve import BrokerProcess
+
+from .conftest import consume_all, create_topic, produce
 
 pytestmark = [pytest.mark.clients, pytest.mark.xdist_group("backup")]
 

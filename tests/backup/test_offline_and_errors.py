@@ -7,17 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from backup.conftest import (
-    COMPACT_CONFIGS,
-    CompactedSource,
-    Rec,
-    backup_config,
-    consume_all,
-    create_topic,
-    produce,
-    restore_config,
-)
-from clients.conftest import BrokerProcess
 from kompakt.backup.backup import run_backup
 from kompakt.backup.errors import BackupError, StorageError
 from kompakt.backup.offline import run_offline_restore
@@ -27,6 +16,18 @@ from kompakt.log.config import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.records.batch import iter_batches
 from kompakt.records.record import decode_records
+from tests.support.serve import BrokerProcess
+
+from .conftest import (
+    COMPACT_CONFIGS,
+    CompactedSource,
+    Rec,
+    backup_config,
+    consume_all,
+    create_topic,
+    produce,
+    restore_config,
+)
 
 pytestmark = [pytest.mark.clients, pytest.mark.xdist_group("backup")]
 
@@ -130,7 +131,7 @@ def test_corrupted_backup_is_detected(broker: BrokerProcess, tmp_path: Path) -> 
 
 
 def consume_topics(broker: BrokerProcess) -> set[str]:
-    from backup.conftest import admin
+    from .conftest import admin
 
     client = admin(broker)
     return set(client.list_topics(timeout=10).topics)

@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from backup.conftest import (
+from kompakt.backup.backup import run_backup
+from kompakt.backup.kafka import KAFKA_ADMIN
+from kompakt.backup.manifest import load_manifest
+from kompakt.backup.restore import ORIGINAL_OFFSET_HEADER, run_restore
+from kompakt.backup.storage import FilesystemStorage
+from tests.support.serve import BrokerProcess
+
+from .conftest import (
     COMPACT_CONFIGS,
     CompactedSource,
     admin,
@@ -19,12 +26,6 @@ from backup.conftest import (
     produce,
     restore_config,
 )
-from clients.conftest import BrokerProcess
-from kompakt.backup.backup import run_backup
-from kompakt.backup.kafka import KAFKA_ADMIN
-from kompakt.backup.manifest import load_manifest
-from kompakt.backup.restore import ORIGINAL_OFFSET_HEADER, run_restore
-from kompakt.backup.storage import FilesystemStorage
 
 pytestmark = [pytest.mark.clients, pytest.mark.xdist_group("backup")]
 

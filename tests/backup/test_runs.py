@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from backup.conftest import backup_config, create_topic, produce
-from clients.conftest import BrokerProcess
 from kompakt.backup.backup import BackupResult, run_backup
 from kompakt.backup.config import parse_restore_config
 from kompakt.backup.errors import BackupError, StorageError
 from kompakt.backup.manifest import load_manifest
 from kompakt.backup.reader import RestoreSource
 from kompakt.backup.storage import FilesystemStorage
+from tests.support.serve import BrokerProcess
+
+from .conftest import backup_config, create_topic, produce
 
 pytestmark = [pytest.mark.clients, pytest.mark.xdist_group("backup")]
 

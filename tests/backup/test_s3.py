@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from backup.conftest import backup_config, consume_all, create_topic, latest_by_key, produce, restore_config
-from clients.conftest import BrokerProcess
 from kompakt.backup.backup import run_backup
 from kompakt.backup.errors import BackupError, StorageError
 from kompakt.backup.manifest import list_backups, load_manifest
 from kompakt.backup.restore import plan_restore, run_restore
 from kompakt.backup.storage import S3Storage
+from tests.support.serve import BrokerProcess
+
+from .conftest import backup_config, consume_all, create_topic, latest_by_key, produce, restore_config
 
 boto3 = pytest.importorskip("boto3")
 moto_server = pytest.importorskip("moto.server")

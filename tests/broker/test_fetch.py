@@ -15,9 +15,9 @@ from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.codec import ErrorCode as E
 from kompakt.records.batch import iter_batches
 from kompakt.records.builder import SimpleRecord, build_batch
+from tests.support.wire import call, decode, dispatch, fetch_values, produce_values
 
 from .conftest import NOW_MS
-from .wire import call, decode, dispatch, fetch_values, produce_values
 
 V = 12
 

@@ -33,7 +33,7 @@ def list_offset(
     return call(dispatcher, ApiKey.LIST_OFFSETS, version, values).topics[0].partitions[0]
 
 
-from .wire import call  # noqa: E402
+from tests.support.wire import call  # noqa: E402
 
 
 @pytest.mark.parametrize(

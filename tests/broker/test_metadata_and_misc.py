@@ -16,8 +16,7 @@ from kompakt.log.manager import LogManager
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.codec import ErrorCode as E
 from kompakt.records.builder import SimpleRecord, build_batch
-
-from .wire import call
+from tests.support.wire import call
 
 
 def test_advertised_versions() -> None:

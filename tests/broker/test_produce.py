@@ -1,4 +1,5 @@
-"""Produce: every §5 validation case with Kafka's codes and messages, appends, idempotence."""
+"""Produce: every ``LogValidator`` / ``UnifiedLog.analyzeAndValidateRecords`` case with Kafka's codes and
+messages, appends, idempotence."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ from kompakt.protocol.codec import ErrorCode as E
 from kompakt.records.batch import RecordBatchView, TimestampType, iter_batches
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.compression import Compression
+from tests.support.wire import call, dispatch, produce_values
 
 from .conftest import NOW_MS
-from .wire import call, dispatch, produce_values
 
 V = 9
 
@@ -123,7 +124,8 @@ def test_empty_record_set_is_invalid(dispatcher: Dispatcher, plain: str) -> None
     assert answer.error_code == E.invalid_record
 
 
-# ---- S71: null keys on compacted topics ------------------------------------------------------
+# ---- null keys on compacted topics (``UnifiedLogTest.testCompactedTopicConstraints``)
+# ------------------------------------------------------
 
 NULL_KEY = "Compacted topic cannot accept message without key in topic partition compacted-0."
 

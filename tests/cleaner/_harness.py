@@ -1,10 +1,10 @@
-"""Builders and observables for the cleaner's acceptance scenarios (reference §6.0).
+"""Builders and observables for the cleaner's acceptance scenarios (ports of Kafka's ``LogCleanerTest``).
 
 A scenario builds a log with :func:`lct_log`, appends ``(k,v)`` records, transactional batches
 and markers with :func:`append_kv`, :func:`txn`, :func:`idem` and :func:`marker`, rolls, and calls
 :func:`clean` with ``first_dirty_offset = d`` and the uncleanable bound = the active segment's
 base offset (the LSO/HW bound is bypassed, as in Kafka's unit tests). The observables ``K``,
-``O``, ``B``, ``BB`` and ``S`` are exactly those of §6.0.
+``O``, ``B``, ``BB`` and ``S`` are exactly those of the reference's harness conventions.
 """
 
 from __future__ import annotations
@@ -17,15 +17,14 @@ from typing import Any
 
 from kompakt.cleaner.cleaner import Cleaner, CleanResult
 from kompakt.cleaner.dedupe import CleanerIo, build_offset_map
-from kompakt.cleaner.kernels import Workspace
-from kompakt.cleaner.metrics import CleanerStats
 from kompakt.cleaner.offset_map import SLOT_BYTES, ExactOffsetMap, HashedOffsetMap, OffsetMap
 from kompakt.cleaner.rewrite import FilterContext
 from kompakt.cleaner.segment_reader import ReadBuffer
+from kompakt.cleaner.stats import CleanerStats
 from kompakt.cleaner.transactions import TransactionTracker
 from kompakt.clock import FakeClock
 from kompakt.log.config import LogConfig
-from kompakt.log.offset_index import FileOps, OsFileOps
+from kompakt.log.files import FileOps, OsFileOps
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segment import LogSegment
 from kompakt.log.segments import ManualScheduler
@@ -33,6 +32,7 @@ from kompakt.log.txn_index import AbortedTxn
 from kompakt.records.batch import Compression, RecordBatchView
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.control import ControlType, build_control_batch
+from kompakt.records.native import Workspace
 from kompakt.records.record import Record, decode_records
 
 DAY_MS = 86_400_000
@@ -62,7 +62,7 @@ class NoSyncFileOps(OsFileOps):
 
 FAST_OPS = NoSyncFileOps()
 
-# Continuing base sequence per (log directory, producer id), as §6.0's T[p]/I[p] require.
+# Continuing base sequence per (log directory, producer id), as the reference's T[p]/I[p] require.
 _SEQUENCES: dict[tuple[str, int], int] = {}
 
 
@@ -339,7 +339,8 @@ def clean(
     map_slots: int | None = None,
     **kwargs: Any,
 ) -> int:
-    """``clean(d, now)`` of §6.0: returns the next dirty offset."""
+    """``clean(d, now)`` (``Cleaner.doClean`` with a given first dirty offset): returns the next dirty
+    offset."""
     return clean_result(log, d, now, map_slots, **kwargs).end_offset
 
 

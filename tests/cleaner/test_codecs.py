@@ -1,6 +1,8 @@
-"""S9- and S17-style scenarios over all five codecs, with both offset maps.
+"""``LogCleanerTest.testCleaningWithDeletes`` and ``testDuplicateCheckAfterCleaning`` (reference scenarios S9
+and S17) over all five codecs, with both offset maps.
 
-Rebuilt batches keep their codec (§2.11); the hashed and the exact map give byte-identical logs.
+Rebuilt batches keep their codec (``MemoryRecords.filterTo``); the hashed and the exact map give
+byte-identical logs.
 """
 
 from __future__ import annotations
@@ -8,7 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _harness import (
+
+from kompakt.clock import FakeClock
+from kompakt.errors import DuplicateSequenceError
+from kompakt.log.partition_log import PartitionLog
+from kompakt.records.batch import Compression
+from kompakt.records.builder import SimpleRecord, build_batch
+
+from ._harness import (
     B,
     K,
     O,
@@ -24,12 +33,6 @@ from _harness import (
     roll,
     two_pass_clean,
 )
-
-from kompakt.clock import FakeClock
-from kompakt.errors import DuplicateSequenceError
-from kompakt.log.partition_log import PartitionLog
-from kompakt.records.batch import Compression
-from kompakt.records.builder import SimpleRecord, build_batch
 
 CODECS = list(Compression)
 
@@ -49,7 +52,8 @@ def _deletes_workload(log: PartitionLog, codec: Compression) -> int:
 
 
 @pytest.mark.parametrize("codec", CODECS, ids=[c.name for c in CODECS])
-def test_s9_cleaning_with_deletes_per_codec(tmp_path: Path, codec: Compression) -> None:
+def test_cleaning_with_deletes_per_codec(tmp_path: Path, codec: Compression) -> None:
+    """Kafka's ``LogCleanerTest.testCleaningWithDeletes`` (reference scenario S9)."""
     logs = []
     for hashed in (False, True):
         clock = FakeClock()
@@ -101,7 +105,8 @@ def test_multi_record_batches_keep_codec_and_offsets(tmp_path: Path, codec: Comp
 
 
 @pytest.mark.parametrize("codec", CODECS, ids=[c.name for c in CODECS])
-def test_s17_duplicate_check_after_cleaning_per_codec(tmp_path: Path, codec: Compression) -> None:
+def test_duplicate_check_after_cleaning_per_codec(tmp_path: Path, codec: Compression) -> None:
+    """Kafka's ``LogCleanerTest.testDuplicateCheckAfterCleaning`` (reference scenario S17)."""
     log = lct_log(tmp_path, FakeClock(), segment_bytes=2048)
     p1 = producer_batch(log, 1, (1, 2, 3), transactional=False, compression=codec)
     p2 = producer_batch(log, 2, (3, 1, 4), transactional=False, compression=codec)

@@ -1,4 +1,5 @@
-"""A crash at every file operation of one full cleaning pass (§2.7, §2.12, §2.13; S40 generalised).
+"""A crash at every file operation of one full cleaning pass (``Cleaner.cleanSegments``,
+``LocalLog.replaceSegments``, ``LogLoader``; ``LogCleanerTest.testRecoveryAfterCrash`` generalised).
 
 The log's segment, index and swap writes all go through the ``file_ops`` object handed to the
 ``PartitionLog``. A counting implementation learns how many operations one full pass performs;
@@ -21,7 +22,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from _harness import (
+from kompakt.clock import FakeClock
+from kompakt.log.files import OsFileOps
+from kompakt.log.partition_log import PartitionLog
+from kompakt.records.batch import Compression
+from kompakt.testing.faults import SimulatedCrashError
+
+from ._harness import (
     FAST_OPS,
     abort,
     all_records,
@@ -35,12 +42,6 @@ from _harness import (
     open_log,
     txn,
 )
-
-from kompakt.clock import FakeClock
-from kompakt.log.files import SimulatedCrashError
-from kompakt.log.offset_index import OsFileOps
-from kompakt.log.partition_log import PartitionLog
-from kompakt.records.batch import Compression
 
 CFG: dict[str, Any] = {"segment_bytes": 300, "index_interval_bytes": 64, "delete_retention_ms": 1_000}
 

@@ -1,4 +1,5 @@
-"""Batch filtering rows of §6.8 (S62, S65, S67-S69) observed through a full cleaning pass.
+"""Kafka's ``MemoryRecordsTest`` filter rows (reference scenarios S62, S65, S67-S69) observed through a full
+cleaning pass.
 
 With unique keys and an unbounded map, the cleaner's record filter is "keep records that have a
 key" (unkeyed records are dropped as invalid), which is the filter the ``MemoryRecordsTest`` rows
@@ -10,13 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from _harness import batches, clean_result, lct_log, roll
-
 from kompakt.clock import FakeClock
 from kompakt.log.partition_log import PartitionLog
 from kompakt.records.batch import Compression, TimestampType
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.control import ControlType, build_control_batch
+
+from ._harness import batches, clean_result, lct_log, roll
 
 
 def _rec(key: str | None, value: str | None, ts: int, delta: int | None = None) -> SimpleRecord:
@@ -33,7 +34,8 @@ def _log(tmp_path: Path, *raws: bytes, **overrides: Any) -> PartitionLog:
     return log
 
 
-def test_s62_filter_to(tmp_path: Path) -> None:
+def test_filter_keeps_keyed_records_in_their_batches(tmp_path: Path) -> None:
+    """Kafka's ``MemoryRecordsTest.testFilterTo`` (reference scenario S62)."""
     log = _log(
         tmp_path,
         build_batch([_rec(None, "a", 10)], base_offset=0),
@@ -50,7 +52,8 @@ def test_s62_filter_to(tmp_path: Path) -> None:
     assert time_index.last_entry() == (20, 5)
 
 
-def test_s65_base_timestamp_to_delete_horizon_conversion(tmp_path: Path) -> None:
+def test_base_timestamp_to_delete_horizon_conversion(tmp_path: Path) -> None:
+    """Kafka's ``MemoryRecordsTest.testBaseTimestampToDeleteHorizonConversion`` (reference scenario S65)."""
     log = _log(
         tmp_path,
         build_batch([_rec("0", "0", 5), _rec("1", None, 10), _rec("2", "2", 15)]),
@@ -64,7 +67,8 @@ def test_s65_base_timestamp_to_delete_horizon_conversion(tmp_path: Path) -> None
     assert view.max_timestamp == 15
 
 
-def test_s67_filter_to_already_compacted_log(tmp_path: Path) -> None:
+def test_filter_of_an_already_compacted_log(tmp_path: Path) -> None:
+    """Kafka's ``MemoryRecordsTest.testFilterToAlreadyCompactedLog`` (reference scenario S67)."""
     batch = build_batch(
         [_rec(None, "a", 10, 5), _rec("1", "b", 11, 8), _rec(None, "c", 12, 10)], base_offset=0
     )
@@ -75,7 +79,8 @@ def test_s67_filter_to_already_compacted_log(tmp_path: Path) -> None:
     assert [(r.offset, r.timestamp, r.key, r.value) for r in recs] == [(8, 11, b"1", b"b")]
 
 
-def test_s68_filter_to_preserves_producer_info(tmp_path: Path) -> None:
+def test_filter_preserves_producer_info(tmp_path: Path) -> None:
+    """Kafka's ``MemoryRecordsTest.testFilterToPreservesProducerInfo`` (reference scenario S68)."""
     plain = build_batch([_rec(None, "a", 1), _rec("1", "b", 2), _rec(None, "c", 3)], base_offset=0)
     idem = build_batch(
         [_rec(None, "d", 4), _rec("4", "e", 5), _rec("5", "f", 6)],
@@ -108,7 +113,8 @@ def test_s68_filter_to_preserves_producer_info(tmp_path: Path) -> None:
     ]
 
 
-def test_s69_filter_to_preserves_log_append_time(tmp_path: Path) -> None:
+def test_filter_preserves_log_append_time(tmp_path: Path) -> None:
+    """Kafka's ``MemoryRecordsTest.testFilterToPreservesLogAppendTime`` (reference scenario S69)."""
     raws = [
         build_batch(
             [_rec(None, "a", 1), _rec(str(base), "b", 2)],

@@ -1,4 +1,5 @@
-"""Random workloads against a model of compaction (reference §2.5-§2.11, §8 quirks 1-4).
+"""Random workloads against a model of compaction (``Cleaner.doClean`` end to end: next dirty offset,
+rewrite from the log start, KIP-534 horizons, batches never merged or split).
 
 Workload: one-to-five-record batches over a small key alphabet (the empty key included), values
 that may be empty or null (tombstones), all codecs, small segments, forced rolls, clock advances
@@ -25,19 +26,20 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _harness import all_records, batches, clean_result, lct_log, log_bytes, reopen
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kompakt.clock import FakeClock
 from kompakt.log.partition_log import PartitionLog
 from kompakt.records.batch import Compression
 from kompakt.records.builder import SimpleRecord, build_batch
+from tests.support.profiles import examples
+
+from ._harness import all_records, batches, clean_result, lct_log, log_bytes, reopen
 
 RETENTION_MS = 10_000
-# CI runs a fixed, derandomized set; KOMPAKT_CLEANER_EXAMPLES=N runs N fresh random examples.
-_HUNT = "KOMPAKT_CLEANER_EXAMPLES" in os.environ
-_EXAMPLES = int(os.environ.get("KOMPAKT_CLEANER_EXAMPLES", "80"))
+# 80 examples under the quick profile (scaled under ``make fuzz``); KOMPAKT_CLEANER_EXAMPLES=N runs N.
+_EXAMPLES = int(os.environ.get("KOMPAKT_CLEANER_EXAMPLES", examples(80)))
 KEYS = [b"", b"a", b"b", b"c", b"d", b"e"]
 
 Record = tuple[bytes, bytes | None]
@@ -147,13 +149,7 @@ def _check_clean(logs: list[PartitionLog], model: Model, d: int, map_slots: int,
     return end
 
 
-@settings(
-    max_examples=_EXAMPLES,
-    derandomize=not _HUNT,
-    database=None,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@settings(max_examples=_EXAMPLES)
 @given(
     ops=st.lists(op_st, min_size=1, max_size=40),
     segment_bytes=st.sampled_from([150, 300, 700]),

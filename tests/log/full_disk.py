@@ -1,8 +1,10 @@
-"""A file system that runs out of space: ``OsFileOps.pwrite`` writes what still fits, then raises.
+"""A file system that runs out of space: ``pwrite`` writes what still fits, then raises.
 
 A real full disk fails a write part way through: the bytes that fit reach the file and the call
-fails with ENOSPC. The patch keeps a byte budget for every write the log makes (``.log`` and
-indexes); ``None`` means unlimited.
+fails with ENOSPC. :class:`FullDisk` is the log's file operations with a byte budget for every
+write the log makes (``.log`` and indexes); ``None`` means unlimited. Hand it to the
+``LogManager`` (``file_ops=``); files written with the atomic recipe outside the log (checkpoints,
+metadata) go to the real file system.
 """
 
 from __future__ import annotations
@@ -10,17 +12,15 @@ from __future__ import annotations
 import errno
 import os
 
-import pytest
-
-from kompakt.log.offset_index import OsFileOps
+from kompakt.log.files import OsFileOps
 
 
-class FullDisk:
+class FullDisk(OsFileOps):
     def __init__(self) -> None:
         self.space: int | None = None
         self.failures = 0
 
-    def pwrite(self, _ops: OsFileOps, fd: int, data: bytes | bytearray | memoryview, position: int) -> int:
+    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, position: int) -> int:
         view = memoryview(data)
         if self.space is not None and len(view) > self.space:
             fits = self.space
@@ -29,17 +29,7 @@ class FullDisk:
             self.space = 0
             self.failures += 1
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        written = 0
-        while written < len(view):
-            written += os.pwrite(fd, view[written:], position + written)
+        written = super().pwrite(fd, data, position)
         if self.space is not None:
             self.space -= written
         return written
-
-
-def install(monkeypatch: pytest.MonkeyPatch) -> FullDisk:
-    disk = FullDisk()
-    monkeypatch.setattr(
-        OsFileOps, "pwrite", lambda ops, fd, data, position: disk.pwrite(ops, fd, data, position)
-    )
-    return disk

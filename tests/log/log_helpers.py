@@ -10,6 +10,7 @@ from typing import Any
 
 from kompakt.clock import FakeClock
 from kompakt.log.config import LogConfig
+from kompakt.log.files import DEFAULT_FILE_OPS, FileOps
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segments import ManualScheduler
 from kompakt.records.batch import iter_batches
@@ -41,8 +42,16 @@ def kv(i: int, timestamp: int = 1_000, **kwargs: Any) -> bytes:
 class LogHarness:
     """A PartitionLog in ``directory`` with a FakeClock and a ManualScheduler; reopenable."""
 
-    def __init__(self, directory: Path, cfg: LogConfig | None = None, *, seed: int = 0) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        cfg: LogConfig | None = None,
+        *,
+        seed: int = 0,
+        file_ops: FileOps = DEFAULT_FILE_OPS,
+    ) -> None:
         self.directory = directory
+        self.file_ops = file_ops
         self.config = cfg or config()
         self.clock = FakeClock()
         self.scheduler = ManualScheduler(self.clock)
@@ -63,6 +72,7 @@ class LogHarness:
             recovery_point=recovery_point,
             log_start_offset=log_start_offset,
             rng=random.Random(self.seed),
+            file_ops=self.file_ops,
         )
         return self.log
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from full_disk import FullDisk, install
 
 from kompakt.broker.context import Broker, ManualTimers
 from kompakt.broker.handlers.produce import produce_partition
@@ -29,19 +28,21 @@ from kompakt.records.batch import iter_batches
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.record import decode_records
 
+from .full_disk import FullDisk
+
 NOW = 1_700_000_000_000
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01"}
 
 
 @pytest.fixture
-def disk(monkeypatch: pytest.MonkeyPatch) -> FullDisk:
-    return install(monkeypatch)
+def disk() -> FullDisk:
+    return FullDisk()
 
 
 @pytest.fixture
-def manager(tmp_path: Path) -> Any:
+def manager(tmp_path: Path, disk: FullDisk) -> Any:
     clock = FakeClock(NOW)
-    mgr = LogManager(tmp_path / "data", BrokerConfig.from_properties({}), clock)
+    mgr = LogManager(tmp_path / "data", BrokerConfig.from_properties({}), clock, file_ops=disk)
     mgr.open()
     mgr.create_topic("t", 1, COMPACT)
     yield mgr, clock

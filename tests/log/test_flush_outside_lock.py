@@ -12,11 +12,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from log_helpers import config, kv
 
 from kompakt.clock import FakeClock
-from kompakt.log.offset_index import OsFileOps
+from kompakt.log.files import OsFileOps
 from kompakt.log.partition_log import PartitionLog
+
+from .log_helpers import config, kv
 
 DEADLINE_S = 10.0
 

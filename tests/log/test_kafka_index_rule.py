@@ -15,14 +15,14 @@ import random
 import shutil
 from pathlib import Path
 
-from log_helpers import batch, config
-
 from kompakt.cleaner.cleaner import Cleaner
 from kompakt.cleaner.offset_map import HashedOffsetMap
 from kompakt.clock import FakeClock
 from kompakt.log.config import LogConfig
 from kompakt.log.partition_log import PartitionLog
 from kompakt.records.batch import iter_batches
+
+from .log_helpers import batch, config
 
 FIXTURE = Path(__file__).parent / "fixtures" / "kafka41_compacted"
 KAFKA_CLEAN_NOW_MS = 1_796_288_117_995

@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import pytest
-from log_helpers import kv
 
 from kompakt.clock import FakeClock
 from kompakt.errors import LogDirectoryError, TopicExistsError, UnknownTopicOrPartitionError
@@ -16,6 +15,8 @@ from kompakt.log.config import BrokerConfig
 from kompakt.log.manager import InvalidPartitionsError, LogManager
 from kompakt.log.metadata_files import read_partition_metadata
 from kompakt.log.segments import ManualScheduler
+
+from .log_helpers import kv
 
 
 def manager(data_dir: Path, clock: FakeClock | None = None) -> LogManager:

@@ -3,9 +3,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from log_helpers import LogHarness, all_records, batch, batch_ranges, config, kv, read_offsets
 
 from kompakt.errors import InvalidOffsetError, OffsetOutOfRangeError
+
+from .log_helpers import LogHarness, all_records, batch, batch_ranges, config, kv, read_offsets
 
 
 def test_read_out_of_range(tmp_path: Path) -> None:

@@ -28,12 +28,12 @@ import pytest
 
 from kompakt.clock import FakeClock
 from kompakt.log.config import BrokerConfig
-from kompakt.log.files import SimulatedCrashError
 from kompakt.log.manager import LogManager
 from kompakt.log.segments import ManualScheduler
 from kompakt.records.batch import iter_batches
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.record import decode_records
+from kompakt.testing.faults import SimulatedCrashError
 from kompakt.testing.power_cut import PowerCutFileOps
 
 TopicPartition = tuple[str, int]

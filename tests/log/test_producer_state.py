@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from log_helpers import LogHarness, batch, config
 
 from kompakt.errors import DuplicateSequenceError, OutOfOrderSequenceError, ProducerFencedError
 from kompakt.records.builder import build_batch
 from kompakt.records.control import ControlType, build_control_batch
+
+from .log_helpers import LogHarness, batch, config
 
 
 def idem(seq: int, *values: bytes, pid: int = 1, epoch: int = 0, txn: bool = False) -> bytes:
@@ -60,7 +61,8 @@ def test_only_last_five_batches_are_remembered(tmp_path: Path) -> None:
 
 
 def test_rebuild_from_empty_batch_header(tmp_path: Path) -> None:
-    """S19(a): an emptied batch still carries last offset and last sequence."""
+    """``UnifiedLogTest.testRebuildProducerStateWithEmptyCompactedBatch`` (S19): an emptied batch still
+    carries last offset and last sequence."""
     h = LogHarness(tmp_path / "t-0")
     empty = build_batch(
         [],

@@ -1,4 +1,6 @@
-"""Crash recovery: swap states of §2.13 (S40, S42), S41-style leftovers, torn tails, corruption."""
+"""Crash recovery (``LogLoader``): swap states (``LogCleanerTest.testRecoveryAfterCrash``,
+``LogLoaderTest.testRecoveryAfterCrashDuringSplitPhase*``), obsolete leftovers
+(``LogLoaderTest.testOpenDeletesObsoleteFiles``), torn tails, corruption."""
 
 from __future__ import annotations
 
@@ -7,14 +9,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-from log_helpers import LogHarness, all_records, config, kv
 
 from kompakt.errors import PartitionOfflineError
-from kompakt.log.files import FaultInjectingFileOps, SimulatedCrashError, use_file_ops
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segment import LogSegment
 from kompakt.records.batch import iter_batches
 from kompakt.records.record import decode_records
+from kompakt.testing.faults import FaultInjectingFileOps, SimulatedCrashError
+
+from .log_helpers import LogHarness, all_records, config, kv
 
 SIZE = len(kv(0))
 
@@ -70,13 +73,15 @@ def test_crash_at_every_file_operation_of_a_swap(tmp_path: Path) -> None:
     while True:
         work = tmp_path / f"run{k}"
         shutil.copytree(template, work)
+        ops = FaultInjectingFileOps(fail_at=k, armed=False)
         h = LogHarness.__new__(LogHarness)
-        LogHarness.__init__(h, work / "t-0", config(segment_bytes=5 * SIZE, index_interval_bytes=1))
+        LogHarness.__init__(
+            h, work / "t-0", config(segment_bytes=5 * SIZE, index_interval_bytes=1), file_ops=ops
+        )
         olds = h.log.segments.values()[:2]
         news = build_cleaned(h.log, olds)
-        ops = FaultInjectingFileOps(fail_at=k)
         crashed = False
-        with use_file_ops(ops):
+        with ops.armed():
             try:
                 h.log.replace_segments(news, olds)
             except SimulatedCrashError:
@@ -126,7 +131,8 @@ HEAD_CLEANED = [o for o in ALL if o >= 5 or o % 2 == 0]
 def test_recovery_after_crash_rows(
     tmp_path: Path, new_suffix: dict[str, str], old_suffix: str, expected: list[int]
 ) -> None:
-    """S40 rows 1-5 (row 6 is test_replace_segments_then_reopen with pending deletes)."""
+    """``LogCleanerTest.testRecoveryAfterCrash`` rows 1-5 (row 6 is test_replace_segments_then_reopen with
+    pending deletes)."""
     h = make_log(tmp_path)
     stage(h, new_suffix=new_suffix, old_suffix=old_suffix)
     h.open(had_clean_shutdown=False)
@@ -296,7 +302,8 @@ def test_recovery_point_skips_validation_of_flushed_segments(tmp_path: Path) -> 
 
 
 def test_clean_segments_with_concurrent_segment_deletion(tmp_path: Path) -> None:
-    """S16: old segments already deleted by retention are skipped by the swap (renamed once)."""
+    """``LogCleanerTest.testCleanSegmentsWithConcurrentSegmentDeletion``: old segments already deleted by
+    retention are skipped by the swap (renamed once)."""
     h = LogHarness(tmp_path / "t-0", config(cleanup_policy=frozenset({"compact", "delete"})))
     h.log.append(kv(0))
     h.log.roll()

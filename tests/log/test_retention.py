@@ -1,13 +1,14 @@
-"""S72 retention-policy rows, S41 obsolete files, and the common rules of §2.16 on pure inputs."""
+"""``UnifiedLogTest`` retention-policy rows, ``LogLoaderTest.testOpenDeletesObsoleteFiles``, and the common
+rules of ``UnifiedLog.deleteOldSegments`` on pure inputs."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from log_helpers import LogHarness, config, kv
-
 from kompakt.log import retention
+
+from .log_helpers import LogHarness, config, kv
 
 
 def filled(tmp_path: Path, n: int = 15, timestamp: int = 10, **overrides: object) -> LogHarness:
@@ -75,7 +76,7 @@ def test_deleted_files_are_renamed_then_removed_after_delay(tmp_path: Path) -> N
 
 
 def test_open_deletes_obsolete_files(tmp_path: Path) -> None:
-    """S41."""
+    """``LogLoaderTest.testOpenDeletesObsoleteFiles`` (reference scenario S41)."""
     h = LogHarness(tmp_path / "t-0", config(retention_ms=999))
     size = len(kv(0))
     h.log.update_config(config(retention_ms=999, segment_bytes=5 * size))

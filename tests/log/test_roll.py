@@ -1,10 +1,11 @@
-"""S74: roll rules (size, time with jitter, index full, offset overflow, compacted max lag)."""
+"""``LogSegment.shouldRoll`` (``UnifiedLogTest.testTimeBasedLogRollDuringAppend`` and friends, reference
+scenario S74): roll rules (size, time with jitter, index full, offset overflow, compacted max lag)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from log_helpers import LogHarness, batch, config, kv
+from .log_helpers import LogHarness, batch, config, kv
 
 HOUR = 3_600_000
 

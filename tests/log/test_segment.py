@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from log_helpers import batch, batch_ranges
-
 from kompakt.log.segment import LONG_MAX, LogSegment
+
+from .log_helpers import batch, batch_ranges
 
 
 def new_segment(tmp_path: Path, base: int = 0, interval: int = 1) -> LogSegment:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from log_helpers import LogHarness, config, kv, read_offsets
+from .log_helpers import LogHarness, config, kv, read_offsets
 
 
 def test_append_read_reopen(tmp_path: Path) -> None:

@@ -12,10 +12,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from log_helpers import LogHarness, all_records, batch, batch_ranges, config
+
+from tests.support.profiles import examples
+
+from .log_helpers import LogHarness, all_records, batch, batch_ranges, config
 
 
 class PartitionLogMachine(RuleBasedStateMachine):
@@ -96,7 +99,5 @@ class PartitionLogMachine(RuleBasedStateMachine):
         assert [o for o, _k in all_records(self.h.log)] == list(range(self.next_offset))
 
 
-PartitionLogMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+PartitionLogMachine.TestCase.settings = settings(max_examples=examples(60), stateful_step_count=30)
 TestPartitionLog = PartitionLogMachine.TestCase

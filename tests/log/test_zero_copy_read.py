@@ -7,12 +7,14 @@ import random
 from pathlib import Path
 
 import pytest
-from log_helpers import LogHarness, batch, config
 
 from kompakt.errors import OffsetOutOfRangeError
+from kompakt.log.files import DELETED_FILE_SUFFIX as DELETED_SUFFIX
 from kompakt.log.partition_log import ZERO_COPY_MIN_BYTES
-from kompakt.log.segment import DELETED_SUFFIX, FileSlice, LogSegment
+from kompakt.log.segment import FileSlice, LogSegment
 from kompakt.records.batch import RecordBatchView
+
+from .log_helpers import LogHarness, batch, config
 
 
 def filled_segment(tmp_path: Path, interval: int, seed: int) -> LogSegment:

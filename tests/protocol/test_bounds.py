@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from kompakt.protocol import bounds, codec
 from kompakt.protocol.apis import ApiKey
+from tests.support.profiles import examples
 
 from .fuzzing import (
     SERVED,
@@ -30,10 +31,9 @@ from .isolated import IsolatedDecoder
 
 register_kio_strategies()
 
-# make test runs a fixed, derandomized set; KOMPAKT_PROTOCOL_FUZZ_EXAMPLES=N runs N fresh random
-# examples of every served version.
-_HUNT = "KOMPAKT_PROTOCOL_FUZZ_EXAMPLES" in os.environ
-_EXAMPLES = int(os.environ.get("KOMPAKT_PROTOCOL_FUZZ_EXAMPLES", "2"))
+# Examples of every served version: 2 under the quick profile (``make test``, derandomized), scaled under
+# ``make fuzz`` (fresh random ones); KOMPAKT_PROTOCOL_FUZZ_EXAMPLES=N runs N.
+_EXAMPLES = int(os.environ.get("KOMPAKT_PROTOCOL_FUZZ_EXAMPLES", examples(2)))
 
 #: A count of 2^32 - 2 elements (uvarint 2^32 - 1, the compact encoding adds one).
 HUGE_COUNT = b"\xff\xff\xff\xff\x0f"
@@ -124,6 +124,7 @@ def _acceptable(outcome: str) -> bool:
     return outcome == "ok" or outcome.startswith("malformed ")
 
 
+@pytest.mark.hypothesis  # the @given test is built inside, per version; ``make fuzz`` selects this mark
 @pytest.mark.parametrize(("api_key", "version"), SERVED)
 def test_generated_requests_pass_and_their_mutations_are_refused(
     isolated_decoder: IsolatedDecoder, api_key: int, version: int
@@ -132,9 +133,6 @@ def test_generated_requests_pass_and_their_mutations_are_refused(
 
     @settings(
         max_examples=_EXAMPLES,
-        derandomize=not _HUNT,
-        database=None,
-        deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
     )
     @given(st.from_type(cls))

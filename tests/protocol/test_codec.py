@@ -8,8 +8,7 @@ import pytest
 
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey, VersionRange
-
-from .helpers import chunks_to_frame, request_frame
+from tests.support.wire import chunks_to_frame, request_frame
 
 SUPPORTED: dict[int, VersionRange] = {
     ApiKey.API_VERSIONS: VersionRange(0, 4),

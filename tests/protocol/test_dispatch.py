@@ -11,8 +11,7 @@ from kompakt.broker.deferred import Deferred
 from kompakt.broker.dispatch import HANDLERS, Dispatcher
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
-
-from .helpers import chunks_to_frame, request_frame
+from tests.support.wire import chunks_to_frame, request_frame
 
 TIER_1_GROUP_APIS = {
     ApiKey.API_VERSIONS: (0, 4),

@@ -7,10 +7,7 @@ import struct
 import pytest
 
 from kompakt.protocol.framing import FrameReader, FrameTooLarge
-
-
-def frame(payload: bytes) -> bytes:
-    return struct.pack(">i", len(payload)) + payload
+from tests.support.wire import size_prefixed as frame
 
 
 def as_bytes(frames: list[bytes | memoryview]) -> list[bytes]:

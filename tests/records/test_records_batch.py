@@ -117,7 +117,8 @@ def test_negative_timestamp_deltas() -> None:
 
 
 def test_known_size_of_a_minimal_record() -> None:
-    # Reference §3.2: key "0", value "0", no headers, deltas 0: a 9-byte record, a 70-byte batch.
+    # ``DefaultRecord`` / ``DefaultRecordBatch`` sizes: key "0", value "0", no headers, deltas 0: a 9-byte
+    # record, a 70-byte batch.
     raw = build_batch([SimpleRecord(b"0", b"0", 0)])
     assert len(raw) == 70
     # 1-byte length prefix (zigzag 8) + 8 body bytes = the 9-byte record.
@@ -127,7 +128,8 @@ def test_known_size_of_a_minimal_record() -> None:
 
 @pytest.mark.parametrize("codec", ALL_CODECS, ids=lambda c: c.name)
 def test_delete_horizon_stamped_timestamps_unchanged(codec: Compression) -> None:
-    # S65: now = 2^30 - 2, delete.retention.ms = 1 -> horizon 2^30 - 1.
+    # ``MemoryRecordsTest.testBaseTimestampToDeleteHorizonConversion``: now = 2^30 - 2, delete.retention.ms =
+    # 1 -> horizon 2^30 - 1.
     horizon = 1_073_741_823
     records = [SimpleRecord(b"0", b"0", 5), SimpleRecord(b"1", None, 10), SimpleRecord(b"2", b"2", 15)]
     raw = build_batch(records, compression=codec, delete_horizon_ms=horizon)
@@ -145,7 +147,8 @@ def test_delete_horizon_stamped_timestamps_unchanged(codec: Compression) -> None
 
 @pytest.mark.parametrize("transactional", [False, True])
 def test_empty_header_batch_keeps_last_offset_delta(transactional: bool) -> None:
-    # S63: an emptied batch keeps its base/last offsets, producer info and max timestamp.
+    # ``MemoryRecordsTest.testFilterToEmptyBatchRetention``: an emptied batch keeps its base/last offsets,
+    # producer info and max timestamp.
     raw = build_batch(
         [],
         base_offset=3,
@@ -184,7 +187,8 @@ def test_empty_batch_needs_explicit_last_offset_delta() -> None:
 
 
 def test_explicit_offset_deltas_model_a_compacted_batch() -> None:
-    # S67: one batch (base 0) whose only survivor is offset 8, last offset still 10.
+    # ``MemoryRecordsTest.testFilterToAlreadyCompactedLog``: one batch (base 0) whose only survivor is offset
+    # 8, last offset still 10.
     raw = build_batch([SimpleRecord(b"1", b"b", 11, offset_delta=8)], last_offset_delta=10)
     view = RecordBatchView(raw)
     assert (view.base_offset, view.last_offset, view.records_count) == (0, 10, 1)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kompakt.records.batch import Compression, RecordBatchView, iter_batches, set_base_offset
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.record import Record, decode_records
+from tests.support.profiles import examples
 
 kafka_records = pytest.importorskip("kafka.record.default_records")
 
@@ -47,7 +48,7 @@ def _expected(records: list[SimpleRecord], base_offset: int) -> list[Record]:
     ]
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150))
 @given(batches())
 def test_build_decode_round_trip(case: tuple[list[SimpleRecord], dict[str, object]]) -> None:
     records, options = case
@@ -63,7 +64,7 @@ def test_build_decode_round_trip(case: tuple[list[SimpleRecord], dict[str, objec
     assert decode_records(view) == _expected(records, base_offset)
 
 
-@settings(max_examples=75, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(75))
 @given(batches())
 def test_kafka_python_agrees(case: tuple[list[SimpleRecord], dict[str, object]]) -> None:
     records, options = case
@@ -77,7 +78,7 @@ def test_kafka_python_agrees(case: tuple[list[SimpleRecord], dict[str, object]])
     assert parsed == expected
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(st.lists(st.lists(RECORDS, min_size=1, max_size=4), min_size=1, max_size=6), st.data())
 def test_concatenated_batches_reassigned_offsets(
     groups: list[list[SimpleRecord]], data: st.DataObject

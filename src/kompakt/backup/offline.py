@@ -35,7 +35,7 @@ from kompakt.backup.erasure import FilterCounts
 from kompakt.backup.errors import BackupError
 from kompakt.backup.progress import NoProgress, PartitionProgress, Progress
 from kompakt.backup.reader import RestoreSource, policy_set
-from kompakt.backup.restore import RestorePlan, RestoreTotals, TopicPlan, _plan_topics
+from kompakt.backup.restore import RestorePlan, RestoreTotals, TopicPlan, plan_topics
 from kompakt.backup.storage import Storage
 from kompakt.clock import Clock, SystemClock
 from kompakt.errors import KompaktError
@@ -135,7 +135,7 @@ def plan_offline(
         raise BackupError("an offline restore needs target.data_dir")
     source = RestoreSource.open(config, storage)
     plan = RestorePlan(config.backup_id, str(config.data_dir))
-    _plan_topics(config, source, plan)
+    plan_topics(config, source, plan)
     data_dir = Path(config.data_dir).expanduser()
     if not data_dir.is_dir():
         plan.notes.append(f"{data_dir} does not exist: it will be created as a new kompakt data directory")

@@ -100,7 +100,7 @@ class RestorePlan:
         }
 
 
-def _plan_topics(config: RestoreConfig, source: RestoreSource, plan: RestorePlan) -> None:
+def plan_topics(config: RestoreConfig, source: RestoreSource, plan: RestorePlan) -> None:
     """The backup-side part of a plan: targets, sizes, filters, file checks."""
     for topic in source.topics:
         entries = source.partitions(topic.name)
@@ -200,7 +200,7 @@ def plan_restore(
         )
     source = RestoreSource.open(config, storage)
     plan = RestorePlan(config.backup_id, config.bootstrap_servers)
-    _plan_topics(config, source, plan)
+    plan_topics(config, source, plan)
     client = Client(config.bootstrap_servers, config.timeout_s, config.client_config)
     _check_target(client, config, source, plan)
     return plan, source

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from kompakt.backup.errors import CorruptBackupError
 from kompakt.errors import KompaktError
+from kompakt.log.files import segment_file_name
 from kompakt.records.batch import RecordBatchView, TimestampType, iter_batches
 from kompakt.records.builder import attributes_for, encode_header, finish_crc
 from kompakt.records.compression import Compression, compress
@@ -113,7 +114,7 @@ def encode_batch(
 
 def segment_path(topic: str, partition: int, base_offset: int) -> str:
     """``topics/<topic>-<partition>/<20-digit base offset>.log``: Kafka's names, so tools open it."""
-    return f"topics/{topic}-{partition}/{base_offset:020d}.log"
+    return f"topics/{topic}-{partition}/{segment_file_name(base_offset, 'log')}"
 
 
 def sha256_hex(data: bytes | memoryview) -> str:

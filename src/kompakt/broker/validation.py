@@ -1,7 +1,7 @@
 """Produce-side validation of one partition's records, in Kafka's order and with Kafka's messages.
 
-Reference: kafka-log-cleaner.md §5. The checks, in order (any failure rejects the partition's
-whole record set and nothing is appended):
+Kafka's ``UnifiedLog.analyzeAndValidateRecords`` and ``LogValidator.validateMessagesAndAssignOffsets``. The
+checks, in order (any failure rejects the partition's whole record set and nothing is appended):
 
 1. framing, then per batch: a v2 batch must have base offset 0 (INVALID_RECORD); its size must
    not exceed the topic's ``max.message.bytes`` (MESSAGE_TOO_LARGE); its CRC must match
@@ -194,7 +194,7 @@ def _scan(view: RecordBatchView, tp: str) -> tuple[np.ndarray, np.ndarray, np.nd
         return np.array([value], dtype=np.int64)
 
     try:
-        from kompakt.cleaner.kernels import scan_records  # numba loads on first use, not at startup
+        from kompakt.records.scan import scan_records  # numba loads on first use, not at startup
 
         table = scan_records(
             buf, one(start), one(end), one(0), one(view.base_timestamp), one(view.records_count)

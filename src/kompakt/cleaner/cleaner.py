@@ -1,5 +1,5 @@
 """Cleaning one log: build the offset map, rewrite the segment groups, swap them in (Kafka's
-``Cleaner.doClean``; reference §2.5-§2.12).
+``Cleaner.doClean``, ``Cleaner.cleanSegments`` and ``UnifiedLog.replaceSegments``).
 
 A :class:`Cleaner` belongs to one cleaner thread and owns that thread's offset map, read buffer
 and kernel workspace, so memory is allocated once, as Kafka allocates its dedupe buffer once. It
@@ -9,8 +9,8 @@ the two offsets and that instant.
 Crash safety comes from the order of file operations: the new segment is written completely as
 ``.cleaned`` files and fsynced before :meth:`PartitionLog.replace_segments` renames it to
 ``.swap``, retires the old segments as ``.deleted`` and renames the swap into place; the loader
-finishes or rolls back any interrupted state (§2.13). An abort deletes the ``.cleaned`` files and
-leaves the checkpoint where it was.
+finishes or rolls back any interrupted state (``LogLoader.removeTempFilesAndCollectSwapFiles``). An abort
+deletes the ``.cleaned`` files and leaves the checkpoint where it was.
 """
 
 from __future__ import annotations
@@ -21,16 +21,17 @@ from dataclasses import dataclass
 
 from kompakt.cleaner.dedupe import CleanerIo, build_offset_map
 from kompakt.cleaner.grouping import GroupingInput, group_segments_by_size
-from kompakt.cleaner.kernels import Workspace
-from kompakt.cleaner.metrics import CleanerStats
 from kompakt.cleaner.offset_map import OffsetMap
 from kompakt.cleaner.rewrite import FilterContext, clean_into
 from kompakt.cleaner.segment_reader import DEFAULT_CHUNK_BYTES, ReadBuffer
+from kompakt.cleaner.stats import CleanerStats
 from kompakt.cleaner.throttler import Throttler
 from kompakt.cleaner.transactions import TransactionTracker
 from kompakt.clock import Clock
+from kompakt.log.files import CLEANED_FILE_SUFFIX
 from kompakt.log.partition_log import PartitionLog
-from kompakt.log.segment import CLEANED_SUFFIX, LogSegment
+from kompakt.log.segment import LogSegment
+from kompakt.records.native import Workspace
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ class Cleaner:
         """Clean ``log`` with the dirty section ``[first_dirty_offset, first_uncleanable_offset)``.
 
         ``first_uncleanable_offset`` must be a segment base offset (selection rounds it down).
-        Returns the next dirty offset, ``latest_offset + 1`` of the map (§8 quirk 1).
+        Returns the next dirty offset, ``latest_offset + 1`` of the map, as ``Cleaner.doClean`` returns.
         """
         now = self.clock.now_ms() if now_ms is None else now_ms
         stats = CleanerStats(self.clock)
@@ -100,7 +101,10 @@ class Cleaner:
             delete_retention_ms=config.delete_retention_ms,
             upper_bound_offset=first_uncleanable_offset,
             # Producer expiration follows the clock, not the horizon time a test may pass as
-            # ``now_ms``: Kafka snapshots the producer state as it is (S25, S26, S28, S30, S31).
+            # ``now_ms``: Kafka snapshots the producer state as it is
+            # (``LogCleanerTest.testCommitMarkerRetentionWithEmptyBatch``, ``testCleanEmptyControlBatch``,
+            # ``testAbortedTransactionSpanningSegments``, ``testEmptyBatchRemovalWithSequenceReuse``,
+            # ``testAbortMarkerRetentionWithEmptyBatch``).
             active_producers=log.active_producers(self.clock.now_ms(), self.producer_id_expiration_ms),
             tracker=tracker,
             stats=stats,
@@ -115,7 +119,7 @@ class Cleaner:
     def group_segments(
         log: PartitionLog, end_offset: int, first_uncleanable_offset: int
     ) -> list[list[LogSegment]]:
-        """§2.6 over every segment below ``end_offset``, from the start of the log."""
+        """``Cleaner.groupSegmentsBySize`` over every segment below ``end_offset``, from the log start."""
         segments = [s for s in log.segments.values(None, end_offset) if s.base_offset < end_offset]
         inputs = [
             GroupingInput(
@@ -135,7 +139,7 @@ class Cleaner:
     def clean_segments(
         self, log: PartitionLog, group: list[LogSegment], ctx: FilterContext, io: CleanerIo
     ) -> None:
-        """Rewrite ``group`` into one ``.cleaned`` segment and swap it in (§2.7, §2.12)."""
+        """Rewrite ``group`` into one ``.cleaned`` segment and swap it in (``Cleaner.cleanSegments``)."""
         dest = log.create_segment(group[0].base_offset)
         try:
             for idx, source in enumerate(group):
@@ -152,8 +156,8 @@ class Cleaner:
             log.replace_segments([dest], group)
         except BaseException:
             # Only a segment that never left its .cleaned name is ours to delete; once renamed to
-            # .swap it is part of the log and the loader completes the swap (§2.13).
-            if dest.suffix == CLEANED_SUFFIX:
+            # .swap it is part of the log and the loader completes the swap (``LogLoader.load``).
+            if dest.suffix == CLEANED_FILE_SUFFIX:
                 dest.close_handlers()
                 dest.delete_files()
             raise

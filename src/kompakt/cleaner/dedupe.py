@@ -1,4 +1,4 @@
-"""Building the offset map over the dirty section of one log (reference §2.5).
+"""Building the offset map over the dirty section of one log (Kafka's ``Cleaner.buildOffsetMap``).
 
 The map ends up holding, for each key seen in ``[start, end)``, the offset of its latest record,
 and ``latest_offset`` tells how far the map reaches: the next dirty offset is ``latest_offset + 1``.
@@ -18,10 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kompakt.cleaner.kernels import BatchTable, I64Array, Spans, U8Array
-from kompakt.cleaner.metrics import CleanerStats
 from kompakt.cleaner.offset_map import OffsetMap
 from kompakt.cleaner.segment_reader import Chunk, ReadBuffer, iter_chunks
+from kompakt.cleaner.stats import CleanerStats
 from kompakt.cleaner.throttler import Throttler
 from kompakt.cleaner.transactions import TransactionTracker
 from kompakt.log.partition_log import PartitionLog
@@ -35,6 +34,8 @@ from kompakt.records.batch import (
 )
 from kompakt.records.compression import decompress
 from kompakt.records.control import control_type_of
+from kompakt.records.native import I64Array, U8Array
+from kompakt.records.scan import BatchTable, Spans
 
 _PLAIN_RAW, _PLAIN_COMPRESSED, _SPECIAL = 0, 1, 2
 

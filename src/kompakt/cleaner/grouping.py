@@ -1,4 +1,5 @@
-"""Grouping the segments of one cleaning pass into the new segments they become (reference §2.6).
+"""Grouping the segments of one cleaning pass into the new segments they become (Kafka's
+``Cleaner.groupSegmentsBySize``).
 
 Every pass rewrites all segments below its end offset, from the first segment of the log, so small
 cleaned segments would pile up if each were rewritten alone. Groups are formed greedily in log

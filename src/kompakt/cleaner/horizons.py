@@ -2,8 +2,8 @@
 
 Kafka removes a stamped tombstone (or transaction marker) only at a later clean, and a later
 clean only happens when new dirty data arrives, so a topic whose deletes have stopped keeps its
-expired tombstones forever (reference §8 quirks 2-3). kompakt makes such a log eligible once the
-earliest horizon in it has passed. This module finds that horizon.
+expired tombstones forever (a KIP-534 delete horizon is only acted on by a later ``Cleaner.doClean``). kompakt
+makes such a log eligible once the earliest horizon in it has passed. This module finds that horizon.
 
 Only batches that still hold something the horizon governs count: control batches with their
 marker record, and data batches with at least one tombstone. (A batch keeps its horizon bit after
@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from kompakt.cleaner.dedupe import decompressed_spans
-from kompakt.cleaner.kernels import Spans, scan_records
 from kompakt.cleaner.segment_reader import ReadBuffer, iter_chunks
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segment import LogSegment
 from kompakt.records.batch import ATTR_COMPRESSION_MASK, ATTR_CONTROL, ATTR_DELETE_HORIZON
+from kompakt.records.scan import Spans, scan_records
 
 _NONE = 2**63 - 1
 

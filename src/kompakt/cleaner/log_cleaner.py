@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kompakt.cleaner.adapter import LogView
+from kompakt.cleaner.manager import CleanerCheckpointFile, CleanerManager
 from kompakt.cleaner.metrics import CleanerMetrics, format_clean_log_line
 from kompakt.cleaner.planning import SelectionError, TopicPartition, segments_to_force_roll
-from kompakt.cleaner.state import CleanerCheckpointFile, CleanerManager
 from kompakt.cleaner.throttler import Throttler
 from kompakt.clock import Clock
 from kompakt.errors import CleaningAbortedError
@@ -51,7 +51,7 @@ MAX_MAP_BYTES_PER_THREAD = 2**31 - 1
 MIN_READ_BUFFER_BYTES = DEFAULT_CHUNK_BYTES
 """Kafka reads through 256 KiB buffers (``log.cleaner.io.buffer.size`` / threads / 2); kompakt's
 native scanning amortises its per-chunk Python work over larger reads, so the read buffer is at
-least 16 MiB per thread (it still grows to any larger batch, §2.18)."""
+least 16 MiB per thread (it still grows to any larger batch, as ``Cleaner.growBuffersOrFail`` does)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,20 +29,18 @@ from pathlib import Path
 from kompakt.cleaner.cleaner import Cleaner, CleanResult
 from kompakt.cleaner.compact_now import compact_log
 from kompakt.cleaner.log_cleaner import CleanerSettings
+from kompakt.cleaner.manager import CleanerCheckpointFile
 from kompakt.cleaner.offset_map import HashedOffsetMap
-from kompakt.cleaner.state import CleanerCheckpointFile
 from kompakt.clock import Clock
 from kompakt.errors import LogDirectoryError
 from kompakt.log.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE
 from kompakt.log.config import BrokerConfig, LogConfig
-from kompakt.log.files import parse_partition_dir_name, partition_dir_name
+from kompakt.log.files import parse_partition_dir_name, partition_dir_name, segment_file_name
 from kompakt.log.manager import LogManager
 from kompakt.log.partition_log import PartitionLog
 
 logger = logging.getLogger(__name__)
 
-#: Kafka's producer-state snapshot files, ``<20-digit offset>.snapshot`` (``LogFileUtils``).
-SNAPSHOT_SUFFIX = ".snapshot"
 #: The name :func:`kompakt.log.segments.delete_later` gives the deletion of retired segments.
 _DELETE_FILE_TASK = "delete-file "
 
@@ -167,7 +165,7 @@ def _delete_snapshots(directory: Path, merged_away: Iterable[int]) -> None:
     is left alone.
     """
     for base in sorted(merged_away):
-        snapshot = directory / f"{base:020d}{SNAPSHOT_SUFFIX}"
+        snapshot = directory / segment_file_name(base, "snapshot")
         try:
             snapshot.unlink()
         except FileNotFoundError:

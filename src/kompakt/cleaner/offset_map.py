@@ -7,8 +7,8 @@ same number of keys per pass as in Kafka. Its bulk paths run in numba over the c
 kernels produce. ``ExactOffsetMap`` is a dict keyed by raw key bytes with the same capacity
 semantics; it exists as the oracle that the hashed map is tested against.
 
-Capacity semantics (kafka-log-cleaner.md §2.4-2.5): ``max_keys_per_pass = floor(slots x
-load_factor)``, and a bulk put stops when ``size`` has reached it, checked before every put even
+Capacity semantics (Kafka's ``SkimpyOffsetMap``, ``Cleaner.buildOffsetMap``): ``max_keys_per_pass =
+floor(slots x load_factor)``, and a bulk put stops when ``size`` has reached it, checked before every put even
 when the key is already present.
 """
 
@@ -23,23 +23,13 @@ from typing import Any, Final, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from kompakt.cleaner import kernels_map as km
-from kompakt.cleaner.kernels import (
-    _R_NCOLS,
-    BoolArray,
-    I64Array,
-    RecordTable,
-    Spans,
-    U8Array,
-    U64Array,
-    Workspace,
-    hash_key,
-    hash_keys,
-    record_error,
-    scan_records,
-)
+from kompakt.cleaner.kernels import offset_table as km
+from kompakt.cleaner.kernels.hashing import hash_key, hash_keys
 from kompakt.cleaner.sizing import SLOT_BYTES
 from kompakt.errors import ConfigError, OffsetMapTooSmallError
+from kompakt.records.layout import R_NCOLS
+from kompakt.records.native import BoolArray, I64Array, U8Array, U64Array, Workspace
+from kompakt.records.scan import RecordTable, Spans, record_error, scan_records
 
 _HUGE_PAGE: Final = 2 * 1024 * 1024
 _TOO_SMALL: Final = (
@@ -88,7 +78,8 @@ class PutResult:
 
 @dataclass(frozen=True, slots=True)
 class RetainResult:
-    """Per-record retention (§2.9) and the count of unkeyed records dropped ("invalid messages")."""
+    """Per-record retention (``Cleaner.shouldRetainRecord``) and the count of unkeyed records dropped
+    ("invalid messages")."""
 
     keep: BoolArray
     invalid_dropped: int
@@ -155,8 +146,8 @@ def _i64(a: I64Array) -> I64Array:
 
 def _take_columns(workspace: Workspace | None, n: int) -> I64Array:
     if workspace is None:
-        return np.empty((_R_NCOLS, n), dtype=np.int64)
-    cols: I64Array = workspace.take("kept", _R_NCOLS, n, np.int64)
+        return np.empty((R_NCOLS, n), dtype=np.int64)
+    cols: I64Array = workspace.take("kept", R_NCOLS, n, np.int64)
     return cols
 
 
@@ -190,7 +181,8 @@ class HashedOffsetMap:
     """Kafka's dedupe buffer: ``memory_bytes // 24`` slots preallocated once, reused every pass.
 
     The buffer is reserved up front but its pages are only touched as the table grows into them
-    (see ``kernels_map``): a map that holds few keys keeps them in a small, cache-resident prefix.
+    (see :mod:`kompakt.cleaner.kernels.offset_table`): a map that holds few keys keeps them in a
+    small, cache-resident prefix.
     """
 
     def __init__(self, memory_bytes: int, load_factor: float, *, initial_slots: int = km.INITIAL_CAP) -> None:
@@ -236,7 +228,7 @@ class HashedOffsetMap:
         if offset < 0:
             raise ValueError(f"offset {offset} is negative")
         hi, lo = hash_key(key)
-        grew, cap = km._put_one(
+        grew, cap = km.put_one(
             self._table, self._cap, self._slots, self._size, np.uint64(hi), np.uint64(lo), offset
         )
         self._size += int(grew)
@@ -246,7 +238,7 @@ class HashedOffsetMap:
 
     def get(self, key: bytes) -> int:
         hi, lo = hash_key(key)
-        return int(km._lookup(self._table, self._cap, np.uint64(hi), np.uint64(lo)))
+        return int(km.lookup(self._table, self._cap, np.uint64(hi), np.uint64(lo)))
 
     @property
     def slots_in_use(self) -> int:
@@ -265,10 +257,11 @@ class HashedOffsetMap:
         self._latest = offset
 
     def put_records(self, keys: RecordKeys, offsets: I64Array, start_offset: int) -> PutResult:
-        """Bulk §2.5 map build over records in offset order; see ``PutResult``."""
+        """Bulk map build (``Cleaner.buildOffsetMapForSegment``) over records in offset order; see
+        ``PutResult``."""
         offs = _i64(offsets)
         _check_lengths(len(offs), keys.key_len, keys.hash_hi, keys.hash_lo)
-        consumed, size, full, last_put, cap = km._put_records(
+        consumed, size, full, last_put, cap = km.put_records(
             self._table,
             self._cap,
             keys.hash_hi,
@@ -289,16 +282,17 @@ class HashedOffsetMap:
     def get_many(self, keys: RecordKeys) -> I64Array:
         """Offset per record key, -1 for absent and for null keys."""
         _check_lengths(len(keys.key_len), keys.hash_hi, keys.hash_lo)
-        return km._get_many(self._table, self._cap, keys.hash_hi, keys.hash_lo, _i64(keys.key_len))
+        return km.get_many(self._table, self._cap, keys.hash_hi, keys.hash_lo, _i64(keys.key_len))
 
     def retain_mask(
         self, keys: RecordKeys, offsets: I64Array, value_len: I64Array, tombstone_may_be_kept: BoolArray
     ) -> RetainResult:
-        """§2.9 for records of non-control, non-discarded batches; ``tombstone_may_be_kept`` is
-        per record (true iff its batch has no delete horizon yet or ``now`` is before it)."""
+        """``Cleaner.shouldRetainRecord`` for records of non-control, non-discarded batches;
+        ``tombstone_may_be_kept`` is per record (true iff its batch has no delete horizon yet or ``now`` is
+        before it)."""
         offs = _i64(offsets)
         _check_lengths(len(offs), keys.key_len, keys.hash_hi, keys.hash_lo, value_len, tombstone_may_be_kept)
-        keep, invalid = km._retain(
+        keep, invalid = km.retain(
             self._table,
             self._cap,
             keys.hash_hi,
@@ -315,10 +309,11 @@ class HashedOffsetMap:
         """``put_records`` fused with parsing and hashing, over whole batches' records sections.
 
         Parses only up to each key (the copy pass validates records in full). The caller skips
-        control and aborted batches and moves ``latest_offset`` to batch ends itself (§2.5).
+        control and aborted batches and moves ``latest_offset`` to batch ends itself
+        (``Cleaner.buildOffsetMapForSegment``).
         """
         arrays = spans.arrays()
-        status, span, done, size, last_put, pos, cap = km._map_spans(
+        status, span, done, size, last_put, pos, cap = km.map_spans(
             buf, *arrays[:3], arrays[4], self._table, self._cap, start_offset, self._size, self._max_keys
         )
         self._size = int(size)
@@ -343,7 +338,7 @@ class HashedOffsetMap:
         kept_first = np.zeros(len(spans) + 1, dtype=np.int64)
         tomb = np.ascontiguousarray(tombstone_may_be_kept, dtype=np.bool_)
         _check_lengths(len(spans), tomb)
-        err, span, pos, invalid, tombstones = km._retain_spans(
+        err, span, pos, invalid, tombstones = km.retain_spans(
             buf, *arrays, tomb, self._table, self._cap, self._latest, kept, kept_first
         )
         if err:

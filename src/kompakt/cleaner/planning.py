@@ -3,9 +3,9 @@
 This module is pure. It reads a partition log only through the small :class:`CleanableLog`
 protocol (offsets, config, and one :class:`SegmentInfo` per segment), takes ``now_ms`` as an
 argument and returns values; it never writes a checkpoint or changes a cleaning state. The
-cleaner manager (``cleaner/state.py``) applies what it returns under its lock.
+cleaner manager (``cleaner/manager.py``) applies what it returns under its lock.
 
-Sections of a compacted log (kafka-log-cleaner.md §2.1)::
+Sections of a compacted log (Kafka's ``LogToClean`` and ``LogCleanerManager.calculateCleanableBytes``)::
 
     [ clean ][ dirty: cleanable | uncleanable (ends with the active segment) ]
     log_start  first_dirty        first_uncleanable                        log_end
@@ -178,7 +178,8 @@ def non_active_segments_from(segments: Sequence[SegmentInfo], from_offset: int) 
 
 @dataclass(frozen=True, slots=True)
 class CleanableOffsets:
-    """``first_uncleanable_dirty_offset`` is not yet rounded to a segment base (§2.3 step 3)."""
+    """``first_uncleanable_dirty_offset`` is not yet rounded to a segment base
+    (``LogCleanerManager.cleanableOffsets``)."""
 
     first_dirty_offset: int
     first_uncleanable_dirty_offset: int
@@ -400,7 +401,8 @@ def first_uncleanable_segment(segments: Sequence[SegmentInfo], uncleanable_offse
 def calculate_cleanable_bytes(
     segments: Sequence[SegmentInfo], first_dirty_offset: int, uncleanable_offset: int
 ) -> tuple[int, int]:
-    """``(first_uncleanable_offset rounded to a segment base, cleanable bytes)`` (§2.3 step 5)."""
+    """``(first_uncleanable_offset rounded to a segment base, cleanable bytes)``
+    (``LogCleanerManager.calculateCleanableBytes``)."""
     if not segments:
         return uncleanable_offset, 0
     first_uncleanable = first_uncleanable_segment(segments, uncleanable_offset)
@@ -520,7 +522,7 @@ def grab_filthiest(
     *,
     delete_horizons: Mapping[TopicPartition, int | None] | None = None,
 ) -> Selection[L]:
-    """Pick the log to clean next (§2.3 steps 1-8 with kompakt's ranking).
+    """Pick the log to clean next (``LogCleanerManager.grabFilthiestCompactedLog`` with kompakt's ranking).
 
     ``states`` holds the partitions that have a cleaning state (in progress, aborted, paused);
     ``delete_horizons`` optionally gives each log's earliest stamped delete horizon.
@@ -580,7 +582,8 @@ def grab_filthiest(
 def deletable_logs(
     logs: Iterable[L], states: Container[TopicPartition], uncleanable: Container[TopicPartition]
 ) -> list[L]:
-    """Compacted logs whose old segments the cleaner thread should delete now (§2.2 step 3).
+    """Compacted logs whose old segments the cleaner thread should delete now
+    (``LogCleanerManager.deletableLogs``).
 
     Only the cleaner thread runs retention for logs whose policy contains ``compact``; it skips
     logs being cleaned, paused or aborted, and logs marked uncleanable.

@@ -1,11 +1,12 @@
-"""Rewriting one group of segments into a ``.cleaned`` segment (reference §2.7-§2.11).
+"""Rewriting one group of segments into a ``.cleaned`` segment (Kafka's ``Cleaner.cleanInto``).
 
-For each source batch the pass decides, in Kafka's order (§2.8): keep an empty header for an
-active producer's last batch or for the batch ending at the round's upper bound; drop a batch whose
-records are all discardable (aborted data, expired markers); otherwise filter its records against
-the offset map (§2.9). A batch that keeps every record and needs no delete horizon is copied
-byte for byte; one that loses records or needs a horizon is rebuilt with the same base offset,
-last offset delta, producer fields, codec and timestamp type, and a new CRC (§2.11).
+For each source batch the pass decides, in Kafka's order (``checkBatchRetention`` of ``Cleaner.cleanInto``'s
+filter): keep an empty header for an active producer's last batch or for the batch ending at the round's upper
+bound; drop a batch whose records are all discardable (aborted data, expired markers); otherwise filter its
+records against the offset map (``Cleaner.shouldRetainRecord``). A batch that keeps every record and needs no
+delete horizon is copied byte for byte; one that loses records or needs a horizon is rebuilt with the same
+base offset, last offset delta, producer fields, codec and timestamp type, and a new CRC
+(``MemoryRecords.filterTo``).
 
 Hot path: header decisions are numpy operations over the chunk's batch table; record filtering and
 re-encoding are native kernels over whole runs of batches; only rebuilt batches cost a few Python
@@ -22,25 +23,10 @@ import crc32c
 import numpy as np
 
 from kompakt.cleaner.dedupe import CleanerIo, decompressed_spans
-from kompakt.cleaner.kernels import (
-    _B_BASE_OFFSET,
-    _B_BASE_SEQ,
-    _B_EPOCH,
-    _B_LAST_DELTA,
-    _B_PEPOCH,
-    _B_PID,
-    BatchTable,
-    BoolArray,
-    I64Array,
-    RecordTable,
-    Spans,
-    U8Array,
-    Workspace,
-)
-from kompakt.cleaner.kernels_rewrite import rewrite_batches
-from kompakt.cleaner.metrics import CleanerStats
+from kompakt.cleaner.kernels.rewrite import rewrite_batches
 from kompakt.cleaner.offset_map import OffsetMap
 from kompakt.cleaner.segment_reader import Chunk, iter_chunks
+from kompakt.cleaner.stats import CleanerStats
 from kompakt.cleaner.transactions import TransactionTracker
 from kompakt.log.segment import LogSegment
 from kompakt.log.txn_index import AbortedTxn
@@ -59,6 +45,9 @@ from kompakt.records.batch import (
 )
 from kompakt.records.compression import Compression, compress
 from kompakt.records.control import control_type_of
+from kompakt.records.layout import B_BASE_OFFSET, B_BASE_SEQ, B_EPOCH, B_LAST_DELTA, B_PEPOCH, B_PID
+from kompakt.records.native import BoolArray, I64Array, U8Array, Workspace
+from kompakt.records.scan import BatchTable, RecordTable, Spans
 
 _U32 = struct.Struct(">I")
 
@@ -90,7 +79,8 @@ class _Output:
 
 
 def _empty_header(table: BatchTable, i: int) -> bytes:
-    """§2.11: a 61-byte header keeping the batch's offsets and producer fields, with no records."""
+    """``MemoryRecords.filterTo``'s empty batch: a 61-byte header keeping the batch's offsets and producer
+    fields, with no records."""
     attrs = int(table.attributes[i]) & (ATTR_TIMESTAMP_TYPE | ATTR_TRANSACTIONAL | ATTR_CONTROL)
     return _header(table, i, attrs, -1, int(table.max_timestamp[i]), 0, b"")
 
@@ -110,18 +100,18 @@ def _pack_batch(
     HEADER.pack_into(
         out,
         0,
-        fields[_B_BASE_OFFSET],
+        fields[B_BASE_OFFSET],
         BATCH_OVERHEAD - LOG_OVERHEAD + len(body),
-        fields[_B_EPOCH],
+        fields[B_EPOCH],
         MAGIC_V2,
         0,
         attrs,
-        fields[_B_LAST_DELTA],
+        fields[B_LAST_DELTA],
         base_ts,
         max_ts,
-        fields[_B_PID],
-        fields[_B_PEPOCH],
-        fields[_B_BASE_SEQ],
+        fields[B_PID],
+        fields[B_PEPOCH],
+        fields[B_BASE_SEQ],
         count,
     )
     out[BATCH_OVERHEAD:] = body
@@ -130,8 +120,8 @@ def _pack_batch(
 
 
 def _last_batch_of_active_producer(table: BatchTable, ctx: FilterContext) -> BoolArray:
-    """Rule (a) of §2.8, vectorised over the chunk: a producer's last data batch, or, for a
-    producer with no data, its control batch of the current epoch."""
+    """Rule (a) of ``Cleaner``'s ``checkBatchRetention``, vectorised over the chunk: a producer's last data
+    batch, or, for a producer with no data, its control batch of the current epoch."""
     result = np.zeros(len(table), dtype=np.bool_)
     if not ctx.active_producers:
         return result
@@ -152,7 +142,8 @@ def _last_batch_of_active_producer(table: BatchTable, ctx: FilterContext) -> Boo
 
 
 def _transaction_decisions(chunk: Chunk, ctx: FilterContext) -> tuple[BoolArray, BoolArray]:
-    """``(can_discard, contains_marker_for_empty_txn)`` per batch (§2.8 steps 1 and 4)."""
+    """``(can_discard, contains_marker_for_empty_txn)`` per batch (``CleanedTransactionMetadata.onBatchRead``
+    / ``onControlBatchRead``)."""
     table = chunk.table
     can_discard = np.zeros(len(table), dtype=np.bool_)
     empty_txn_marker = np.zeros(len(table), dtype=np.bool_)
@@ -176,7 +167,8 @@ def _transaction_decisions(chunk: Chunk, ctx: FilterContext) -> tuple[BoolArray,
 def _retained_records(
     chunk: Chunk, which: I64Array, tombstone_ok: BoolArray, ctx: FilterContext, compressed: bool
 ) -> tuple[U8Array, RecordTable]:
-    """Run §2.9 over the records of batches ``which`` (all raw, or all compressed)."""
+    """Run ``Cleaner.shouldRetainRecord`` over the records of batches ``which`` (all raw, or all
+    compressed)."""
     table = chunk.table
     if compressed:
         parts = [decompressed_spans(chunk.buf, table, int(i), int(i) + 1) for i in which]
@@ -249,7 +241,7 @@ def _rebuild(
 
 
 def filter_chunk(chunk: Chunk, ctx: FilterContext) -> _Output:
-    """Apply §2.8-§2.11 to one chunk of whole batches."""
+    """Apply ``Cleaner.cleanInto``'s filter and ``MemoryRecords.filterTo`` to one chunk of whole batches."""
     table = chunk.table
     attrs = table.attributes
     is_control = (attrs & ATTR_CONTROL) != 0
@@ -287,7 +279,8 @@ def filter_chunk(chunk: Chunk, ctx: FilterContext) -> _Output:
         sel = np.flatnonzero(changed & (per_batch > 0))
         if len(sel):
             rebuilt.update(_rebuild(chunk, which[sel], sel, src, kept, need_horizon[sel], ctx))
-    # Control markers kept but discardable: stamp their horizon once (§2.10).
+    # Control markers kept but discardable: stamp their horizon once (KIP-534,
+    # ``CleanedTransactionMetadata``).
     stamp_markers = np.flatnonzero(
         is_control & empty_txn_marker & ~discard_records & ~has_horizon & (counts > 0)
     )
@@ -385,7 +378,7 @@ def _assemble(
 
 
 def clean_into(source: LogSegment, dest: LogSegment, ctx: FilterContext, io: CleanerIo) -> None:
-    """Filter every batch of ``source`` into ``dest`` (§2.7 step 3)."""
+    """Filter every batch of ``source`` into ``dest`` (Kafka's ``Cleaner.cleanInto``)."""
     for chunk in iter_chunks(source.log_path, 0, source.size, io.read_buffer):
         io.check_abort()
         io.throttle(chunk.length)

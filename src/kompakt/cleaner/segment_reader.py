@@ -3,10 +3,10 @@
 The cleaner reads each segment twice (map pass, copy pass). Both read it in chunks of whole
 batches into a per-thread buffer, scan the headers natively and check CRCs, much as Kafka's
 cleaner reads through its I/O buffers. A chunk holds only complete batches; when a single batch is
-larger than the buffer, the buffer grows to exactly that batch (reference §2.18), provided the
-file really holds that many bytes — otherwise the segment is corrupt and the clean fails naming the
-file and position. Reusing one buffer matters: first touch of fresh memory is slower on these
-machines than parsing the records in it.
+larger than the buffer, the buffer grows to exactly that batch (Kafka's ``Cleaner.growBuffersOrFail``),
+provided the file really holds that many bytes — otherwise the segment is corrupt and the clean fails naming
+the file and position. Reusing one buffer matters: first touch of fresh memory is slower on these machines
+than parsing the records in it.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kompakt.cleaner.kernels import BatchTable, StopReason, U8Array, batch_crcs_ok, scan_batches
 from kompakt.errors import CorruptRecordError
 from kompakt.records.batch import LOG_OVERHEAD
+from kompakt.records.native import U8Array
+from kompakt.records.scan import BatchTable, StopReason, batch_crcs_ok, scan_batches
 
 DEFAULT_CHUNK_BYTES = 16 * 1024 * 1024
 

@@ -4,7 +4,7 @@ The cleaner reports each chunk it reads (building the map, rewriting) and writes
 summed over a period; once more than ``check_interval_ms`` has passed with something observed,
 the period's rate is compared with the target and, when above it, the reporting thread sleeps
 long enough for the period's bytes to have taken ``observed / target`` seconds
-(kafka-log-cleaner.md §2.20). The period then restarts at the reading taken *before* the sleep,
+(Kafka's ``Throttler.maybeThrottle``). The period then restarts at the reading taken *before* the sleep,
 as Kafka does, so the next period's elapsed time includes the sleep.
 
 Thread safety: one lock; the sleep happens while holding it, which is what makes the limit

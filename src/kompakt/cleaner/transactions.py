@@ -1,4 +1,4 @@
-"""Transaction awareness for one cleaning pass (reference §2.10).
+"""Transaction awareness for one cleaning pass (Kafka's ``CleanedTransactionMetadata``).
 
 Theory of operation. The cleaner only ever sees decided data (it never passes the LSO), so for
 every transactional batch it can know whether its transaction committed or aborted:

@@ -22,9 +22,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from kompakt.cli.output import CliError, CliUsageError, OutputFormat, console, emit_json, emit_table
 from kompakt.errors import ConfigError, LogDirectoryError
-from kompakt.log.config import BrokerConfig
-from kompakt.log.config_tables import TOPIC_CONFIGS
-from kompakt.log.inspect import (
+from kompakt.inspect.log_files import (
     BatchInfo,
     LogTarget,
     RecordInfo,
@@ -33,6 +31,8 @@ from kompakt.log.inspect import (
     resolve_target,
     verify_target,
 )
+from kompakt.log.config import BrokerConfig
+from kompakt.log.config_tables import TOPIC_CONFIGS
 from kompakt.log.topic_store import CorruptTopicStoreError, TopicStore
 
 log_app = typer.Typer(
@@ -110,7 +110,7 @@ def _show(value: str | None) -> str:
 
 
 def iso(ms: int | None) -> str:
-    from kompakt.cleaner.explain import iso_ms
+    from kompakt.inspect.explain import iso_ms
 
     return iso_ms(ms)
 
@@ -578,7 +578,7 @@ def explain_command(
     ] = None,
 ) -> None:
     """Why a partition is or is not compacting, with the numbers and the event that will change it."""
-    from kompakt.cleaner.explain import ConfigInput, explain_partition, source_from_files
+    from kompakt.inspect.explain import ConfigInput, explain_partition, source_from_files
 
     target = _target(path)
     now_ms = parse_now(now)

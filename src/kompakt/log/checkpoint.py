@@ -1,6 +1,7 @@
 """Kafka's text checkpoint files: offsets per partition, and leader epochs per partition.
 
-Both share one layout (kafka-log-cleaner.md §3.6, §3.8), lines separated by ``\\n``::
+Both share one layout (Kafka's ``CheckpointFile``, under ``LeaderEpochCheckpointFile`` and
+``OffsetCheckpointFile``), lines separated by ``\\n``::
 
     0                           version
     <N>                         number of entries

@@ -3,8 +3,9 @@
 Topic configs fall back to their broker synonyms in the listed order (the first one set wins),
 then to the built-in default. A synonym may carry a unit: ``log.roll.hours`` is multiplied by
 3600000 to give ``segment.ms``. Defaults, ranges and synonym orders are Kafka's (see
-kafka-log-cleaner.md §1), with one deliberate difference: ``max.compaction.lag.ms`` accepts 0,
-meaning "disabled" (the KIP-354 public interface), where Kafka's validator says at least 1.
+``LogConfig``, ``TopicConfig`` and ``ServerLogConfigs``), with one deliberate difference:
+``max.compaction.lag.ms`` accepts 0, meaning "disabled" (the KIP-354 public interface), where Kafka's
+validator says at least 1.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """File naming in a log directory, and the crash-safe write/rename recipe.
 
-Layout of a data directory (Kafka's, kafka-log-cleaner.md §3.1)::
+Layout of a data directory (Kafka's, see ``LogFileUtils`` and ``LocalLog.logDirName``)::
 
     <data-dir>/
       cleaner-offset-checkpoint, recovery-point-offset-checkpoint, log-start-offset-checkpoint,
@@ -14,9 +14,9 @@ Layout of a data directory (Kafka's, kafka-log-cleaner.md §3.1)::
 
 The offset of a file is the text before its first ``.``.
 
-Every file-system mutation goes through one replaceable :class:`FileOps` object (see
-:func:`use_file_ops`), so a test can fail or "crash" at any create, write, fsync, rename or delete
-and then check what recovery makes of the files left behind.
+Every file-system mutation goes through one :class:`FileOps` object that the caller hands down
+(injected, never swapped process-wide), so a test can fail or "crash" at any create, write,
+fsync, rename or delete and then check what recovery makes of the files left behind.
 """
 
 from __future__ import annotations
@@ -24,24 +24,27 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import Final, Literal, Protocol, TypeAlias, get_args
 
-from kompakt.errors import InvalidOffsetError, KompaktError, LogDirectoryError
+from kompakt.errors import InvalidOffsetError, LogDirectoryError
 
-LOG_FILE_SUFFIX = ".log"
-INDEX_FILE_SUFFIX = ".index"
-TIME_INDEX_FILE_SUFFIX = ".timeindex"
-TXN_INDEX_FILE_SUFFIX = ".txnindex"
-PRODUCER_SNAPSHOT_FILE_SUFFIX = ".snapshot"
-SEGMENT_EXTENSIONS = frozenset({"log", "index", "timeindex", "txnindex", "snapshot"})
+# The names are Kafka's (``LogFileUtils``); the one vocabulary of file names in a log directory.
+LOG_FILE_SUFFIX: Final = ".log"
+INDEX_FILE_SUFFIX: Final = ".index"
+TIME_INDEX_FILE_SUFFIX: Final = ".timeindex"
+TXN_INDEX_FILE_SUFFIX: Final = ".txnindex"
+PRODUCER_SNAPSHOT_FILE_SUFFIX: Final = ".snapshot"
+SegmentExtension: TypeAlias = Literal["log", "index", "timeindex", "txnindex", "snapshot"]
+SEGMENT_EXTENSIONS: Final = frozenset(get_args(SegmentExtension))
 
-CLEANED_FILE_SUFFIX = ".cleaned"
-SWAP_FILE_SUFFIX = ".swap"
-DELETED_FILE_SUFFIX = ".deleted"
-TMP_FILE_SUFFIX = ".tmp"
+#: Temporary suffixes, which follow the extension: a clean's output, a swap in progress, a file
+#: waiting for its delayed delete.
+CLEANED_FILE_SUFFIX: Final = ".cleaned"
+SWAP_FILE_SUFFIX: Final = ".swap"
+DELETED_FILE_SUFFIX: Final = ".deleted"
+SEGMENT_FILE_SUFFIXES: Final = frozenset({"", CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX, DELETED_FILE_SUFFIX})
+TMP_FILE_SUFFIX: Final = ".tmp"
 
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
@@ -56,27 +59,54 @@ _MARKED_DIR_RE = re.compile(
 )
 
 
-class SimulatedCrashError(KompaktError):
-    """Raised by :class:`FaultInjectingFileOps` in place of the operation it was told to fail."""
+class FileOps(Protocol):
+    """Every file-system mutation the log layer makes, in one object handed down to where it happens.
 
-
-class FileOps:
-    """The file-system operations the log layer performs, in one replaceable object.
-
-    The default implementation does the real thing. Subclass and override to inject faults;
-    install with :func:`use_file_ops`. Thread-safe as far as the OS calls are.
+    A :class:`~kompakt.log.manager.LogManager` or :class:`~kompakt.log.partition_log.PartitionLog`
+    takes one (``file_ops=``) and passes it to its segments, indexes, recovery and quarantine; the
+    helpers below take one too. The real file system is :data:`DEFAULT_FILE_OPS`. There is no
+    process-wide switch: a test injects a fault model (:mod:`kompakt.testing.faults`,
+    :mod:`kompakt.testing.power_cut`) into the objects it builds, so two logs in one process, or
+    two test workers, never see each other's faults. Reads go to the OS directly; they change
+    nothing a crash could lose.
     """
 
-    def create(self, path: Path) -> BinaryIO:
-        """Create (or truncate) a file for writing."""
-        return path.open("wb")
+    def open_fd(self, path: Path, flags: int, mode: int = 0o644) -> int: ...
+    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, position: int) -> int: ...
+    def ftruncate(self, fd: int, size: int) -> None: ...
+    def fsync(self, fd: int) -> None: ...
+    def rename(self, src: Path, dst: Path) -> None: ...
+    def unlink(self, path: Path) -> None: ...
+    def fsync_dir(self, path: Path) -> None: ...
 
-    def write(self, handle: BinaryIO, data: bytes | memoryview) -> None:
-        handle.write(data)
 
-    def fsync(self, handle: BinaryIO) -> None:
-        handle.flush()
-        os.fsync(handle.fileno())
+class OsFileOps:
+    """The real file system. Stateless, so one instance serves every thread."""
+
+    def open_fd(self, path: Path, flags: int, mode: int = 0o644) -> int:
+        return os.open(path, flags, mode)
+
+    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, position: int) -> int:
+        """Write all of ``data`` at ``position`` (``os.pwrite`` may write less than asked)."""
+        view = memoryview(data)
+        written = 0
+        while written < len(view):
+            written += os.pwrite(fd, view[written:], position + written)
+        return written
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def rename(self, src: Path, dst: Path) -> None:
+        """Atomically replace ``dst`` with ``src``."""
+        os.replace(src, dst)
+
+    def unlink(self, path: Path) -> None:
+        """Remove a file; a missing file is not an error (deletion is idempotent on recovery)."""
+        path.unlink(missing_ok=True)
 
     def fsync_dir(self, path: Path) -> None:
         """Make renames and creations inside ``path`` durable (a no-op where unsupported)."""
@@ -91,98 +121,26 @@ class FileOps:
         finally:
             os.close(fd)
 
-    def rename(self, src: Path, dst: Path) -> None:
-        """Atomically replace ``dst`` with ``src``."""
-        os.replace(src, dst)
 
-    def delete(self, path: Path) -> None:
-        """Remove a file; a missing file is not an error (deletion is idempotent on recovery)."""
-        path.unlink(missing_ok=True)
-
-    def mkdir(self, path: Path) -> None:
-        path.mkdir(parents=True, exist_ok=True)
-
-
-class FaultInjectingFileOps(FileOps):
-    """Counts every operation and raises :class:`SimulatedCrashError` at operation ``fail_at``.
-
-    Run a scenario once with ``fail_at=None`` to learn ``count``, then once per ``0..count-1``,
-    each time reopening the directory and checking recovery. ``log`` lists ``(op, path)`` pairs.
-    """
-
-    def __init__(self, fail_at: int | None = None) -> None:
-        self.fail_at = fail_at
-        self.count = 0
-        self.log: list[tuple[str, str]] = []
-
-    def _step(self, op: str, target: object) -> None:
-        if self.fail_at is not None and self.count == self.fail_at:
-            self.count += 1
-            raise SimulatedCrashError(f"simulated crash at operation {self.fail_at}: {op} {target}")
-        self.count += 1
-        self.log.append((op, str(target)))
-
-    def create(self, path: Path) -> BinaryIO:
-        self._step("create", path)
-        return super().create(path)
-
-    def write(self, handle: BinaryIO, data: bytes | memoryview) -> None:
-        self._step("write", getattr(handle, "name", handle))
-        super().write(handle, data)
-
-    def fsync(self, handle: BinaryIO) -> None:
-        self._step("fsync", getattr(handle, "name", handle))
-        super().fsync(handle)
-
-    def fsync_dir(self, path: Path) -> None:
-        self._step("fsync_dir", path)
-        super().fsync_dir(path)
-
-    def rename(self, src: Path, dst: Path) -> None:
-        self._step("rename", f"{src} -> {dst}")
-        super().rename(src, dst)
-
-    def delete(self, path: Path) -> None:
-        self._step("delete", path)
-        super().delete(path)
-
-    def mkdir(self, path: Path) -> None:
-        self._step("mkdir", path)
-        super().mkdir(path)
-
-
-_file_ops: FileOps = FileOps()
-
-
-def file_ops() -> FileOps:
-    """The :class:`FileOps` every log-layer helper uses right now."""
-    return _file_ops
-
-
-OpsT = TypeVar("OpsT", bound=FileOps)
-
-
-@contextmanager
-def use_file_ops(ops: OpsT) -> Iterator[OpsT]:
-    """Install ``ops`` for the duration of a ``with`` block (tests only; not thread-scoped)."""
-    global _file_ops
-    previous, _file_ops = _file_ops, ops
-    try:
-        yield ops
-    finally:
-        _file_ops = previous
+DEFAULT_FILE_OPS: Final[FileOps] = OsFileOps()
 
 
 # ---- names ---------------------------------------------------------------------------------
 
 
-def segment_file_name(base_offset: int, ext: str) -> str:
-    """``00000000000000001024.log`` for ``(1024, "log")``."""
+def segment_file_name(base_offset: int, ext: SegmentExtension, suffix: str = "") -> str:
+    """``00000000000000001024.log`` for ``(1024, "log")``; ``...1024.log.cleaned`` with a suffix.
+
+    Every segment file name is built here, so a bad extension, suffix or offset fails loudly
+    instead of naming a file recovery would not recognise.
+    """
     if ext not in SEGMENT_EXTENSIONS:
         raise ValueError(f"unknown segment file extension {ext!r}")
+    if suffix not in SEGMENT_FILE_SUFFIXES:
+        raise ValueError(f"unknown segment file suffix {suffix!r}")
     if base_offset < 0:
         raise InvalidOffsetError(f"negative base offset {base_offset} cannot name a segment file")
-    return f"{base_offset:0{OFFSET_DIGITS}d}.{ext}"
+    return f"{base_offset:0{OFFSET_DIGITS}d}.{ext}{suffix}"
 
 
 def parse_offset_from_name(name: str) -> int | None:
@@ -237,40 +195,39 @@ def remove_suffix(path: Path, suffix: str) -> Path:
 # ---- durable changes -----------------------------------------------------------------------
 
 
-def fsync_dir(path: str | Path) -> None:
+def fsync_dir(path: str | Path, file_ops: FileOps = DEFAULT_FILE_OPS) -> None:
     """Make entries created or renamed in directory ``path`` durable."""
-    file_ops().fsync_dir(Path(path))
+    file_ops.fsync_dir(Path(path))
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+def atomic_write_bytes(path: str | Path, data: bytes, file_ops: FileOps = DEFAULT_FILE_OPS) -> None:
     """Replace ``path`` with ``data`` so a crash leaves either the old or the new content.
 
     Recipe: write ``<name>.tmp``, fsync it, rename over ``path``, fsync the directory. A
-    leftover ``.tmp`` from an earlier crash is simply overwritten.
+    leftover ``.tmp`` from an earlier crash is simply overwritten. The file is created with mode
+    ``0o666`` (less the umask), as Python's ``open`` creates files.
     """
     target = Path(path)
     tmp = add_suffix(target, TMP_FILE_SUFFIX)
-    ops = file_ops()
-    handle = ops.create(tmp)
+    fd = file_ops.open_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
     try:
-        ops.write(handle, data)
-        ops.fsync(handle)
+        file_ops.pwrite(fd, data, 0)
+        file_ops.fsync(fd)
     finally:
-        handle.close()
-    ops.rename(tmp, target)
-    ops.fsync_dir(target.parent)
+        os.close(fd)
+    file_ops.rename(tmp, target)
+    file_ops.fsync_dir(target.parent)
 
 
-def rename_durably(src: str | Path, dst: str | Path) -> None:
+def rename_durably(src: str | Path, dst: str | Path, file_ops: FileOps = DEFAULT_FILE_OPS) -> None:
     """Rename and fsync the directories involved, so the new name survives a crash."""
     source, destination = Path(src), Path(dst)
-    ops = file_ops()
-    ops.rename(source, destination)
-    ops.fsync_dir(destination.parent)
+    file_ops.rename(source, destination)
+    file_ops.fsync_dir(destination.parent)
     if source.parent != destination.parent:
-        ops.fsync_dir(source.parent)
+        file_ops.fsync_dir(source.parent)
 
 
-def delete_file(path: str | Path) -> None:
-    """Delete through the :class:`FileOps` indirection (missing files are fine)."""
-    file_ops().delete(Path(path))
+def delete_file(path: str | Path, file_ops: FileOps = DEFAULT_FILE_OPS) -> None:
+    """Delete through ``file_ops`` (missing files are fine)."""
+    file_ops.unlink(Path(path))

@@ -50,7 +50,9 @@ from kompakt.log.checkpoint import (
 )
 from kompakt.log.config import BrokerConfig, LogConfig
 from kompakt.log.files import (
+    DEFAULT_FILE_OPS,
     DELETE_DIR_SUFFIX,
+    FileOps,
     parse_partition_dir_name,
     partition_dir_name,
     partition_dir_suffix,
@@ -68,7 +70,6 @@ from kompakt.log.metadata_files import (
     write_meta_properties,
     write_partition_metadata,
 )
-from kompakt.log.offset_index import DEFAULT_FILE_OPS, FileOps
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segments import ManualScheduler, Scheduler
 from kompakt.log.topic_store import TopicMetadata, TopicStore, validate_topic_name

@@ -1,6 +1,6 @@
 """Small identity files: ``partition.metadata``, ``meta.properties`` and ``.kafka_cleanshutdown``.
 
-``<partition dir>/partition.metadata`` (kafka-log-cleaner.md §3.7), exactly two lines::
+``<partition dir>/partition.metadata`` (Kafka's ``PartitionMetadataFile``), exactly two lines::
 
     version: 0
     topic_id: <topic id>

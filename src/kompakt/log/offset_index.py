@@ -29,11 +29,11 @@ import os
 import struct
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Final, Protocol, cast
+from typing import TYPE_CHECKING, ClassVar, Final, cast
 
 from kompakt.errors import CorruptIndexError, InvalidOffsetError
 from kompakt.lazy_import import LazyModule
-from kompakt.log import files
+from kompakt.log.files import DEFAULT_FILE_OPS, FileOps
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,55 +44,6 @@ else:
 log = logging.getLogger(__name__)
 
 INT32_MAX: Final = 0x7FFFFFFF
-
-
-class FileOps(Protocol):
-    """Every mutating file-system call the log makes, so tests can inject crashes between them."""
-
-    def open_fd(self, path: Path, flags: int) -> int: ...
-    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, position: int) -> int: ...
-    def ftruncate(self, fd: int, size: int) -> None: ...
-    def fsync(self, fd: int) -> None: ...
-    def rename(self, src: Path, dst: Path) -> None: ...
-    def unlink(self, path: Path) -> None: ...
-    def fsync_dir(self, path: Path) -> None: ...
-
-
-class OsFileOps:
-    """The real file system: descriptor-level writes here, renames and deletes via ``files.file_ops()``.
-
-    Renames, deletes and directory fsyncs go through :func:`kompakt.log.files.file_ops` so the crash
-    points that matter for swaps and deletions can be injected with ``use_file_ops``. Stateless,
-    so thread-safe.
-    """
-
-    def open_fd(self, path: Path, flags: int) -> int:
-        return os.open(path, flags, 0o644)
-
-    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, position: int) -> int:
-        view = memoryview(data)
-        written = 0
-        while written < len(view):
-            written += os.pwrite(fd, view[written:], position + written)
-        return written
-
-    def ftruncate(self, fd: int, size: int) -> None:
-        os.ftruncate(fd, size)
-
-    def fsync(self, fd: int) -> None:
-        os.fsync(fd)
-
-    def rename(self, src: Path, dst: Path) -> None:
-        files.file_ops().rename(src, dst)
-
-    def unlink(self, path: Path) -> None:
-        files.file_ops().delete(path)
-
-    def fsync_dir(self, path: Path) -> None:
-        files.file_ops().fsync_dir(path)
-
-
-DEFAULT_FILE_OPS: Final[FileOps] = OsFileOps()
 
 
 #: Columns of an index not loaded yet; replaced, never written, when the file is first read.

@@ -29,12 +29,12 @@ from typing import Final
 from kompakt.clock import Clock
 from kompakt.errors import InvalidOffsetError, InvalidRecordError, OffsetOutOfRangeError
 from kompakt.log.config import LogConfig
-from kompakt.log.offset_index import DEFAULT_FILE_OPS, FileOps
+from kompakt.log.files import CLEANED_FILE_SUFFIX, DEFAULT_FILE_OPS, FileOps
 from kompakt.log.producer_state import ProducerStateManager
 from kompakt.log.recovery import load_partition_dir
 from kompakt.log.retention import deletable_count, passes_for
 from kompakt.log.roll import random_roll_jitter_ms, roll_reason
-from kompakt.log.segment import CLEANED_SUFFIX, FileSlice, LogSegment, batch_positions
+from kompakt.log.segment import FileSlice, LogSegment, batch_positions
 from kompakt.log.segments import LogSegments, ManualScheduler, Scheduler, delete_later, swap_in
 from kompakt.log.txn_index import AbortedTxn
 from kompakt.records.batch import RecordBatchView, set_base_offset, set_max_timestamp_log_append
@@ -437,7 +437,7 @@ class PartitionLog:
         min_one_message: bool = True,
         read_committed: bool = False,
     ) -> FetchResult:
-        """Whole batches from the first one whose last offset >= ``offset`` (§4 of the reference)."""
+        """Whole batches from the first one whose last offset >= ``offset`` (Kafka's ``LogSegment.read``)."""
         with self.lock:
             hw = self._high_watermark
             lso = self.last_stable_offset
@@ -659,7 +659,7 @@ class PartitionLog:
     def _rename_and_schedule_delete(self, doomed: Sequence[LogSegment]) -> None:
         delete_later(doomed, self.scheduler, self.config.file_delete_delay_ms, self.name)
 
-    def create_segment(self, base_offset: int, suffix: str = CLEANED_SUFFIX) -> LogSegment:
+    def create_segment(self, base_offset: int, suffix: str = CLEANED_FILE_SUFFIX) -> LogSegment:
         """A new empty segment file set (``X.*.cleaned`` by default) for the cleaner to fill."""
         return LogSegment.create_for(
             self.directory,
@@ -680,7 +680,7 @@ class PartitionLog:
     def replace_segments(
         self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment]
     ) -> None:
-        """Swap cleaned segments in, crash-safely, in Kafka's exact order (reference §2.12)."""
+        """Swap cleaned segments in, crash-safely, in Kafka's exact order (``LocalLog.replaceSegments``)."""
         with self.lock:
             swap_in(
                 self.segments,

@@ -41,8 +41,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from kompakt.log.offset_index import DEFAULT_FILE_OPS, FileOps
-from kompakt.log.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LogSegment
+from kompakt.log.files import (
+    DEFAULT_FILE_OPS,
+    INDEX_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
+    FileOps,
+)
+from kompakt.log.segment import LogSegment
 from kompakt.log.segments import LogSegments
 
 log = logging.getLogger(__name__)
@@ -52,7 +58,7 @@ _QUARANTINE_NAME: Final = re.compile(
     r"(?P<source>[0-9]{20}\.(?:log|index|timeindex|txnindex))\.corrupt-(?P<cut>[0-9]+)(?:\.(?P<n>[0-9]+))?"
 )
 _CHUNK: Final = 1 << 20
-_INDEX_EXTENSIONS: Final = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+_INDEX_EXTENSIONS: Final = (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)
 
 
 def is_quarantine_name(name: str) -> bool:

@@ -1,6 +1,7 @@
 """Loading a partition directory: finish or undo interrupted swaps, open segments, cut torn tails.
 
-Steps (Kafka's ``LogLoader``, kafka-log-cleaner.md §2.13 and §3.10):
+Steps (Kafka's ``LogLoader.load``, ``LogLoader.removeTempFilesAndCollectSwapFiles`` and
+``LogLoader.recoverSegment``):
 
 1. Pass 1: delete ``*.deleted``; note every ``*.cleaned`` (``min_cleaned`` = smallest base offset)
    and ``*.swap``; delete ``.swap`` files with base offset >= ``min_cleaned`` (an unfinished
@@ -50,20 +51,20 @@ from typing import TYPE_CHECKING
 from kompakt.errors import PartitionOfflineError
 from kompakt.lazy_import import LazyModule
 from kompakt.log.config import LogConfig
-from kompakt.log.files import parse_offset_from_name
-from kompakt.log.offset_index import DEFAULT_FILE_OPS, FileOps
-from kompakt.log.roll import random_roll_jitter_ms
-from kompakt.log.segment import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    LogSegment,
-    ValidationResult,
+from kompakt.log.files import (
+    CLEANED_FILE_SUFFIX,
+    DEFAULT_FILE_OPS,
+    DELETED_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    SWAP_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    TXN_INDEX_FILE_SUFFIX,
+    FileOps,
+    parse_offset_from_name,
 )
+from kompakt.log.roll import random_roll_jitter_ms
+from kompakt.log.segment import LogSegment, ValidationResult
 from kompakt.log.segments import LogSegments
 from kompakt.records.batch import BATCH_OVERHEAD, MAGIC_V2, RecordBatchView
 
@@ -79,7 +80,7 @@ else:
 
 log = logging.getLogger(__name__)
 
-_INDEX_EXTENSIONS = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+_INDEX_EXTENSIONS = (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)
 _KNOWN_FILES = frozenset({"partition.metadata", "leader-epoch-checkpoint"})
 _CANONICAL_NAME = re.compile(r"[0-9]{20}\.(?:log|index|timeindex|txnindex)")
 #: :data:`kompakt.log.quarantine.QUARANTINE_MARK`, to look at names without importing that module.
@@ -132,16 +133,16 @@ def remove_temp_files_and_complete_swaps(
     swaps: list[Path] = []
     deleted = False
     for name in sorted(names):
-        if not name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)):
+        if not name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)):
             continue
         path = directory / name
         if not path.is_file():
             continue
-        if name.endswith(DELETED_SUFFIX):
+        if name.endswith(DELETED_FILE_SUFFIX):
             log.info("Deleting stray temporary file %s", path)
             file_ops.unlink(path)
             deleted = True
-        elif name.endswith(CLEANED_SUFFIX):
+        elif name.endswith(CLEANED_FILE_SUFFIX):
             cleaned.append(path)
         else:
             swaps.append(path)
@@ -164,7 +165,7 @@ def remove_temp_files_and_complete_swaps(
     ranges: list[tuple[int, int]] = []
     for path in kept_swaps:
         offset = parse_offset_from_name(path.name)
-        if offset is None or _extension(path.name) != LOG_SUFFIX:
+        if offset is None or _extension(path.name) != LOG_FILE_SUFFIX:
             continue
         segment = LogSegment(
             directory,
@@ -172,7 +173,7 @@ def remove_temp_files_and_complete_swaps(
             index_interval_bytes=config.index_interval_bytes,
             max_index_size=config.segment_index_bytes,
             created_ms=now_ms,
-            suffix=SWAP_SUFFIX,
+            suffix=SWAP_FILE_SUFFIX,
             file_ops=file_ops,
         )
         log.info(
@@ -185,7 +186,7 @@ def remove_temp_files_and_complete_swaps(
         min_swap = min(r[0] for r in ranges)
         max_swap = max(r[1] for r in ranges)
         for path in sorted(directory.iterdir()):
-            if not path.is_file() or path.name.endswith(SWAP_SUFFIX) or _is_quarantine_name(path.name):
+            if not path.is_file() or path.name.endswith(SWAP_FILE_SUFFIX) or _is_quarantine_name(path.name):
                 continue
             offset = parse_offset_from_name(path.name)
             if offset is not None and min_swap <= offset < max_swap:
@@ -196,8 +197,8 @@ def remove_temp_files_and_complete_swaps(
     # there at the first listing, and they must not be left behind as orphans.
     for name in sorted(_list_dir(directory)):
         path = directory / name
-        if name.endswith(SWAP_SUFFIX) and path.is_file():
-            file_ops.rename(path, path.with_name(name[: -len(SWAP_SUFFIX)]))
+        if name.endswith(SWAP_FILE_SUFFIX) and path.is_file():
+            file_ops.rename(path, path.with_name(name[: -len(SWAP_FILE_SUFFIX)]))
     return True
 
 
@@ -234,13 +235,13 @@ def open_segments(
             offset = parsed
         prefix = name[: len(name) - len(ext)]
         if ext in _INDEX_EXTENSIONS:
-            if prefix + LOG_SUFFIX not in names:
+            if prefix + LOG_FILE_SUFFIX not in names:
                 log.warning(
                     "Found an orphaned index file %s, with no corresponding log file", directory / name
                 )
                 file_ops.unlink(directory / name)
             continue
-        if ext != LOG_SUFFIX:
+        if ext != LOG_FILE_SUFFIX:
             if ext != ".snapshot":
                 log.warning("Found unknown file %s in %s; leaving it alone", name, directory)
             continue
@@ -254,7 +255,7 @@ def open_segments(
             file_ops=file_ops,
             lazy_size=True,
         )
-        if prefix + INDEX_SUFFIX not in names or prefix + TIME_INDEX_SUFFIX not in names:
+        if prefix + INDEX_FILE_SUFFIX not in names or prefix + TIME_INDEX_FILE_SUFFIX not in names:
             log.info("Missing index for segment %s; rebuilding it", segment.log_path)
             segment.rebuild_indexes()
             segment.on_become_inactive()

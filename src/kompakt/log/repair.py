@@ -31,14 +31,20 @@ from kompakt.log.checkpoint import (
     OffsetCheckpointFile,
 )
 from kompakt.log.config import LogConfig
-from kompakt.log.files import parse_partition_dir_name
-from kompakt.log.offset_index import DEFAULT_FILE_OPS, FileOps
+from kompakt.log.files import (
+    CLEANED_FILE_SUFFIX,
+    DEFAULT_FILE_OPS,
+    DELETED_FILE_SUFFIX,
+    SWAP_FILE_SUFFIX,
+    FileOps,
+    parse_partition_dir_name,
+)
 from kompakt.log.quarantine import Cut, QuarantineMove, apply_cut, plan_cut
 from kompakt.log.recovery import find_first_cut, open_segments, remove_temp_files_and_complete_swaps
-from kompakt.log.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
+from kompakt.log.segment import LogSegment
 
 _CANONICAL_LOG_LEN: Final = 24  # "<20 digits>.log"
-_TEMP_SUFFIXES: Final = (SWAP_SUFFIX, CLEANED_SUFFIX, DELETED_SUFFIX)
+_TEMP_SUFFIXES: Final = (SWAP_FILE_SUFFIX, CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX)
 #: Checkpoints whose entry for a repaired partition must not lie beyond its new log end offset.
 CLAMPED_CHECKPOINTS: Final = (
     RECOVERY_POINT_OFFSET_CHECKPOINT_FILE,

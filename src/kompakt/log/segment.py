@@ -8,7 +8,8 @@ Files of a segment based at offset B (20-digit zero-padded decimal name, see Kaf
     B.txnindex   aborted transactions, may be absent (kompakt.log.txn_index)
 
 Temporary suffixes go after the extension (``B.log.cleaned``, ``B.index.swap``,
-``B.timeindex.deleted``); :meth:`LogSegment.change_file_suffixes` renames all files together.
+``B.timeindex.deleted``); :meth:`LogSegment.change_file_suffixes` renames all files together. Names
+are built by :func:`kompakt.log.files.segment_file_name`, which defines the vocabulary.
 
 The segment never decodes records on its hot paths: appends write whole batches, reads find the
 first batch whose last offset reaches the target through the offset index and then walk batch
@@ -28,8 +29,9 @@ from typing import Final
 
 from kompakt.errors import CorruptIndexError, CorruptRecordError, InvalidOffsetError
 from kompakt.log.config import LogConfig
+from kompakt.log.files import DEFAULT_FILE_OPS, FileOps, SegmentExtension, segment_file_name
 from kompakt.log.index_rule import plan_index_entries
-from kompakt.log.offset_index import DEFAULT_FILE_OPS, INT32_MAX, FileOps, OffsetIndex
+from kompakt.log.offset_index import INT32_MAX, OffsetIndex
 from kompakt.log.time_index import NO_TIMESTAMP, TimeIndex
 from kompakt.log.txn_index import TransactionIndex
 from kompakt.records.batch import BATCH_OVERHEAD, LOG_OVERHEAD, MAGIC_V2, RecordBatchView, TimestampType
@@ -37,14 +39,6 @@ from kompakt.records.record import decode_records
 
 log = logging.getLogger(__name__)
 
-LOG_SUFFIX: Final = ".log"
-INDEX_SUFFIX: Final = ".index"
-TIME_INDEX_SUFFIX: Final = ".timeindex"
-TXN_INDEX_SUFFIX: Final = ".txnindex"
-CLEANED_SUFFIX: Final = ".cleaned"
-SWAP_SUFFIX: Final = ".swap"
-DELETED_SUFFIX: Final = ".deleted"
-SEGMENT_EXTENSIONS: Final = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 LONG_MAX: Final = 2**63 - 1
 _CHUNK: Final = 1 << 16
 #: Bytes read at a time while walking batch headers to find the end of a zero-copy range.
@@ -96,11 +90,6 @@ class FileSlice:
 
     def __repr__(self) -> str:
         return f"FileSlice(position={self.position}, size={self.size})"
-
-
-def segment_file_name(base_offset: int, extension: str, suffix: str = "") -> str:
-    """``00000000000000001024.log`` (+ an optional temporary suffix)."""
-    return f"{base_offset:020d}{extension}{suffix}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +154,7 @@ class LogSegment:
         #: ``segment.index.bytes`` to preallocate the indexes to on the first append (active segment).
         self._pending_resize: int | None = None
         if size is None and not lazy_size:
-            size = os.stat(self._file_path(LOG_SUFFIX)).st_size
+            size = os.stat(self._file_path("log")).st_size
         self._known_size = size
         self._fd: int | None = None
         self._bytes_since_last_index_entry = 0
@@ -191,7 +180,7 @@ class LogSegment:
         file_ops: FileOps = DEFAULT_FILE_OPS,
     ) -> LogSegment:
         """Create empty files for a new segment (an existing file of the same name is emptied)."""
-        log_path = directory / segment_file_name(base_offset, LOG_SUFFIX, suffix)
+        log_path = directory / segment_file_name(base_offset, "log", suffix)
         fd = file_ops.open_fd(log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
         if preallocate_bytes > 0:
             file_ops.ftruncate(fd, preallocate_bytes)
@@ -241,13 +230,13 @@ class LogSegment:
 
     # ------------------------------------------------------------------ paths and index objects (lazy)
 
-    def _file_path(self, extension: str) -> str:
+    def _file_path(self, extension: SegmentExtension) -> str:
         return os.path.join(self._dir, segment_file_name(self.base_offset, extension, self._suffix))
 
     @property
     def log_path(self) -> Path:
         if self._log_path is None:
-            self._log_path = self.directory / segment_file_name(self.base_offset, LOG_SUFFIX, self._suffix)
+            self._log_path = self.directory / segment_file_name(self.base_offset, "log", self._suffix)
         return self._log_path
 
     @property
@@ -255,7 +244,7 @@ class LogSegment:
         """The offset index object without the load-time checks (built on first access)."""
         if self._offset_index is None:
             self._offset_index = OffsetIndex(
-                self._file_path(INDEX_SUFFIX), self.base_offset, self.max_index_size, file_ops=self._ops
+                self._file_path("index"), self.base_offset, self.max_index_size, file_ops=self._ops
             )
         return self._offset_index
 
@@ -264,7 +253,7 @@ class LogSegment:
         """The time index object without the load-time checks (built on first access)."""
         if self._time_index is None:
             self._time_index = TimeIndex(
-                self._file_path(TIME_INDEX_SUFFIX), self.base_offset, self.max_index_size, file_ops=self._ops
+                self._file_path("timeindex"), self.base_offset, self.max_index_size, file_ops=self._ops
             )
         return self._time_index
 
@@ -272,7 +261,7 @@ class LogSegment:
     def txn_index(self) -> TransactionIndex:
         if self._txn_index is None:
             self._txn_index = TransactionIndex(
-                self.directory / segment_file_name(self.base_offset, TXN_INDEX_SUFFIX, self._suffix),
+                self.directory / segment_file_name(self.base_offset, "txnindex", self._suffix),
                 self.base_offset,
                 file_ops=self._ops,
             )
@@ -347,7 +336,7 @@ class LogSegment:
     def _size(self) -> int:
         size = self._known_size
         if size is None:
-            size = self._known_size = os.stat(self._file_path(LOG_SUFFIX)).st_size
+            size = self._known_size = os.stat(self._file_path("log")).st_size
         return size
 
     @_size.setter
@@ -500,7 +489,7 @@ class LogSegment:
         # Only reads: a segment without a descriptor (just opened) gets a read-only one for the scan.
         transient = self._fd is None
         if transient:
-            self._fd = os.open(self._file_path(LOG_SUFFIX), os.O_RDONLY)
+            self._fd = os.open(self._file_path("log"), os.O_RDONLY)
         try:
             for _pos, view in self.iter_batches(position, headers_only=True):
                 next_offset = view.next_offset
@@ -518,7 +507,7 @@ class LogSegment:
         if self._fd is not None:
             yield
             return
-        self._fd = os.open(self._file_path(LOG_SUFFIX), os.O_RDONLY)
+        self._fd = os.open(self._file_path("log"), os.O_RDONLY)
         try:
             yield
         finally:
@@ -554,7 +543,7 @@ class LogSegment:
         """Batch headers from ``start``: where the last whole, plausible batch ends, and why."""
         transient = self._fd is None
         if transient:
-            self._fd = os.open(self._file_path(LOG_SUFFIX), os.O_RDONLY)
+            self._fd = os.open(self._file_path("log"), os.O_RDONLY)
         try:
             end, next_offset = start, None
             prev_next = self.base_offset
@@ -1024,7 +1013,7 @@ class LogSegment:
         """Fix a lazily known size before the file moves away (a missing file counts as empty)."""
         if self._known_size is None:
             try:
-                self._known_size = os.stat(self._file_path(LOG_SUFFIX)).st_size
+                self._known_size = os.stat(self._file_path("log")).st_size
             except FileNotFoundError:
                 self._known_size = 0
 
@@ -1058,7 +1047,7 @@ class LogSegment:
         self.txn_index.delete_if_exists()
 
     def __repr__(self) -> str:
-        name = segment_file_name(self.base_offset, LOG_SUFFIX, self._suffix)
+        name = segment_file_name(self.base_offset, "log", self._suffix)
         return f"LogSegment(base_offset={self.base_offset}, size={self._known_size}, path={name})"
 
 

@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 from kompakt.clock import Clock
-from kompakt.log.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, LogSegment
+from kompakt.log.files import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX
+from kompakt.log.segment import LogSegment
 
 
 class LogSegments:
@@ -167,7 +168,7 @@ def delete_later(doomed: Sequence[LogSegment], scheduler: Scheduler, delay_ms: i
     """
     for segment in doomed:
         segment.close_handlers()
-        segment.change_file_suffixes(segment.suffix, DELETED_SUFFIX)
+        segment.change_file_suffixes(segment.suffix, DELETED_FILE_SUFFIX)
     if not doomed:
         return
     victims = list(doomed)
@@ -197,8 +198,8 @@ def swap_in(
     old_sorted = sorted(old_segments, key=lambda s: s.base_offset)
     existing_old = [s for s in old_sorted if segments.get(s.base_offset) is s]
     for segment in reversed(new_sorted):
-        if segment.suffix == CLEANED_SUFFIX:
-            segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+        if segment.suffix == CLEANED_FILE_SUFFIX:
+            segment.change_file_suffixes(CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
         segments.add(segment)
     first_new_base = new_sorted[0].base_offset if new_sorted else None
     for segment in existing_old:
@@ -206,5 +207,5 @@ def swap_in(
             segments.remove(segment.base_offset)
     rename_and_delete(existing_old)
     for segment in new_sorted:
-        if segment.suffix == SWAP_SUFFIX:
-            segment.change_file_suffixes(SWAP_SUFFIX, "")
+        if segment.suffix == SWAP_FILE_SUFFIX:
+            segment.change_file_suffixes(SWAP_FILE_SUFFIX, "")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Final
 
 from kompakt.errors import CorruptIndexError
-from kompakt.log.offset_index import DEFAULT_FILE_OPS, FileOps
+from kompakt.log.files import DEFAULT_FILE_OPS, FileOps
 
 _ENTRY: Final = struct.Struct(">hqqqq")
 ENTRY_SIZE: Final = _ENTRY.size

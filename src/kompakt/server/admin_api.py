@@ -399,7 +399,7 @@ def explain_live(
     meta = broker.logs.topics().get(partition_log.topic)
     overrides = dict(meta.configs) if meta is not None else {}
     # The explain engine counts keys with the native kernels: load them on first use only.
-    from kompakt.cleaner.explain import ConfigInput, PartitionSource, SegmentSource, explain_partition
+    from kompakt.inspect.explain import ConfigInput, PartitionSource, SegmentSource, explain_partition
 
     configs = ConfigInput(
         overrides=overrides,

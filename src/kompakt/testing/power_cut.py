@@ -1,7 +1,7 @@
 """A power-cut fault model: file operations that remember what is durable, and a cut that leaves only that.
 
 :class:`PowerCutFileOps` is a descriptor-level file-operations object
-(:class:`kompakt.log.offset_index.FileOps`) over the real file system. Hand it to a
+(:class:`kompakt.log.files.FileOps`) over the real file system. Hand it to a
 :class:`~kompakt.log.manager.LogManager` or :class:`~kompakt.log.partition_log.PartitionLog`
 (``file_ops=``), run a workload, call :meth:`PowerCutFileOps.cut`, and the files on disk become
 what a machine that lost power at that moment could find after a reboot. Then reopen the
@@ -22,7 +22,7 @@ The model is POSIX's promise and no more:
   are; a file first seen already existing counts as durable as found.
 
 ``crash_at`` additionally stops the program at its n-th file mutation (raising
-:class:`~kompakt.log.files.SimulatedCrashError`), to cut power in the middle of, say, recovery.
+:class:`~kompakt.testing.faults.SimulatedCrashError`), to cut power in the middle of, say, recovery.
 The object holds all its state itself (no process-wide switch), and is for tests only: it keeps
 every unsynced write in memory and reads a whole file at each fsync.
 """
@@ -34,8 +34,8 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kompakt.log.files import SimulatedCrashError
-from kompakt.log.offset_index import DEFAULT_FILE_OPS, FileOps
+from kompakt.log.files import DEFAULT_FILE_OPS, FileOps
+from kompakt.testing.faults import SimulatedCrashError
 
 #: How the unsynced tail of one file is treated by a cut.
 TAIL_MODES = ("synced", "prefix", "torn", "garbage")
@@ -153,12 +153,12 @@ class PowerCutFileOps:
 
     # ------------------------------------------------------------------ FileOps
 
-    def open_fd(self, path: Path, flags: int) -> int:
+    def open_fd(self, path: Path, flags: int, mode: int = 0o644) -> int:
         key = os.fspath(path)
         if flags & (os.O_CREAT | os.O_TRUNC | os.O_WRONLY | os.O_RDWR):
             self._step(f"open {key}")
         known = self._adopt(key)
-        fd = self._inner.open_fd(path, flags)
+        fd = self._inner.open_fd(path, flags, mode)
         if known is None:
             known = _File(os.fstat(fd).st_ino)
             self._current[key] = known

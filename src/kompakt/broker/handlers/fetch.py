@@ -1,6 +1,6 @@
 """Fetch (1), v4–12: whole batches, Kafka's byte limits, and long polls.
 
-Reading (kafka-log-cleaner.md §4 and kafka-protocol-and-clients.md §4.2–4.4):
+Reading (Kafka's ``UnifiedLog.read`` and ``LogSegment.read``; the response as ``FetchResponse`` carries it):
 
 * whole batches only, starting at the batch that contains ``fetch_offset``; the first batch of
   the response is returned whole even beyond the limits (KIP-74), after that a batch is included

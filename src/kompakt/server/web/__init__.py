@@ -12,7 +12,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from kompakt.cleaner.explain_report import PartitionExplain, PartitionSource
+    from kompakt.inspect.explain_report import PartitionExplain, PartitionSource
 
 PAGE_RESOURCE: Final = "index.html"
 #: The page reads its data from this element; ``null`` means "live: poll the admin endpoint".
@@ -31,7 +31,7 @@ def embed_json(data: Mapping[str, Any]) -> str:
 
 
 def static_page(data: Mapping[str, Any]) -> str:
-    """The page with ``data`` (a map from :func:`kompakt.cleaner.log_map.build_map`) embedded."""
+    """The page with ``data`` (a map from :func:`kompakt.inspect.log_map.build_map`) embedded."""
     page = page_html()
     if DATA_PLACEHOLDER not in page:
         raise RuntimeError("the log map page has no data placeholder")
@@ -42,7 +42,7 @@ def static_page(data: Mapping[str, Any]) -> str:
 def export_page(pairs: Sequence[tuple[PartitionExplain, PartitionSource]], now_ms: int, where: str) -> str:
     """The static log map of explained partitions (``kompakt log explain PATH --html FILE``):
     every partition's report and per-segment tombstones, embedded in :func:`static_page`."""
-    from kompakt.cleaner.log_map import build_map, partition_entry, segment_tombstones
+    from kompakt.inspect.log_map import build_map, partition_entry, segment_tombstones
 
     entries = [
         partition_entry(report.to_dict(), tombstones_by_segment=segment_tombstones(source))

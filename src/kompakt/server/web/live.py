@@ -20,8 +20,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from kompakt.cleaner.explain_report import ConfigInput, PartitionSource, SegmentSource
-from kompakt.cleaner.log_map import TIER_ELIGIBLE, build_map, partition_entry, segment_tombstones
+from kompakt.inspect.explain_report import ConfigInput, PartitionSource, SegmentSource
+from kompakt.inspect.log_map import TIER_ELIGIBLE, build_map, partition_entry, segment_tombstones
 from kompakt.log.partition_log import PartitionLog
 from kompakt.records.record import decode_records
 from kompakt.server.admin_api import AdminApi
@@ -193,7 +193,7 @@ class LiveMap:
                 broker=api.broker.broker_config,
                 broker_origin="broker config",
             )
-            from kompakt.cleaner.explain import explain_partition  # native kernels: first use only
+            from kompakt.inspect.explain import explain_partition  # native kernels: first use only
 
             report = explain_partition(source, configs, now_ms).to_dict()
             tombstones = segment_tombstones(source)

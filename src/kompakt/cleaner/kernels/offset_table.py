@@ -1,0 +1,467 @@
+"""Numba kernels over the offset map's table, and the fused per-span map and copy passes.
+
+The table is a uint64 array of shape (slots, 3): [digest hi, digest lo, offset + 1]. A free slot
+holds offset word 0, so an all-zero digest is an ordinary key and an all-zero buffer (fresh
+``mmap`` pages, which cost no memory until touched) is an empty table. One row per slot keeps a
+probe within one or two cache lines.
+
+Only a prefix of ``cap`` slots is in use: the map starts small and doubles in place (``_grow``)
+whenever the prefix passes ``_GROW_LOAD``, up to all ``slots``. Few keys thus stay in a table that
+fits the caches instead of being scattered over the whole dedupe buffer, while the capacity rule
+is unchanged: ``max_keys_per_pass`` still counts the whole buffer. Slots past ``cap`` must be
+zero; ``clear`` re-zeroes the prefix it used.
+
+The fused passes exist for speed: materialising nine int64 columns per record and re-reading them
+costs more than parsing. They work one span (batch) at a time: parse and hash the span into small
+scratch arrays that stay in cache, prefetching each key's home slot, then probe the table in a
+tight loop whose cache misses have mostly been served by then.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+from numba import njit
+
+from kompakt.cleaner.kernels.hashing import hash_one
+from kompakt.records.layout import (
+    R_BATCH,
+    R_KEY_LEN,
+    R_KEY_START,
+    R_LENGTH,
+    R_OFFSET,
+    R_POSITION,
+    R_TIMESTAMP,
+    R_VALUE_LEN,
+    R_VALUE_START,
+)
+from kompakt.records.native import BoolArray, I64Array, Scalar, U8Array, U64Array, prefetch, ptr, read_varint
+from kompakt.records.scan import parse_fields
+
+_LINEAR_PROBES: Final = 8  # first probe this many adjacent slots (about three cache lines), then
+_DOUBLE_PROBES: Final = 32  # this many double-hashing steps, then linear probing to the end
+_MOVED = np.uint64(1 << 63)  # marks entries already placed during an in-place _grow
+_NOT_MOVED = np.uint64((1 << 63) - 1)
+INITIAL_CAP: Final = 1 << 14  # slots in use after a clear (384 KiB: within L2)
+_GROW_NUM: Final = 1  # grow once size reaches cap * _GROW_NUM / _GROW_DEN
+_GROW_DEN: Final = 2
+_GROW_FACTOR: Final = 4  # fewer, larger steps: each rehash moves every key once
+MAX_SLOTS: Final = (1 << 32) - 1  # _home maps 32 hash bits onto [0, cap)
+_AHEAD: Final = 16  # probe loops prefetch the home slot of the key this many places ahead
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _prefetch_slot(tp: Scalar, cap: Scalar, hi: Scalar) -> None:
+    """Prefetch the cache line of the home slot of digest ``hi`` and the line after it (a slot may
+    straddle two lines, and the first probes are adjacent)."""
+    row = _home(hi, cap) * 3
+    prefetch(tp, row)
+    prefetch(tp, row + 8)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _home(h: Scalar, cap: Scalar) -> Scalar:
+    """Map the top 32 bits of ``h`` onto ``[0, cap)`` with a multiply (no division)."""
+    return np.int64(((h >> np.uint64(32)) * np.uint64(cap)) >> np.uint64(32))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _step(lo: Scalar, cap: Scalar) -> Scalar:
+    """Double-hashing step in ``[1, cap - 1]`` (1 if ``cap <= 2``)."""
+    if cap <= 2:
+        return np.int64(1)
+    return np.int64(1) + _home(lo, cap - 1)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _next_step(attempt: Scalar, lo: Scalar, cap: Scalar) -> Scalar:
+    """How far probe ``attempt`` moves on: 1, then a double-hashing step, then 1 again."""
+    if attempt < _LINEAR_PROBES - 1 or attempt >= _LINEAR_PROBES + _DOUBLE_PROBES:
+        return np.int64(1)
+    return _step(lo, cap)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _grow_at(cap: Scalar, slots: Scalar) -> Scalar:
+    """The size at which a table using ``cap`` of ``slots`` slots grows (never, once all are used)."""
+    if cap >= slots:
+        return np.int64(1) << np.int64(62)
+    return cap * _GROW_NUM // _GROW_DEN
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _probe(tp: Scalar, cap: Scalar, hi: Scalar, lo: Scalar) -> Scalar:
+    """Slot holding digest (hi, lo), else the free slot where it would go; -1 if neither exists.
+
+    The first probes are adjacent, so nearly every probe at the table's usual load (at most half
+    full while it can still grow) stays within the cache lines prefetched for the home slot. Then
+    double hashing spreads clusters at Kafka's 0.9 load factor; since ``cap`` is arbitrary the step
+    may share a factor with it, so after a bounded number of steps the walk turns linear again,
+    which reaches every slot.
+    """
+    idx = _home(hi, cap)
+    for attempt in range(cap + _LINEAR_PROBES + _DOUBLE_PROBES):
+        row = idx * 3
+        if tp[row + 2] == 0 or (tp[row] == hi and tp[row + 1] == lo):
+            return idx
+        idx += _next_step(attempt, lo, cap)
+        if idx >= cap:
+            idx -= cap
+    return -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _lookup_p(tp: Scalar, cap: Scalar, hi: Scalar, lo: Scalar) -> Scalar:
+    idx = _probe(tp, cap, hi, lo)
+    if idx < 0:
+        return np.int64(-1)
+    return np.int64(tp[idx * 3 + 2]) - 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put_p(tp: Scalar, cap: Scalar, hi: Scalar, lo: Scalar, offset: Scalar) -> Scalar:
+    """Store and return the size increment (1 for a new key, 0 for an overwrite). A free slot must
+    exist (the callers' size checks guarantee one)."""
+    row = _probe(tp, cap, hi, lo) * 3
+    grew = np.int64(tp[row + 2] == 0)
+    # Unconditional stores (the digest is unchanged on an overwrite): no branch to mispredict.
+    tp[row] = hi
+    tp[row + 1] = lo
+    tp[row + 2] = np.uint64(offset + 1)
+    return grew
+
+
+@njit(cache=True, nogil=True)
+def _grow_p(tp: Scalar, cap: Scalar, new_cap: Scalar) -> None:
+    """Rehash slots ``[0, cap)`` into ``[0, new_cap)`` in place; slots ``[cap, new_cap)`` are zero.
+
+    Each entry not yet moved is taken out and placed along its new probe sequence at the first slot
+    that is free or holds an entry not yet moved; in the latter case that entry is taken out in
+    turn. Moved entries carry a flag bit until the end, so no probe ever passes a slot that later
+    empties: a slot only empties when its unmoved entry is taken out, and probes never pass those.
+    """
+    for i in range(cap):
+        if i + _AHEAD < cap:
+            _prefetch_slot(tp, new_cap, tp[(i + _AHEAD) * 3])
+        v = tp[i * 3 + 2]
+        if v == 0 or (v & _MOVED) != 0:
+            continue
+        hi = tp[i * 3]
+        lo = tp[i * 3 + 1]
+        tp[i * 3 + 2] = 0
+        while True:
+            idx = _home(hi, new_cap)
+            attempt = 0
+            while True:
+                row = idx * 3
+                w = tp[row + 2]
+                if w == 0 or (w & _MOVED) == 0:
+                    break
+                idx += _next_step(attempt, lo, new_cap)
+                if idx >= new_cap:
+                    idx -= new_cap
+                attempt += 1
+            ohi = tp[row]
+            olo = tp[row + 1]
+            tp[row] = hi
+            tp[row + 1] = lo
+            tp[row + 2] = v | _MOVED
+            if w == 0:
+                break
+            hi, lo, v = ohi, olo, w
+    for i in range(new_cap):
+        tp[i * 3 + 2] &= _NOT_MOVED
+
+
+@njit(cache=True, nogil=True)
+def _maybe_grow(tp: Scalar, cap: Scalar, slots: Scalar, size: Scalar) -> Scalar:
+    """The cap after making room for one more key at ``size``: grown if the load reached the limit."""
+    while size >= _grow_at(cap, slots):
+        new_cap = min(cap * _GROW_FACTOR, slots)
+        _grow_p(tp, cap, new_cap)
+        cap = new_cap
+    return cap
+
+
+@njit(cache=True, nogil=True)
+def lookup(table: U64Array, cap: Scalar, hi: Scalar, lo: Scalar) -> Scalar:
+    return _lookup_p(ptr(table), cap, hi, lo)
+
+
+@njit(cache=True, nogil=True)
+def put_one(
+    table: U64Array, cap: Scalar, slots: Scalar, size: Scalar, hi: Scalar, lo: Scalar, offset: Scalar
+) -> tuple[Scalar, Scalar]:
+    """``(size increment, new cap)`` of a single put."""
+    tp = ptr(table)
+    cap = _maybe_grow(tp, cap, slots, size)
+    return _put_p(tp, cap, hi, lo, offset), cap
+
+
+@njit(cache=True, nogil=True)
+def put_records(
+    table: U64Array,
+    cap: Scalar,
+    hi: U64Array,
+    lo: U64Array,
+    offsets: I64Array,
+    key_len: I64Array,
+    start_offset: Scalar,
+    size: Scalar,
+    max_keys: Scalar,
+) -> tuple[Scalar, Scalar, Scalar, Scalar, Scalar]:
+    """Returns ``(consumed, size, full, last_put, cap)``."""
+    tp = ptr(table)
+    slots = table.shape[0]
+    grow_at = _grow_at(cap, slots)
+    last_put = np.int64(-1)
+    for i in range(offsets.shape[0]):
+        if key_len[i] < 0 or offsets[i] < start_offset:
+            continue
+        if size >= max_keys:
+            return i, size, True, last_put, cap
+        if size >= grow_at:
+            cap = _maybe_grow(tp, cap, slots, size)
+            grow_at = _grow_at(cap, slots)
+        size += _put_p(tp, cap, hi[i], lo[i], offsets[i])
+        last_put = offsets[i]
+    return offsets.shape[0], size, False, last_put, cap
+
+
+@njit(cache=True, nogil=True)
+def get_many(table: U64Array, cap: Scalar, hi: U64Array, lo: U64Array, key_len: I64Array) -> I64Array:
+    tp = ptr(table)
+    out = np.empty(hi.shape[0], dtype=np.int64)
+    for i in range(hi.shape[0]):
+        out[i] = -1 if key_len[i] < 0 else _lookup_p(tp, cap, hi[i], lo[i])
+    return out
+
+
+@njit(cache=True, nogil=True)
+def retain(
+    table: U64Array,
+    cap: Scalar,
+    hi: U64Array,
+    lo: U64Array,
+    offsets: I64Array,
+    key_len: I64Array,
+    value_len: I64Array,
+    tombstone_ok: BoolArray,
+    latest: Scalar,
+) -> tuple[BoolArray, Scalar]:
+    tp = ptr(table)
+    keep = np.empty(offsets.shape[0], dtype=np.bool_)
+    invalid = 0
+    for i in range(offsets.shape[0]):
+        if offsets[i] > latest:
+            keep[i] = True
+        elif key_len[i] < 0:
+            keep[i] = False
+            invalid += 1
+        else:
+            found = _lookup_p(tp, cap, hi[i], lo[i])
+            keep[i] = offsets[i] >= found and (value_len[i] >= 0 or tombstone_ok[i])
+    return keep, invalid
+
+
+# ---------------------------------------------------------------------------------------------
+# Fused passes over spans (a span = one batch's records section, in the segment or in a buffer of
+# decompressed payloads)
+
+# status codes of map_spans; positive codes are record errors (kernels._RECORD_ERRORS)
+DONE: Final = 0
+FULL: Final = -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _parse_key(buf: Scalar, pos: Scalar, limit: Scalar) -> tuple[Scalar, Scalar, Scalar, Scalar, Scalar]:
+    """Just what the map pass needs: ``(record_end, error, offset_delta, key_start, key_len)``.
+
+    Values and headers are skipped via the length prefix; the copy pass parses every record in
+    full, so a record malformed past its key is still caught before anything is written.
+    """
+    length, body = read_varint(buf, pos, limit, 5)
+    if body < 0:
+        return pos, 2, 0, 0, 0
+    rec_end = body + length
+    if length < 0 or rec_end > limit:
+        return pos, 3, 0, 0, 0
+    _, p = read_varint(buf, body + 1, rec_end, 10)
+    if p < 0:
+        return pos, 4, 0, 0, 0
+    off_delta, p = read_varint(buf, p, rec_end, 5)
+    if p < 0:
+        return pos, 4, 0, 0, 0
+    key_len, p = read_varint(buf, p, rec_end, 5)
+    if p < 0:
+        return pos, 4, 0, 0, 0
+    if key_len < -1 or p + max(key_len, 0) > rec_end:
+        return pos, 5, 0, 0, 0
+    return rec_end, 0, off_delta, p, key_len
+
+
+@njit(cache=True, nogil=True)
+def map_spans(
+    buf: U8Array,
+    starts: I64Array,
+    ends: I64Array,
+    base_offsets: I64Array,
+    counts: I64Array,
+    table: U64Array,
+    cap: Scalar,
+    start_offset: Scalar,
+    size: Scalar,
+    max_keys: Scalar,
+) -> tuple[Scalar, Scalar, Scalar, Scalar, Scalar, Scalar, Scalar]:
+    """``Cleaner.buildOffsetMapForSegment`` over spans. Returns ``(status, span, records_done_in_span, size,
+    last_put, position, cap)``; status DONE, FULL, or a record error code (> 0) with the span and byte
+    position."""
+    most = 0
+    for b in range(starts.shape[0]):
+        if counts[b] < 0:
+            return 1, b, 0, size, -1, starts[b], cap
+        most = max(most, counts[b])
+    off = np.empty(most, dtype=np.int64)
+    hi = np.empty(most, dtype=np.uint64)
+    lo = np.empty(most, dtype=np.uint64)
+    bp = ptr(buf)
+    tp = ptr(table)
+    slots = table.shape[0]
+    grow_at = _grow_at(cap, slots)
+    last_put = np.int64(-1)
+    for b in range(starts.shape[0]):
+        pos = starts[b]
+        limit = ends[b]
+        if pos < 0 or limit < pos or limit > buf.shape[0]:
+            return 9, b, 0, size, last_put, pos, cap
+        base = base_offsets[b]
+        # Parse and hash the span, then put; the put loop prefetches the home slots of the keys
+        # _AHEAD places ahead, so that many table misses are in flight at once. A null key or an
+        # offset below start_offset is never put: its offset becomes -1 (its digest is 0).
+        n = counts[b]
+        for j in range(n):
+            pos, err, od, ks, kl = _parse_key(bp, pos, limit)
+            if err != 0:
+                return err, b, 0, size, last_put, pos, cap
+            o = base + od
+            if kl < 0 or o < start_offset:
+                off[j] = -1
+                hi[j] = 0
+                lo[j] = 0
+            else:
+                off[j] = o
+                h, g = hash_one(bp, ks, kl)
+                hi[j] = h
+                lo[j] = g
+        if pos != limit:
+            return 8, b, 0, size, last_put, pos, cap
+        for j in range(min(n, _AHEAD)):
+            _prefetch_slot(tp, cap, hi[j])
+        for j in range(n):
+            if j + _AHEAD < n:
+                _prefetch_slot(tp, cap, hi[j + _AHEAD])
+            o = off[j]
+            if o < 0:
+                continue
+            if size >= max_keys:
+                return FULL, b, j, size, last_put, 0, cap
+            if size >= grow_at:
+                cap = _maybe_grow(tp, cap, slots, size)
+                grow_at = _grow_at(cap, slots)
+            size += _put_p(tp, cap, hi[j], lo[j], o)
+            last_put = o
+    return DONE, starts.shape[0], 0, size, last_put, 0, cap
+
+
+@njit(cache=True, nogil=True)
+def retain_spans(
+    buf: U8Array,
+    starts: I64Array,
+    ends: I64Array,
+    base_offsets: I64Array,
+    base_timestamps: I64Array,
+    counts: I64Array,
+    tombstone_ok: BoolArray,
+    table: U64Array,
+    cap: Scalar,
+    latest: Scalar,
+    kept: I64Array,
+    kept_first: I64Array,
+) -> tuple[Scalar, Scalar, Scalar, Scalar, Scalar]:
+    """``Cleaner.shouldRetainRecord`` over spans, writing only the kept records' columns into ``kept`` (a
+    RecordTable layout) and their per-span prefix counts into ``kept_first``. Returns ``(error, span,
+    position, invalid_dropped, tombstones_dropped)``; the ``batch`` column holds the span index."""
+    most = 0
+    for b in range(starts.shape[0]):
+        if counts[b] < 0:
+            return 1, b, starts[b], 0, 0
+        if starts[b] < 0 or ends[b] < starts[b] or ends[b] > buf.shape[0]:
+            return 9, b, starts[b], 0, 0
+        most = max(most, counts[b])
+    rows = np.empty((R_BATCH, most), dtype=np.int64)
+    found = np.empty(most, dtype=np.int64)
+    hi = np.empty(most, dtype=np.uint64)
+    lo = np.empty(most, dtype=np.uint64)
+    bp = ptr(buf)
+    tp = ptr(table)
+    n_kept = 0
+    invalid = 0
+    tombstones = 0
+    kept_first[0] = 0
+    for b in range(starts.shape[0]):
+        pos = starts[b]
+        limit = ends[b]
+        base_off = base_offsets[b]
+        base_ts = base_timestamps[b]
+        n = counts[b]
+        # Parse every record in full and hash the keys that need a lookup (prefetching their
+        # home slots); then look them up; then decide and emit.
+        for j in range(n):
+            nxt, err, od, td, ks, kl, vs, vl = parse_fields(bp, pos, limit)
+            if err != 0:
+                return err, b, pos, invalid, tombstones
+            o = base_off + od
+            rows[R_OFFSET, j] = o
+            rows[R_POSITION, j] = pos
+            rows[R_LENGTH, j] = nxt - pos
+            rows[R_TIMESTAMP, j] = base_ts + td
+            rows[R_KEY_START, j] = ks
+            rows[R_KEY_LEN, j] = kl
+            rows[R_VALUE_START, j] = vs
+            rows[R_VALUE_LEN, j] = vl
+            if kl >= 0 and o <= latest:
+                h, g = hash_one(bp, ks, kl)
+                hi[j] = h
+                lo[j] = g
+            else:
+                hi[j] = 0
+                lo[j] = 0
+            pos = nxt
+        if pos != limit:
+            return 8, b, pos, invalid, tombstones
+        for j in range(min(n, _AHEAD)):
+            _prefetch_slot(tp, cap, hi[j])
+        for j in range(n):
+            if j + _AHEAD < n:
+                _prefetch_slot(tp, cap, hi[j + _AHEAD])
+            if rows[R_KEY_LEN, j] >= 0 and rows[R_OFFSET, j] <= latest:
+                found[j] = _lookup_p(tp, cap, hi[j], lo[j])
+        for j in range(n):
+            offset = rows[R_OFFSET, j]
+            if offset > latest:
+                keep = True
+            elif rows[R_KEY_LEN, j] < 0:
+                keep = False
+                invalid += 1
+            else:
+                keep = offset >= found[j] and (rows[R_VALUE_LEN, j] >= 0 or tombstone_ok[b])
+                if not keep and rows[R_VALUE_LEN, j] < 0:
+                    tombstones += 1
+            if keep:
+                for c in range(R_BATCH):
+                    kept[c, n_kept] = rows[c, j]
+                kept[R_BATCH, n_kept] = b
+                n_kept += 1
+        kept_first[b + 1] = n_kept
+    return 0, 0, 0, invalid, tombstones

@@ -1,0 +1,704 @@
+"""Why is (or isn't) a partition compacting? The engine behind ``kompakt log explain``.
+
+"My topic is not compacting" always comes down to a partition state and the event that will
+change it: data still in the active segment, a dirty ratio at or under the threshold,
+``min.compaction.lag.ms`` holding the head, an open transaction pinning the LSO, tombstones
+waiting for ``delete.retention.ms``, an offset map too small for the dirty keys. This module
+computes all of them from a partition's segment files and its effective configs, using the
+cleaner's own selection code (:mod:`kompakt.cleaner.planning`) so the answer is the one the
+cleaner would reach, and returns a frozen :class:`PartitionExplain` with a one-line verdict.
+
+It reads files and returns values: no printing, no CLI, no locks taken, nothing written. The CLI
+builds its input from a directory on disk; the broker's admin endpoint can build the same
+:class:`PartitionSource` from a live log (segment paths and sizes read under the log's lock).
+
+The report's types live in :mod:`kompakt.inspect.explain_report` (no native code) and the file
+scanning in :mod:`kompakt.inspect.explain_scan`; both are re-exported here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from kompakt.cleaner.planning import (
+    LONG_MAX,
+    NO_TIMESTAMP,
+    SegmentInfo,
+    cleanable_offsets,
+    estimated_earliest_timestamps,
+    first_too_young_segment,
+    log_to_clean,
+    max_segment_ms,
+)
+from kompakt.cleaner.sizing import SLOT_BYTES, keys_per_pass
+from kompakt.errors import CorruptCheckpointError
+from kompakt.inspect.explain_report import (
+    BOOL,
+    I64,
+    MAX_TOMBSTONES_LISTED,
+    ActiveSegment,
+    ConfigInput,
+    ConfigValue,
+    Hold,
+    Keys,
+    MaxLag,
+    OffsetMapReport,
+    PartitionExplain,
+    PartitionSource,
+    Section,
+    SegmentReport,
+    SegmentSource,
+    Tombstone,
+    Tombstones,
+    duration,
+    iso_ms,
+    resolve_configs,
+)
+from kompakt.inspect.explain_scan import PartitionScan, concat_columns, digest_rows, latest_mask, varint_sizes
+from kompakt.inspect.explain_scan import scan_partition as _scan
+from kompakt.inspect.log_files import PartitionDir
+from kompakt.log.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT_FILE,
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    OffsetCheckpointFile,
+)
+from kompakt.log.config import BrokerConfig, LogConfig
+from kompakt.log.producer_state import ProducerStateManager
+from kompakt.records.batch import (
+    ATTR_CONTROL,
+    BATCH_OVERHEAD,
+)
+
+__all__ = [
+    "ConfigInput",
+    "ConfigValue",
+    "PartitionExplain",
+    "PartitionSource",
+    "SegmentSource",
+    "duration",
+    "explain_partition",
+    "iso_ms",
+    "resolve_configs",
+    "source_from_files",
+]
+
+# --------------------------------------------------------------------------------------------
+# The explanation
+
+
+class _Log:
+    """The ``CleanableLog`` the planner reads, built from the scan."""
+
+    def __init__(
+        self,
+        source: PartitionSource,
+        config: LogConfig,
+        infos: list[SegmentInfo],
+        start: int,
+        leo: int,
+        lso: int,
+    ) -> None:
+        self.topic = source.topic
+        self.partition = source.partition
+        self.config = config
+        self._infos = infos
+        self.log_start_offset = start
+        self.log_end_offset = leo
+        self.last_stable_offset = lso
+
+    def segment_infos(self) -> Sequence[SegmentInfo]:
+        return self._infos
+
+
+def explain_partition(source: PartitionSource, configs: ConfigInput, now_ms: int) -> PartitionExplain:
+    """Explain one partition at ``now_ms`` (pure given the files: the same inputs, the same report)."""
+    config, config_rows = resolve_configs(configs)
+    scan = _scan(source)
+    infos = [s.info for s in scan.segments]
+    if not infos:
+        infos = [SegmentInfo(0, 0, 0, NO_TIMESTAMP, now_ms, 0)]
+    leo = scan.log_end_offset
+    start = max(source.log_start_offset or 0, infos[0].base_offset)
+    start = min(start, leo)
+    first_unstable = scan.producers.first_unstable_offset()
+    lso = leo if first_unstable is None else min(first_unstable, leo)
+    log = _Log(source, config, infos, start, leo, lso)
+
+    offsets = cleanable_offsets(log, source.cleaner_checkpoint, now_ms, infos)
+    first_dirty = offsets.first_dirty_offset
+    active = infos[-1]
+
+    # Records and keys.
+    c = scan.cols
+    rec_offset = concat_columns(c.offset, np.int64)
+    hi, lo = concat_columns(c.hi, np.uint64), concat_columns(c.lo, np.uint64)
+    null_key = concat_columns(c.null_key, np.bool_)
+    tomb = concat_columns(c.tombstone, np.bool_)
+    rec_size = concat_columns(c.size, np.int64)
+    rec_batch = concat_columns(c.batch, np.int64)
+    in_log = rec_offset >= start
+    keyed = in_log & ~null_key
+    digests = digest_rows(hi, lo)
+    horizons = scan.batches.horizon
+    batch_attrs = np.array(scan.batches.attributes, dtype=np.int64)
+    batch_seg = np.array(scan.batches.segment, dtype=np.int64)
+    active_index = len(infos) - 1
+
+    # The earliest horizon still governing a tombstone or marker in a non-active segment.
+    governing: list[int] = []
+    stamped_tomb_batches = {int(b) for b in rec_batch[tomb]}
+    for b, h in enumerate(horizons):
+        if h is None or batch_seg[b] == active_index or scan.batches.records[b] == 0:
+            continue
+        if batch_attrs[b] & ATTR_CONTROL or b in stamped_tomb_batches:
+            governing.append(h)
+    earliest_horizon = min(governing) if governing else None
+
+    ltc = log_to_clean(
+        log,
+        first_dirty,
+        offsets.first_uncleanable_dirty_offset,
+        now_ms,
+        earliest_horizon_ms=earliest_horizon,
+        segments=infos,
+    )
+    first_uncleanable = ltc.first_uncleanable_offset
+    ratio = ltc.cleanable_ratio
+
+    latest_all = latest_mask(digests, keyed)
+    dirty = keyed & (rec_offset >= first_dirty) & (rec_offset < first_uncleanable)
+    dirty_keys = int(len(np.unique(digests[dirty]))) if dirty.any() else 0
+    keys = Keys(
+        records=int(in_log.sum()),
+        keyed_records=int(keyed.sum()),
+        null_key_records=int((in_log & null_key).sum()),
+        live_keys=int(latest_all.sum()),
+        live_records=int((latest_all & ~tomb).sum()),
+        dirty_records=int(dirty.sum()),
+        dirty_distinct_keys=dirty_keys,
+    )
+
+    # Estimated size after the next clean of [log start, first uncleanable).
+    in_range = in_log & (rec_offset < first_uncleanable)
+    latest_range = latest_mask(digests, keyed & in_range)
+    rec_horizon = (
+        np.array([(-1 if h is None else h) for h in horizons], dtype=np.int64)[rec_batch]
+        if len(rec_batch)
+        else np.empty(0, np.int64)
+    )
+    expired_tomb = tomb & (rec_horizon >= 0) & (rec_horizon <= now_ms)
+    kept = ~in_range | (latest_range & ~expired_tomb)
+    nb = len(scan.batches.size)
+    nb = len(scan.batches.size)
+    # A batch that keeps an unstamped tombstone gets a delete horizon as its base timestamp, so
+    # every kept record's timestamp delta is re-encoded against it (usually a longer varint).
+    rec_ts = concat_columns(c.timestamp, np.int64)
+    base_ts = np.array(scan.batches.base_timestamp, dtype=np.int64)
+    stamping = np.zeros(nb, dtype=np.bool_)
+    stamping[rec_batch[tomb & kept & in_range & (rec_horizon < 0)]] = True
+    grow = np.zeros(len(rec_size), dtype=np.int64)
+    if stamping.any():
+        rows = stamping[rec_batch] & kept
+        horizon_ts = now_ms + config.delete_retention_ms
+        grow[rows] = varint_sizes(rec_ts[rows] - horizon_ts) - varint_sizes(
+            rec_ts[rows] - base_ts[rec_batch[rows]]
+        )
+    sized = rec_size + grow
+    total_rec = np.bincount(rec_batch, weights=rec_size, minlength=nb) if nb else np.zeros(0)
+    kept_rec = np.bincount(rec_batch, weights=sized * kept, minlength=nb) if nb else np.zeros(0)
+    estimated_after = 0
+    for b in range(nb):
+        size = scan.batches.size[b]
+        if batch_seg[b] >= len(infos) or scan.batches.records[b] == 0 or batch_attrs[b] & ATTR_CONTROL:
+            estimated_after += size
+            continue
+        total, kept_b = float(total_rec[b]), float(kept_rec[b])
+        if total <= 0 or (kept_b == total and not stamping[b]):
+            estimated_after += size
+        elif kept_b > 0:
+            body = size - BATCH_OVERHEAD  # compressed bodies shrink in proportion to what is kept
+            estimated_after += BATCH_OVERHEAD + round(body * kept_b / total)
+    estimated_after = min(estimated_after, sum(i.size_bytes for i in infos))
+
+    sections = _sections(
+        infos, start, first_dirty, first_uncleanable, leo, ltc.clean_bytes, ltc.cleanable_bytes
+    )
+    holds = _holds(log, infos, first_dirty, lso, now_ms, scan.producers)
+    max_lag = _max_lag(
+        config,
+        infos,
+        first_dirty,
+        now_ms,
+        ltc.max_compaction_delay_ms,
+        ltc.must_clean_bytes,
+        ltc.must_clean_ratio,
+    )
+    active_report = _active(config, active, scan.segments[-1].records if scan.segments else 0, now_ms)
+    segment_reports = _segment_reports(scan, infos, config, start, first_dirty, first_uncleanable, now_ms)
+    tombstones = _tombstones(
+        scan, rec_offset, tomb, latest_all, rec_batch, horizons, first_uncleanable, in_log, config, now_ms
+    )
+    map_report = _offset_map(configs.broker, dirty_keys)
+
+    verdict, eligible = _verdict(
+        source,
+        config,
+        ltc.reason,
+        ratio,
+        ltc.clean_bytes,
+        ltc.cleanable_bytes,
+        infos,
+        holds,
+        max_lag,
+        active_report,
+        tombstones,
+        map_report,
+        leo,
+        start,
+        now_ms,
+    )
+    if eligible and not configs.broker.log_cleaner_enable:
+        verdict += (
+            "; but log.cleaner.enable=false, so no cleaner thread runs: only compact-now cleans it "
+            "(and its retention waits too)"
+        )
+    return PartitionExplain(
+        topic=source.topic,
+        partition=source.partition,
+        now_ms=now_ms,
+        verdict=verdict,
+        eligible=eligible,
+        reason=ltc.reason,
+        configs=config_rows,
+        log_start_offset=start,
+        first_dirty_offset=first_dirty,
+        first_uncleanable_offset=first_uncleanable,
+        log_end_offset=leo,
+        last_stable_offset=lso,
+        sections=sections,
+        total_bytes=sum(i.size_bytes for i in infos),
+        dirty_ratio=ratio,
+        min_cleanable_dirty_ratio=config.min_cleanable_dirty_ratio,
+        holds=holds,
+        max_lag=max_lag,
+        active=active_report,
+        segments=segment_reports,
+        tombstones=tombstones,
+        keys=keys,
+        estimated_bytes_after=estimated_after,
+        offset_map=map_report,
+        uncleanable_reason=source.uncleanable_reason,
+    )
+
+
+def _sections(
+    infos: Sequence[SegmentInfo],
+    start: int,
+    first_dirty: int,
+    first_uncleanable: int,
+    leo: int,
+    clean_bytes: int,
+    cleanable_bytes: int,
+) -> tuple[Section, ...]:
+    """Clean / cleanable / uncleanable / active, with whole-segment bytes as the planner counts them
+    (a segment holding the first dirty offset in its middle counts in both clean and cleanable)."""
+    active = infos[-1]
+    clean_end = min(first_dirty, first_uncleanable)
+    unclean_bytes = sum(i.size_bytes for i in infos[:-1] if i.base_offset >= first_uncleanable)
+    return (
+        Section("clean", start, max(start, clean_end), clean_bytes),
+        Section("cleanable", first_dirty, max(first_dirty, first_uncleanable), cleanable_bytes),
+        Section("uncleanable", first_uncleanable, max(first_uncleanable, active.base_offset), unclean_bytes),
+        Section("active", active.base_offset, max(leo, active.base_offset), active.size_bytes),
+    )
+
+
+def _holds(
+    log: _Log,
+    infos: Sequence[SegmentInfo],
+    first_dirty: int,
+    lso: int,
+    now_ms: int,
+    producers: ProducerStateManager,
+) -> tuple[Hold, ...]:
+    config = log.config
+    active = infos[-1]
+    holds: list[tuple[int, str, int | None, str]] = [
+        (
+            active.base_offset,
+            "active segment",
+            None,
+            f"the active segment starts at offset {active.base_offset}",
+        )
+    ]
+    if lso < log.log_end_offset:
+        open_pids = [
+            (e.current_txn_first_offset, pid)
+            for pid, e in producers.producers.items()
+            if e.current_txn_first_offset is not None
+        ]
+        first, pid = min(open_pids) if open_pids else (lso, -1)
+        holds.append(
+            (
+                lso,
+                "last stable offset",
+                None,
+                f"an open transaction of producer {pid} started at offset {first}",
+            )
+        )
+    # The same rule as the bound itself (planning.first_uncleanable_dirty_offset).
+    seg = first_too_young_segment(infos, first_dirty, config.min_compaction_lag_ms, now_ms)
+    if seg is not None:
+        holds.append(
+            (
+                seg.base_offset,
+                "min.compaction.lag.ms",
+                seg.largest_timestamp_ms + config.min_compaction_lag_ms,
+                f"the segment at {seg.base_offset} holds a record from "
+                f"{iso_ms(seg.largest_timestamp_ms)}, "
+                f"younger than min.compaction.lag.ms={config.min_compaction_lag_ms}",
+            )
+        )
+    binding = min(h[0] for h in holds)
+    result = []
+    seen_binding = False
+    for offset, kind, until_ms, detail in sorted(holds, key=lambda h: h[0]):
+        is_binding = offset == binding and not seen_binding
+        seen_binding = seen_binding or is_binding
+        result.append(Hold(kind, offset, until_ms, detail, is_binding))
+    return tuple(result)
+
+
+def _max_lag(
+    config: LogConfig,
+    infos: Sequence[SegmentInfo],
+    first_dirty: int,
+    now_ms: int,
+    delay_ms: int,
+    must_clean_bytes: int,
+    must_clean_ratio: float,
+) -> MaxLag:
+    max_lag = config.effective_max_compaction_lag_ms
+    enabled = max_lag < LONG_MAX
+    deadline: int | None = None
+    detail = "max.compaction.lag.ms is not set: no deadline"
+    if config.max_compaction_lag_ms == 0:
+        detail = "max.compaction.lag.ms is 0, which disables it (KIP-354): no deadline"
+    if enabled:
+        estimates = estimated_earliest_timestamps(infos, max_segment_ms(config))
+        dirty_non_active = [
+            (i, est) for i, est in zip(infos[:-1], estimates[:-1], strict=True) if i.next_offset > first_dirty
+        ]
+        known = [(i, est) for i, est in dirty_non_active if est is not None and est > 0]
+        if known:
+            seg, est = min(known, key=lambda p: p[1])
+            deadline = est + max_lag
+            detail = (
+                f"the dirty segment at {seg.base_offset} (earliest record ~{iso_ms(est)}) "
+                "must be cleaned by then"
+            )
+        else:
+            active = infos[-1]
+            first_ts = (
+                active.first_batch_timestamp_ms if active.first_batch_timestamp_ms >= 0 else active.created_ms
+            )
+            if active.size_bytes > 0 and config.compact:
+                deadline = first_ts + max_lag
+                detail = (
+                    "the active segment's first record reaches max.compaction.lag.ms then; kompakt rolls it "
+                    "and cleans it"
+                )
+            else:
+                detail = "no dirty data"
+    return MaxLag(max_lag, enabled, delay_ms, must_clean_bytes, must_clean_ratio, deadline, detail)
+
+
+def _active(config: LogConfig, active: SegmentInfo, records: int, now_ms: int) -> ActiveSegment:
+    eff = (
+        min(config.segment_ms, config.effective_max_compaction_lag_ms)
+        if config.compact
+        else config.segment_ms
+    )
+    left = max(config.segment_bytes - active.size_bytes, 0)
+    if active.size_bytes == 0:
+        return ActiveSegment(
+            active.base_offset,
+            0,
+            0,
+            None,
+            None,
+            eff,
+            None,
+            left,
+            None,
+            "empty: it rolls only after data arrives",
+        )
+    first_ts = active.first_batch_timestamp_ms if active.first_batch_timestamp_ms >= 0 else active.created_ms
+    time_roll = first_ts + eff if eff < LONG_MAX else None
+    forced: int | None = None
+    if config.compact and config.effective_max_compaction_lag_ms < LONG_MAX:
+        forced = first_ts + config.effective_max_compaction_lag_ms
+    parts = []
+    if time_roll is not None:
+        when = "now" if time_roll < now_ms else iso_ms(time_roll)
+        parts.append(f"at the first append after {when} (segment.ms {duration(eff)})")
+    parts.append(f"when {left} more bytes arrive (segment.bytes {config.segment_bytes})")
+    if forced is not None:
+        when = "at the next cleaner pass" if forced < now_ms else f"at {iso_ms(forced)}"
+        parts.append(f"kompakt's cleaner rolls it idle {when} (max.compaction.lag.ms)")
+    return ActiveSegment(
+        active.base_offset,
+        active.size_bytes,
+        records,
+        first_ts,
+        now_ms - first_ts,
+        eff,
+        time_roll,
+        left,
+        forced,
+        "; ".join(parts),
+    )
+
+
+def _segment_reports(
+    scan: PartitionScan,
+    infos: Sequence[SegmentInfo],
+    config: LogConfig,
+    start: int,
+    first_dirty: int,
+    first_uncleanable: int,
+    now_ms: int,
+) -> tuple[SegmentReport, ...]:
+    estimates = estimated_earliest_timestamps(infos, max_segment_ms(config))
+    max_lag = config.effective_max_compaction_lag_ms
+    out = []
+    for n, (info, est) in enumerate(zip(infos, estimates, strict=True)):
+        if n == len(infos) - 1:
+            section = "active"
+        elif info.next_offset <= first_dirty:
+            section = "clean"
+        elif info.base_offset >= first_uncleanable:
+            section = "uncleanable"
+        else:
+            section = "cleanable"
+        deadline = est + max_lag if est is not None and est > 0 and max_lag < LONG_MAX else None
+        overdue = deadline is not None and deadline < now_ms and section in ("cleanable", "uncleanable")
+        records = scan.segments[n].records if n < len(scan.segments) else 0
+        out.append(
+            SegmentReport(
+                info.base_offset,
+                info.next_offset,
+                info.size_bytes,
+                section,
+                records,
+                info.largest_timestamp_ms,
+                est,
+                deadline,
+                overdue,
+            )
+        )
+    return tuple(out)
+
+
+def _tombstones(
+    scan: PartitionScan,
+    rec_offset: I64,
+    tomb: BOOL,
+    latest: BOOL,
+    rec_batch: I64,
+    horizons: list[int | None],
+    first_uncleanable: int,
+    in_log: BOOL,
+    config: LogConfig,
+    now_ms: int,
+) -> Tombstones:
+    live = np.flatnonzero(tomb & latest & in_log)
+    waiting = past = unstamped_c = unstamped_u = 0
+    earliest_waiting: int | None = None
+    listed: list[Tombstone] = []
+    for row in live.tolist():
+        offset = int(rec_offset[row])
+        horizon = horizons[int(rec_batch[row])]
+        if horizon is not None and horizon <= now_ms:
+            past += 1
+            state, removable = "past its delete horizon: removed at the next clean", horizon
+        elif horizon is not None:
+            waiting += 1
+            earliest_waiting = horizon if earliest_waiting is None else min(earliest_waiting, horizon)
+            state, removable = f"waiting for delete.retention.ms until {iso_ms(horizon)}", horizon
+        elif offset < first_uncleanable:
+            unstamped_c += 1
+            state = (
+                "not stamped yet: the next clean stamps horizon = clean time + delete.retention.ms "
+                f"({duration(config.delete_retention_ms)})"
+            )
+            removable = None
+        else:
+            unstamped_u += 1
+            state = "not stamped yet: not cleanable yet"
+            removable = None
+        if len(listed) < MAX_TOMBSTONES_LISTED:
+            key = scan.tombstone_keys.get(offset, b"")
+            listed.append(
+                Tombstone(offset, key.decode("utf-8", errors="backslashreplace"), horizon, state, removable)
+            )
+    return Tombstones(
+        total=int((tomb & in_log).sum()),
+        live=len(live),
+        stamped_waiting=waiting,
+        past_horizon=past,
+        unstamped_cleanable=unstamped_c,
+        unstamped_uncleanable=unstamped_u,
+        earliest_waiting_horizon_ms=earliest_waiting,
+        delete_retention_ms=config.delete_retention_ms,
+        listed=tuple(listed),
+    )
+
+
+def _offset_map(broker: BrokerConfig, dirty_keys: int) -> OffsetMapReport:
+    buffer = broker.log_cleaner_dedupe_buffer_size
+    threads = max(broker.log_cleaner_threads, 1)
+    lf = broker.log_cleaner_io_buffer_load_factor
+    per_thread = buffer // threads
+    slots = per_thread // SLOT_BYTES
+    per_pass = keys_per_pass(buffer, threads, lf)
+    needed = math.ceil(dirty_keys / lf) * SLOT_BYTES if dirty_keys else 0
+    passes = (
+        math.ceil(dirty_keys / per_pass)
+        if dirty_keys and per_pass > 0
+        else (0 if not dirty_keys else LONG_MAX)
+    )
+    return OffsetMapReport(
+        dedupe_buffer_size=buffer,
+        threads=threads,
+        load_factor=lf,
+        buffer_per_thread=per_thread,
+        slots=slots,
+        keys_per_pass=per_pass,
+        dirty_distinct_keys=dirty_keys,
+        raw_bytes_needed=dirty_keys * SLOT_BYTES,
+        bytes_needed=needed,
+        passes_needed=passes,
+        fits=dirty_keys <= per_pass,
+    )
+
+
+def _verdict(
+    source: PartitionSource,
+    config: LogConfig,
+    reason: str | None,
+    ratio: float,
+    clean_bytes: int,
+    cleanable_bytes: int,
+    infos: Sequence[SegmentInfo],
+    holds: tuple[Hold, ...],
+    max_lag: MaxLag,
+    active: ActiveSegment,
+    tombstones: Tombstones,
+    offset_map: OffsetMapReport,
+    leo: int,
+    start: int,
+    now_ms: int,
+) -> tuple[str, bool]:
+    """The one line: eligible and why, or the event that will change it."""
+    if not config.compact:
+        policy = ",".join(sorted(config.cleanup_policy)) or '"" (keep forever)'
+        return f"not compacting: cleanup.policy is {policy}", False
+    if source.uncleanable_reason is not None:
+        return f"not compacting: the partition is marked uncleanable ({source.uncleanable_reason})", False
+    if leo <= start or sum(i.size_bytes for i in infos) == 0:
+        return "nothing to clean: the log is empty", False
+    map_note = ""
+    if not offset_map.fits and offset_map.dirty_distinct_keys:
+        map_note = (
+            f"; the offset map is too small for one pass: "
+            f"{offset_map.dirty_distinct_keys} distinct dirty keys, "
+            f"{offset_map.keys_per_pass} per pass, so it takes {offset_map.passes_needed} passes "
+            f"(raise log.cleaner.dedupe.buffer.size to {offset_map.bytes_needed} bytes for one)"
+        )
+    if reason is not None:
+        if tombstones.past_horizon and "tombstones" in reason:
+            reason = f"{tombstones.past_horizon} tombstones past their horizon"
+        return f"will be cleaned at the next cleaner pass: {reason}{map_note}", True
+    if tombstones.past_horizon:
+        # Expired tombstones that no rule can act on (e.g. still in the active segment).
+        pass
+    binding = next(h for h in holds if h.binding)
+    if cleanable_bytes == 0:
+        if binding.kind == "last stable offset":
+            return (
+                f"not eligible until the open transaction completes, because {binding.detail} "
+                f"pins the last stable offset at {binding.offset}",
+                False,
+            )
+        if binding.kind == "min.compaction.lag.ms":
+            return (
+                f"not eligible until {iso_ms(binding.until_ms)}, because min.compaction.lag.ms="
+                f"{config.min_compaction_lag_ms} holds the head from offset {binding.offset} "
+                f"({binding.detail})",
+                False,
+            )
+        if tombstones.stamped_waiting and tombstones.earliest_waiting_horizon_ms is not None:
+            return (
+                f"not eligible until {iso_ms(tombstones.earliest_waiting_horizon_ms)}, because "
+                f"{tombstones.stamped_waiting} tombstones wait for delete.retention.ms="
+                f"{config.delete_retention_ms} (their delete horizon)",
+                False,
+            )
+        if max_lag.deadline_ms is not None:
+            return (
+                f"nothing to clean: all dirty data is in the active segment, which rolls {active.rolls}; "
+                f"max.compaction.lag.ms forces a clean by {iso_ms(max_lag.deadline_ms)}",
+                False,
+            )
+        return f"nothing to clean: all dirty data is in the active segment, which rolls {active.rolls}", False
+    m = config.min_cleanable_dirty_ratio
+    more = math.floor(m * clean_bytes / (1 - m)) - cleanable_bytes + 1 if m < 1 else None
+    why = f"dirty ratio {ratio:.2f} <= min.cleanable.dirty.ratio {m}"
+    need = f" ({more} more dirty bytes must roll)" if more is not None and more > 0 else ""
+    if max_lag.deadline_ms is not None:
+        return (
+            f"not eligible until {iso_ms(max_lag.deadline_ms)} (max.compaction.lag.ms), because {why}{need}",
+            False,
+        )
+    if tombstones.stamped_waiting and tombstones.earliest_waiting_horizon_ms is not None:
+        return (
+            f"not eligible until {iso_ms(tombstones.earliest_waiting_horizon_ms)}, because {why}{need} and "
+            f"{tombstones.stamped_waiting} tombstones wait for delete.retention.ms",
+            False,
+        )
+    return f"not eligible: {why}{need}", False
+
+
+# --------------------------------------------------------------------------------------------
+# Offline input
+
+
+def source_from_files(part: PartitionDir, data_dir: Path | None) -> PartitionSource:
+    """A :class:`PartitionSource` from a partition directory and its data directory's checkpoints.
+
+    Unreadable checkpoints are treated as absent, as the broker does when it opens the directory
+    (``kompakt log verify`` reports them).
+    """
+    start: int | None = None
+    checkpoint: int | None = None
+    if data_dir is not None:
+        tp = (part.topic, part.partition)
+        start = _checkpoint_entry(data_dir / LOG_START_OFFSET_CHECKPOINT_FILE, tp)
+        checkpoint = _checkpoint_entry(data_dir / CLEANER_OFFSET_CHECKPOINT_FILE, tp)
+    segments = []
+    for seg in part.segments:
+        stat = seg.path.stat()
+        segments.append(SegmentSource(seg.base_offset, seg.path, stat.st_size, int(stat.st_mtime * 1000)))
+    return PartitionSource(part.topic, part.partition, tuple(segments), start, checkpoint)
+
+
+def _checkpoint_entry(path: Path, tp: tuple[str, int]) -> int | None:
+    try:
+        return OffsetCheckpointFile(path).read().get(tp)
+    except CorruptCheckpointError:
+        return None
