@@ -21,12 +21,12 @@ import confluent_kafka
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.clients.conftest import BrokerProcess, start_broker
 
 from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS, partition_for
 from kompakt.clock import SystemClock
 from kompakt.log.config import BrokerConfig
 from kompakt.log.manager import LogManager
+from tests.support.serve import BrokerProcess, start_broker
 
 pytestmark = pytest.mark.clients
 DEADLINE_S = 30.0

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.broker.wire import call
 
 from kompakt.broker.context import OFFSETS_TOPIC, Broker
 from kompakt.broker.dispatch import Dispatcher
@@ -26,6 +25,7 @@ from kompakt.log.config import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.codec import ErrorCode as E
+from tests.support.wire import call
 
 NOW_MS = 1_700_000_000_000
 SESSION_MS = 45_000
