@@ -20,12 +20,14 @@ TIER_1_GROUP_APIS = {
     ApiKey.SYNC_GROUP: (0, 5),
     ApiKey.HEARTBEAT: (0, 4),
     ApiKey.LEAVE_GROUP: (0, 5),
-    ApiKey.OFFSET_COMMIT: (2, 8),
-    ApiKey.OFFSET_FETCH: (1, 8),
+    ApiKey.OFFSET_COMMIT: (2, 9),
+    ApiKey.OFFSET_FETCH: (1, 9),
     ApiKey.DESCRIBE_GROUPS: (0, 6),
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
 }
 
 # The tier-1 matrix of the reference, exactly: ApiVersions advertises this and nothing else.
@@ -92,6 +94,15 @@ REQUESTS: dict[int, Mapping[str, object]] = {
         "group_id": "g",
         "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}],
     },
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: {
+        "group_id": "kip848",
+        "member_id": "m",
+        "member_epoch": 0,
+        "rebalance_timeout": 30_000,
+        "subscribed_topic_names": ["t"],
+        "topic_partitions": [],
+    },
+    ApiKey.CONSUMER_GROUP_DESCRIBE: {"group_ids": ["kip848"], "include_authorized_operations": False},
 }
 
 

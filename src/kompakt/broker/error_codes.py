@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from kompakt import errors
 from kompakt.broker.groups.offsets_topic import OffsetsTopicFormatError
+from kompakt.broker.groups import errors as group_errors
 from kompakt.broker.producer_ids import CorruptProducerIdFileError
 from kompakt.broker.txn.log_format import TransactionLogFormatError
 from kompakt.broker.txn.state_manager import TransactionLogAppendError
@@ -106,6 +107,21 @@ _ERROR_CODES: dict[type[BaseException], ErrorCode] = {
     errors.UncleanablePartitionError: ErrorCode.unknown_server_error,
     errors.IllegalCleanerStateError: ErrorCode.unknown_server_error,  # IllegalStateException
     errors.OperatorError: ErrorCode.unknown_server_error,  # tools and start-up, never a request
+    # Group coordinator errors (KIP-848 consumer groups).
+    group_errors.InvalidGroupRequestError: ErrorCode.invalid_request,
+    group_errors.GroupIdNotFoundError: ErrorCode.group_id_not_found,
+    group_errors.UnknownMemberIdError: ErrorCode.unknown_member_id,
+    group_errors.FencedMemberEpochError: ErrorCode.fenced_member_epoch,
+    group_errors.StaleMemberEpochError: ErrorCode.stale_member_epoch,
+    group_errors.IllegalGenerationError: ErrorCode.illegal_generation,
+    group_errors.GroupMaxSizeReachedError: ErrorCode.group_max_size_reached,
+    group_errors.UnsupportedAssignorError: ErrorCode.unsupported_assignor,
+    group_errors.UnreleasedInstanceIdError: ErrorCode.unreleased_instance_id,
+    group_errors.FencedInstanceIdError: ErrorCode.fenced_instance_id,
+    group_errors.InconsistentGroupProtocolError: ErrorCode.inconsistent_group_protocol,
+    group_errors.NonEmptyGroupError: ErrorCode.non_empty_group,
+    group_errors.UnsupportedGroupVersionError: ErrorCode.unsupported_version,
+    group_errors.InvalidRegularExpressionError: ErrorCode.invalid_regular_expression,
 }
 
 

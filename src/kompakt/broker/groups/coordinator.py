@@ -22,6 +22,12 @@ heartbeating and committing, or expire by session timeout), one without is Empty
 from :meth:`tick` every ``offsets.retention.check.interval.ms`` unless ``expire_on_tick`` is off, in
 which case the owner calls :meth:`expire_offsets` itself (the server schedules it on its event loop).
 
+Both group types share one namespace of group ids: KIP-848 consumer groups live in
+:class:`~kompakt.broker.groups.consumer_coordinator.ConsumerGroupCoordinator` (``self.consumer``), and
+the requests below route a consumer group's id there (offset commits, DescribeGroups, ListGroups,
+DeleteGroups, expiry). A JoinGroup for an *empty* consumer group deletes it and makes a classic
+group, the reverse of the consumer side's rule (Kafka's ``classicGroupJoinToClassicGroup``).
+
 Not thread-safe: call it from one thread (the event loop); the handlers for groups are not blocking.
 """
 
@@ -33,7 +39,6 @@ from dataclasses import dataclass
 
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.error_codes import error_code_for
-from kompakt.broker.groups.config import GroupConfig
 from kompakt.broker.groups.group import (
     CLASSIC_GROUP_TYPE,
     Group,
@@ -42,6 +47,10 @@ from kompakt.broker.groups.group import (
     Member,
     SyncResult,
 )
+from kompakt.broker.groups.config import ConsumerGroupConfig, GroupConfig
+from kompakt.broker.groups.consumer_coordinator import ConsumerGroupCoordinator
+from kompakt.broker.groups.consumer_group import ConsumerGroupState
+from kompakt.broker.groups.errors import GroupError
 from kompakt.broker.groups.offsets import CommittedOffset, GroupMemberRecord, GroupMetadataRecord, OffsetStore
 from kompakt.broker.groups.timer import KeyedTimer
 from kompakt.clock import Clock
@@ -140,7 +149,13 @@ def _append_error(exc: BaseException) -> ErrorCode:
 class GroupCoordinator:
     """All classic groups of the broker. See :mod:`kompakt.broker.groups.group` for the state machine."""
 
-    def __init__(self, config: GroupConfig, clock: Clock, offsets: OffsetStore) -> None:
+    def __init__(
+        self,
+        config: GroupConfig,
+        clock: Clock,
+        offsets: OffsetStore,
+        consumer_config: ConsumerGroupConfig | None = None,
+    ) -> None:
         self.config = config
         self._clock = clock
         self._offsets = offsets
@@ -150,6 +165,24 @@ class GroupCoordinator:
         #: Whether :meth:`tick` runs the periodic offset expiry (off when the server schedules it).
         self.expire_on_tick = True
         self._restore()
+        #: The KIP-848 consumer groups (their ids are never classic groups at the same time).
+        self.consumer = ConsumerGroupCoordinator(
+            consumer_config or ConsumerGroupConfig(), clock, offsets, self
+        )
+
+    # -- the two group types -----------------------------------------------------------------------
+
+    def has_classic_group(self, group_id: str) -> bool:
+        return group_id in self._groups
+
+    def drop_empty_classic_group(self, group_id: str) -> bool:
+        """Delete an Empty classic group, tombstoning its metadata (KIP-848's conversion rule)."""
+        group = self._groups.get(group_id)
+        if group is None or group.state is not GroupState.EMPTY or group.members:
+            return False
+        del self._groups[group_id]
+        self._offsets.store_group_metadata(group_id, None)  # its tombstone, if it was stored
+        return True
 
     # -- persistence -------------------------------------------------------------------------------
 
@@ -290,6 +323,12 @@ class GroupCoordinator:
         error = self._check_join(request)
         if error is not ErrorCode.none:
             return Deferred.resolved(JoinResult(error=error, member_id=request.member_id))
+        if self.consumer.has_group(request.group_id) and not self.consumer.delete_if_empty(request.group_id):
+            # Kafka would let the classic member into the consumer group (KIP-848's online migration);
+            # kompakt does not mix protocols in one group.
+            return Deferred.resolved(
+                JoinResult(ErrorCode.inconsistent_group_protocol, member_id=request.member_id)
+            )
         self._run_timers()
         waiter: Deferred[JoinResult] = Deferred()
         self._join(request, waiter)
@@ -775,6 +814,7 @@ class GroupCoordinator:
     def tick(self, now_ms: float) -> None:
         """Fire due timers (sessions, rebalance and sync timeouts), and expire old offsets."""
         self._timer.run_due(now_ms)
+        self.consumer.tick(now_ms)
         if not self.expire_on_tick:
             return
         if self._next_offset_expiry_ms is None:
@@ -786,8 +826,14 @@ class GroupCoordinator:
     def expire_offsets(self) -> int:
         """Drop expired offsets of groups without members, and forget empty groups without offsets."""
         active = {g.group_id for g in self._groups.values() if g.members}
+        active |= {
+            g for g in self.consumer.group_ids() if self.consumer.state_of(g) is not ConsumerGroupState.EMPTY
+        }
         removed = self._offsets.expire(self._clock.now_ms(), self.config.offsets_retention_ms, active)
         with_offsets = self._offsets.groups()
+        for group_id in self.consumer.group_ids():
+            if group_id not in active and group_id not in with_offsets:
+                self.consumer.delete_group(group_id)
         for group_id in [g for g, grp in self._groups.items() if self._is_forgettable(grp, with_offsets)]:
             del self._groups[group_id]
             self._offsets.store_group_metadata(group_id, None)  # its tombstone, if it was stored
@@ -807,6 +853,7 @@ class GroupCoordinator:
         group_instance_id: str | None,
         entries: Sequence[OffsetCommitEntry],
         retention_ms: int | None = None,
+        api_version: int = 8,
     ) -> list[ErrorCode]:
         """Commit ``entries``; one error per entry, in order.
 
@@ -814,10 +861,16 @@ class GroupCoordinator:
         the member and generation must match the group, and commits are refused while the group waits
         for the leader's assignment (CompletingRebalance).
         """
-        error = self._check_commit(group_id, generation_id, member_id, group_instance_id)
-        if error is not ErrorCode.none:
-            return [error] * len(entries)
-        if group_id not in self._groups:
+        if self.consumer.has_group(group_id):
+            try:
+                self.consumer.check_commit(group_id, member_id, generation_id, api_version)
+            except GroupError as exc:
+                return [error_code_for(exc)] * len(entries)
+        else:
+            error = self._check_commit(group_id, generation_id, member_id, group_instance_id)
+            if error is not ErrorCode.none:
+                return [error] * len(entries)
+        if group_id not in self._groups and not self.consumer.has_group(group_id):
             self._groups[group_id] = Group(group_id)
         now_ms = self._clock.now_ms()
         expire_ts = now_ms + retention_ms if retention_ms is not None and retention_ms >= 0 else None
@@ -887,7 +940,7 @@ class GroupCoordinator:
         if not group_id:
             return ErrorCode.invalid_group_id, []
         group = self._groups.get(group_id)
-        if group is None and group_id not in self._offsets.groups():
+        if group is None and group_id not in self._offsets.groups() and not self.consumer.has_group(group_id):
             return ErrorCode.group_id_not_found, []
         if (
             group is not None
@@ -897,8 +950,9 @@ class GroupCoordinator:
             return ErrorCode.non_empty_group, []
         results: list[tuple[str, list[tuple[int, ErrorCode]]]] = []
         doomed: list[tuple[str, int]] = []
+        consumer_subscribed = self.consumer.subscribed_topics(group_id)
         for topic, partitions in topics:
-            if group is not None and group.is_subscribed_to(topic):
+            if topic in consumer_subscribed or (group is not None and group.is_subscribed_to(topic)):
                 results.append((topic, [(p, ErrorCode.group_subscribed_to_topic) for p in partitions]))
                 continue
             results.append((topic, [(p, ErrorCode.none) for p in partitions]))
@@ -915,6 +969,10 @@ class GroupCoordinator:
 
     def describe(self, group_id: str) -> GroupDescription:
         group = self._groups.get(group_id)
+        if group is None and self.consumer.has_group(group_id):
+            # DescribeGroups describes classic groups only; Kafka answers Dead (GROUP_ID_NOT_FOUND from
+            # v6) for a consumer group, which ConsumerGroupDescribe describes.
+            return GroupDescription(group_id, GroupState.DEAD.value, "", "", ())
         if group is None:
             if group_id in self._offsets.groups():
                 return GroupDescription(group_id, EMPTY.value, "", "", ())
@@ -947,6 +1005,10 @@ class GroupCoordinator:
             g.group_id: GroupListing(g.group_id, g.protocol_type or "", g.state.value, g.type)
             for g in self._groups.values()
         }
+        for group_id in self.consumer.group_ids():
+            listings[group_id] = GroupListing(
+                group_id, "consumer", self.consumer.state_of(group_id).value, group_type="consumer"
+            )
         for group_id in self._offsets.groups() - listings.keys():
             listings[group_id] = GroupListing(group_id, "", EMPTY.value)
         return [
@@ -962,6 +1024,13 @@ class GroupCoordinator:
             group = self._groups.get(group_id)
             if not group_id:
                 error = ErrorCode.invalid_group_id
+            elif self.consumer.has_group(group_id):
+                if self.consumer.state_of(group_id) is not ConsumerGroupState.EMPTY:
+                    error = ErrorCode.non_empty_group
+                else:
+                    self.consumer.delete_group(group_id)
+                    self._offsets.delete_group(group_id)
+                    error = ErrorCode.none
             elif group is not None and group.members:
                 error = ErrorCode.non_empty_group
             elif group is None and group_id not in self._offsets.groups():

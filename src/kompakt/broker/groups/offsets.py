@@ -115,6 +115,14 @@ class OffsetStore(Protocol):
         """Every stored group's metadata (what the coordinator restores at startup)."""
         ...
 
+    def append_group_records(self, group: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Append a consumer group's (KIP-848) ``(key, value)`` records as one batch; None is a tombstone."""
+        ...
+
+    def consumer_group_records(self) -> dict[str, list[tuple[bytes, bytes]]]:
+        """The live consumer-group records per group (latest value per key, tombstoned keys gone)."""
+        ...
+
 
 def select_offsets(
     offsets: Mapping[tuple[str, int], CommittedOffset], topic: str | None, partition: int | None
@@ -134,6 +142,7 @@ class InMemoryOffsetStore:
         self._lock = threading.Lock()
         self._offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         self._group_metadata: dict[str, GroupMetadataRecord] = {}
+        self._consumer_records: dict[str, dict[bytes, bytes]] = {}
 
     def commit(
         self,
@@ -205,3 +214,26 @@ class InMemoryOffsetStore:
     def all_group_metadata(self) -> dict[str, GroupMetadataRecord]:
         with self._lock:
             return dict(self._group_metadata)
+
+    def append_group_records(self, group: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        with self._lock:
+            apply_consumer_records(self._consumer_records, group, records)
+
+    def consumer_group_records(self) -> dict[str, list[tuple[bytes, bytes]]]:
+        with self._lock:
+            return {g: list(r.items()) for g, r in self._consumer_records.items()}
+
+
+def apply_consumer_records(
+    view: dict[str, dict[bytes, bytes]], group: str, records: Sequence[tuple[bytes, bytes | None]]
+) -> None:
+    """Fold records into a compacted view (latest value per key; a tombstone removes the key)."""
+    keyed = view.setdefault(group, {})
+    for key, value in records:
+        if value is None:
+            keyed.pop(key, None)
+        else:
+            keyed.pop(key, None)  # re-insert at the end: the view keeps the log's order
+            keyed[key] = value
+    if not keyed:
+        del view[group]
