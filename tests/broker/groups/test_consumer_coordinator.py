@@ -280,7 +280,10 @@ def join_group(c: Cluster, group: str) -> Any:
         "protocols": [{"name": "range", "metadata": b""}],
         "reason": None,
     }
-    return call(c.dispatcher, ApiKey.JOIN_GROUP, 5, values)
+    response = call(c.dispatcher, ApiKey.JOIN_GROUP, 5, values)
+    if response.error_code is E.member_id_required:  # KIP-394: rejoin with the id handed out
+        response = call(c.dispatcher, ApiKey.JOIN_GROUP, 5, values | {"member_id": response.member_id})
+    return response
 
 
 def list_groups(c: Cluster) -> dict[str, tuple[str, str]]:
