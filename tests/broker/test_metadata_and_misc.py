@@ -26,7 +26,7 @@ def test_advertised_versions() -> None:
         ApiKey.FETCH: (4, 12),
         ApiKey.LIST_OFFSETS: (1, 7),
         ApiKey.INIT_PRODUCER_ID: (0, 5),
-        ApiKey.DESCRIBE_CLUSTER: (0, 1),
+        ApiKey.DESCRIBE_CLUSTER: (0, 2),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     }
     for key, (low, high) in expected.items():
@@ -164,7 +164,8 @@ def test_describe_cluster(dispatcher: Dispatcher) -> None:
         1,
         {"include_cluster_authorized_operations": False, "endpoint_type": 2},
     )
-    assert controllers.error_code == E.unsupported_endpoint_type
+    # Kafka 4.1 (AuthHelper.computeDescribeClusterResponse): a broker asked for controllers.
+    assert controllers.error_code == E.mismatched_endpoint_type
 
 
 @pytest.mark.parametrize(

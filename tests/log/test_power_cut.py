@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import json
 import random
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,42 +34,12 @@ from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.record import decode_records
 from kompakt.testing.faults import SimulatedCrashError
 from kompakt.testing.power_cut import PowerCutFileOps
+from tests.support.log_dirs import CliResult
 
 TopicPartition = tuple[str, int]
 TRIALS = 12
 TOPIC_CONFIGS = {"segment.bytes": "12000", "segment.index.bytes": "4096", "index.interval.bytes": "1024"}
 BROKER = BrokerConfig.from_properties({})
-
-
-@dataclass
-class CliResult:
-    code: int
-    out: str
-    err: str
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., CliResult]:
-    """``kompakt ARGS`` in-process, as the console script runs it."""
-    from kompakt.cli import main as cli_main
-    from kompakt.cli.output import console, err_console
-
-    monkeypatch.setattr(console, "width", 250, raising=False)
-
-    def run(*args: str) -> CliResult:
-        capsys.readouterr()
-        monkeypatch.setattr(sys, "argv", ["kompakt", *args])
-        monkeypatch.setattr(console, "_file", None, raising=False)
-        monkeypatch.setattr(err_console, "_file", None, raising=False)
-        code = 0
-        try:
-            cli_main.main()
-        except SystemExit as exc:
-            code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
-        captured = capsys.readouterr()
-        return CliResult(code, captured.out, captured.err)
-
-    return run
 
 
 def new_manager(data_dir: Path, ops: PowerCutFileOps | None = None) -> LogManager:

@@ -16,15 +16,18 @@ from tests.support.wire import chunks_to_frame, request_frame
 TIER_1_GROUP_APIS = {
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.FIND_COORDINATOR: (0, 4),
-    ApiKey.JOIN_GROUP: (0, 7),
+    ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.SYNC_GROUP: (0, 5),
     ApiKey.HEARTBEAT: (0, 4),
     ApiKey.LEAVE_GROUP: (0, 5),
-    ApiKey.OFFSET_COMMIT: (2, 8),
-    ApiKey.OFFSET_FETCH: (1, 8),
-    ApiKey.DESCRIBE_GROUPS: (0, 5),
-    ApiKey.LIST_GROUPS: (0, 4),
+    ApiKey.OFFSET_COMMIT: (2, 9),
+    ApiKey.OFFSET_FETCH: (1, 9),
+    ApiKey.DESCRIBE_GROUPS: (0, 6),
+    ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
 }
 
 # The tier-1 matrix of the reference, exactly: ApiVersions advertises this and nothing else.
@@ -41,7 +44,7 @@ TIER_1_APIS = {
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.CREATE_PARTITIONS: (0, 3),
-    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     # transactions (issue 15): Kafka 4.1's ranges, less the transaction.version 2 ones
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
@@ -51,6 +54,8 @@ TIER_1_APIS = {
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 2),
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
 }
 
 TOPICS = [{"name": "t", "partition_indexes": [0]}]
@@ -85,6 +90,19 @@ REQUESTS: dict[int, Mapping[str, object]] = {
     ApiKey.DESCRIBE_GROUPS: {"groups": ["g"], "include_authorized_operations": False},
     ApiKey.LIST_GROUPS: {"states_filter": []},
     ApiKey.DELETE_GROUPS: {"groups_names": ["g"]},
+    ApiKey.OFFSET_DELETE: {
+        "group_id": "g",
+        "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}],
+    },
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: {
+        "group_id": "kip848",
+        "member_id": "m",
+        "member_epoch": 0,
+        "rebalance_timeout": 30_000,
+        "subscribed_topic_names": ["t"],
+        "topic_partitions": [],
+    },
+    ApiKey.CONSUMER_GROUP_DESCRIBE: {"group_ids": ["kip848"], "include_authorized_operations": False},
 }
 
 

@@ -113,6 +113,15 @@ JOIN = {
 API_VERSIONS = {"client_software_name": "test", "client_software_version": "1"}
 
 
+async def join_group(client: Client, version: int, values: dict[str, object]) -> Any:
+    """JoinGroup, with the KIP-394 round trip: v4+ first answers MEMBER_ID_REQUIRED and an id."""
+    joined = await client.request(ApiKey.JOIN_GROUP, version, values)
+    if version >= 4 and not values.get("member_id"):
+        assert joined.error_code == E.member_id_required and joined.member_id
+        joined = await client.request(ApiKey.JOIN_GROUP, version, values | {"member_id": joined.member_id})
+    return joined
+
+
 def test_consumer_group_cycle() -> None:
     with_server(scenario_consumer_group_cycle)
 
@@ -126,7 +135,7 @@ async def scenario_consumer_group_cycle(server: KafkaServer) -> None:
     coordinator = await client.request(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
     assert (coordinator.host, coordinator.port) == ("localhost", server.port)
 
-    joined = await client.request(ApiKey.JOIN_GROUP, 7, JOIN)
+    joined = await join_group(client, 7, JOIN)
     member, generation = joined.member_id, joined.generation_id
     assert joined.error_code == E.none and joined.leader == member
     sync = {
@@ -181,9 +190,10 @@ def test_pipelined_responses_stay_in_order_behind_a_deferred_join() -> None:
 
 async def scenario_pipelined_responses_stay_in_order_behind_a_deferred_join(server: KafkaServer) -> None:
     leader = await Client.connect(server)
-    first = await leader.request(ApiKey.JOIN_GROUP, 5, JOIN)
+    first = await join_group(leader, 5, JOIN)
     follower = await Client.connect(server)
-    join_id = follower.send(ApiKey.JOIN_GROUP, 5, JOIN)
+    required = await follower.request(ApiKey.JOIN_GROUP, 5, JOIN)
+    join_id = follower.send(ApiKey.JOIN_GROUP, 5, JOIN | {"member_id": required.member_id})
     no_answer_id = follower.send(
         ApiKey.INIT_PRODUCER_ID, 0, {"transactional_id": None, "transaction_timeout": 1}
     )
@@ -206,7 +216,8 @@ def test_tick_task_expires_sessions() -> None:
 
 async def scenario_tick_task_expires_sessions(server: KafkaServer) -> None:
     client = await Client.connect(server)
-    joined = await client.request(ApiKey.JOIN_GROUP, 5, JOIN)
+    joined = await join_group(client, 5, JOIN)
+    assert joined.error_code == E.none and joined.generation_id == 1
     clock = server.broker.clock
     assert isinstance(clock, FakeClock)
     clock.advance(10_001)  # the sync never comes: the leader is dropped after the rebalance timeout

@@ -65,6 +65,11 @@ class BrokerProcess:
 
 def start_broker(data_dir: Path, *extra: str) -> BrokerProcess:
     """Launch ``kompakt serve --port 0`` and wait for its ready line."""
+    return launch(data_dir, "--override", "group.initial.rebalance.delay.ms=0", *extra)
+
+
+def launch(data_dir: Path, *args: str, port: int = 0) -> BrokerProcess:
+    """Launch ``kompakt serve`` on ``data_dir`` with ``args`` and wait for its ready line."""
     stderr_path = data_dir.parent / f"{data_dir.name}-stderr-{time.monotonic_ns()}.log"
     command = [
         sys.executable,
@@ -74,10 +79,8 @@ def start_broker(data_dir: Path, *extra: str) -> BrokerProcess:
         "--data-dir",
         str(data_dir),
         "--port",
-        "0",
-        "--override",
-        "group.initial.rebalance.delay.ms=0",
-        *extra,
+        str(port),
+        *args,
     ]
     with stderr_path.open("w") as stderr:
         process = subprocess.Popen(

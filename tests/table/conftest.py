@@ -4,39 +4,17 @@ and the Kafka 4.1.2-written fixture directory copied under a ``<topic>-<partitio
 from __future__ import annotations
 
 import shutil
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kompakt.testing import InProcessBroker
+from tests.support.log_dirs import cli
 
-from .table_helpers import FIXTURE, TOPIC, CliResult
+from .table_helpers import FIXTURE, TOPIC
 
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., CliResult]:
-    """``kompakt ARGS`` in-process, as the console script runs it."""
-    from kompakt.cli import main as cli_main
-    from kompakt.cli.output import console, err_console
-
-    monkeypatch.setattr(console, "width", 250, raising=False)
-
-    def run(*args: str) -> CliResult:
-        capsys.readouterr()
-        monkeypatch.setattr(sys, "argv", ["kompakt", *args])
-        monkeypatch.setattr(console, "_file", None, raising=False)
-        monkeypatch.setattr(err_console, "_file", None, raising=False)
-        code = 0
-        try:
-            cli_main.main()
-        except SystemExit as exc:
-            code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
-        captured = capsys.readouterr()
-        return CliResult(code, captured.out, captured.err)
-
-    return run
+__all__ = ["cli"]
 
 
 @pytest.fixture

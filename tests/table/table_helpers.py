@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Producer
 
+from tests.support.log_dirs import CliResult
+
+__all__ = ["FIXTURE", "TOPIC", "CliResult", "produce"]
+
 FIXTURE = Path(__file__).parent.parent / "log" / "fixtures" / "kafka41_compacted"
 TOPIC = "tbl"
-
-
-@dataclass
-class CliResult:
-    code: int
-    out: str
-    err: str
 
 
 def produce(

@@ -23,6 +23,7 @@ from typing import Protocol, TypeAlias
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.fetch_waiters import FetchWaiters
 from kompakt.broker.groups import GroupConfig, GroupCoordinator, InMemoryOffsetStore, OffsetStore
+from kompakt.broker.groups.config import ConsumerGroupConfig
 from kompakt.broker.producer_ids import ProducerIdManager
 from kompakt.broker.txn.coordinator import TransactionCoordinator
 from kompakt.cleaner.log_cleaner import LogCleaner
@@ -184,6 +185,7 @@ class Broker:
         *,
         clock: Clock | None = None,
         group_config: GroupConfig | None = None,
+        consumer_group_config: ConsumerGroupConfig | None = None,
         offsets: OffsetStore | None = None,
         log_manager: LogManager | None = None,
         broker_config: BrokerConfig | None = None,
@@ -198,7 +200,12 @@ class Broker:
         clock = clock or SystemClock()
         config = broker_config or (log_manager.broker_config if log_manager is not None else BrokerConfig())
         store = offsets or InMemoryOffsetStore()
-        coordinator = GroupCoordinator(group_config or GroupConfig(), clock, store)
+        coordinator = GroupCoordinator(group_config or GroupConfig(), clock, store, consumer_group_config)
+        if log_manager is not None:
+            logs = log_manager
+            coordinator.consumer.topics = lambda: {
+                name: (meta.topic_id, meta.partitions) for name, meta in logs.topics().items()
+            }
         broker = cls(
             clock=clock,
             groups=coordinator,

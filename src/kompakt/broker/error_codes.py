@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from kompakt import errors
 from kompakt.broker.groups.offsets_topic import OffsetsTopicFormatError
+from kompakt.broker.groups import errors as group_errors
+from kompakt.broker.groups.consumer_records import ConsumerRecordFormatError
 from kompakt.broker.producer_ids import CorruptProducerIdFileError
 from kompakt.broker.txn.log_format import TransactionLogFormatError
 from kompakt.broker.txn.state_manager import TransactionLogAppendError
@@ -65,6 +67,7 @@ _ERROR_CODES: dict[type[BaseException], ErrorCode] = {
     # A payload that does not decompress is a corrupt batch (produce validation says so too).
     errors.CompressionError: ErrorCode.corrupt_message,
     OffsetsTopicFormatError: ErrorCode.corrupt_message,  # a record of __consumer_offsets
+    ConsumerRecordFormatError: ErrorCode.corrupt_message,  # a KIP-848 record of __consumer_offsets
     TransactionLogFormatError: ErrorCode.corrupt_message,  # a record of __transaction_state
     # TransactionStateManager.appendTransactionToLog: a failed write of the coordinator's log
     # (storage error, partition offline) is NOT_COORDINATOR, so the client looks it up again.
@@ -106,6 +109,22 @@ _ERROR_CODES: dict[type[BaseException], ErrorCode] = {
     errors.UncleanablePartitionError: ErrorCode.unknown_server_error,
     errors.IllegalCleanerStateError: ErrorCode.unknown_server_error,  # IllegalStateException
     errors.OperatorError: ErrorCode.unknown_server_error,  # tools and start-up, never a request
+    # ---- group coordinator (KIP-848 consumer groups): each is the ApiException of its name
+    group_errors.GroupError: ErrorCode.unknown_server_error,  # the base; every raise is a subclass
+    group_errors.InvalidGroupRequestError: ErrorCode.invalid_request,
+    group_errors.GroupIdNotFoundError: ErrorCode.group_id_not_found,
+    group_errors.UnknownMemberIdError: ErrorCode.unknown_member_id,
+    group_errors.FencedMemberEpochError: ErrorCode.fenced_member_epoch,
+    group_errors.StaleMemberEpochError: ErrorCode.stale_member_epoch,
+    group_errors.IllegalGenerationError: ErrorCode.illegal_generation,
+    group_errors.GroupMaxSizeReachedError: ErrorCode.group_max_size_reached,
+    group_errors.UnsupportedAssignorError: ErrorCode.unsupported_assignor,
+    group_errors.UnreleasedInstanceIdError: ErrorCode.unreleased_instance_id,
+    group_errors.FencedInstanceIdError: ErrorCode.fenced_instance_id,
+    group_errors.InconsistentGroupProtocolError: ErrorCode.inconsistent_group_protocol,
+    group_errors.NonEmptyGroupError: ErrorCode.non_empty_group,
+    group_errors.UnsupportedGroupVersionError: ErrorCode.unsupported_version,
+    group_errors.InvalidRegularExpressionError: ErrorCode.invalid_regular_expression,
 }
 
 

@@ -553,9 +553,10 @@ def alter_broker(
 ) -> BrokerConfig:
     """The broker config after a dynamic update of this broker (or, name ``""``, the cluster default).
 
-    Only dynamic keys are accepted (the dynamic cleaner keys, ``message.max.bytes`` and the
-    ``log.*`` topic-default synonyms); ``log.cleaner.threads`` follows Kafka's update rule. The
-    caller persists and installs the result (see :func:`save_dynamic_broker_config`).
+    Only dynamic keys are accepted (the dynamic cleaner keys, ``message.max.bytes``, the ``log.*``
+    topic-default synonyms, and the Kafka configs kompakt accepts without acting on them that Kafka
+    lets AlterConfigs change); ``log.cleaner.threads`` follows Kafka's update rule. The caller
+    persists and installs the result (see :func:`save_dynamic_broker_config`).
     """
     cluster_default = broker_target(name, node_id)
     layer = broker_config.dynamic_default if cluster_default else broker_config.dynamic
@@ -567,7 +568,9 @@ def alter_broker(
     try:
         return broker_config.with_dynamic(updates, cluster_default=cluster_default)
     except errors.ConfigError as exc:
-        raise AdminError(ErrorCode.invalid_config, str(exc)) from None
+        # Kafka 4.1's controller validates broker configs (``DynamicBrokerConfig.validateConfigs``)
+        # and answers every failure there with INVALID_REQUEST, not INVALID_CONFIG.
+        raise AdminError(ErrorCode.invalid_request, str(exc)) from None
 
 
 # ----------------------------------------------------------------------------------------------

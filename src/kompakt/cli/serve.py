@@ -3,7 +3,8 @@
 Configuration comes from a ``server.properties`` file (``--config``) with ``--override
 name=value`` on top, exactly as Kafka's ``kafka-server-start.sh --override``. A bad name or value
 is one ``error:`` line and exit code 2, before anything touches the disk. Deprecated settings
-print a ``warning:`` line and the broker starts anyway.
+print a ``warning:`` line and the broker starts anyway; so do Kafka broker configs kompakt accepts
+but does not act on (``num.io.threads`` and the like): one ``warning:`` line names them all.
 
 Exactly one line goes to stdout once the broker accepts connections, so scripts and tests can
 wait for it (``--port 0`` picks a free port and the line names it)::
@@ -218,6 +219,9 @@ def run_serve(
         raise SystemExit(2) from None
     for warning in settings.broker_config.deprecation_warnings():
         print(f"warning: {warning}", file=sys.stderr)
+    inert = settings.broker_config.inert_config_warning()
+    if inert is not None:
+        print(f"warning: {inert}", file=sys.stderr)
     try:
         asyncio.run(run_broker(settings, broker_clock))
     except BindError as exc:

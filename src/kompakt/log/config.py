@@ -35,6 +35,8 @@ from kompakt.log.config_defs import (
 from kompakt.log.config_tables import (
     BROKER_CONFIGS,
     DYNAMIC_CLEANER_KEYS,
+    INERT_BROKER_CONFIGS,
+    LISTENER_ONLY_BROKER_NAMES,
     TOPIC_CONFIG_DEFS,
     TOPIC_CONFIGS,
     TOPIC_NAME_OF_BROKER_SYNONYM,
@@ -126,6 +128,8 @@ class LogConfig:
     local_retention_ms: int = -2
     max_compaction_lag_ms: int = LONG_MAX
     max_message_bytes: int = 1_048_588
+    #: Accepted and ignored, as Kafka 3.9 ignores it (kompakt writes record batches v2).
+    message_format_version: str = "3.0-IV1"
     message_timestamp_after_max_ms: int = LONG_MAX
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_type: str = "CreateTime"
@@ -229,17 +233,27 @@ def _unknown_broker_config(name: str) -> ConfigError:
 
 
 def _parse_layer(layer: Mapping[str, str], dynamic: bool) -> dict[str, ConfigValue]:
+    """Parse one layer; a dynamic layer takes only what Kafka lets AlterConfigs change
+    (``DynamicBrokerConfig.validateConfigs``: dynamic configs, SSL ones only per listener)."""
     parsed: dict[str, ConfigValue] = {}
     not_dynamic = []
+    listener_only = []
     for name, raw in layer.items():
         definition = BROKER_CONFIGS.get(name)
         if definition is None:
             raise _unknown_broker_config(name)
-        if dynamic and not definition.dynamic:
+        if dynamic and name in LISTENER_ONLY_BROKER_NAMES:
+            listener_only.append(name)
+        elif dynamic and not definition.dynamic:
             not_dynamic.append(name)
         parsed[name] = definition.parse(raw)
     if not_dynamic:
         raise ConfigError(f"Cannot update these configs dynamically: {', '.join(sorted(not_dynamic))}")
+    if listener_only:
+        raise ConfigError(
+            "These security configs can be dynamically updated only per-listener using the listener "
+            f"prefix: {', '.join(sorted(listener_only))}"
+        )
     return parsed
 
 
@@ -397,6 +411,20 @@ class BrokerConfig:
                 "need the cleaner, and with it disabled they are never compacted or retained."
             )
         return warnings
+
+    def inert_configs(self) -> list[str]:
+        """The Kafka broker configs set in ``server.properties`` that kompakt does not act on."""
+        return sorted(name for name in self.static if name in INERT_BROKER_CONFIGS)
+
+    def inert_config_warning(self) -> str | None:
+        """``kompakt serve``'s one warning line about them, or None when there are none."""
+        names = self.inert_configs()
+        if not names:
+            return None
+        return (
+            f"kompakt accepts but does not act on these Kafka broker configs: {', '.join(names)} "
+            "(DescribeConfigs documents each one)"
+        )
 
     def log_config(self) -> LogConfig:
         """The topic config a topic without overrides gets on this broker."""

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from kompakt.log.config import BrokerConfig, parse_topic_overrides, resolve_topic_value
 from kompakt.log.config_defs import ConfigSource, ConfigType, ConfigValue
-from kompakt.log.config_tables import BROKER_CONFIGS, TOPIC_CONFIG_DEFS, TopicConfigDef
+from kompakt.log.config_tables import BROKER_CONFIGS, INTERNAL_BROKER_NAMES, TOPIC_CONFIG_DEFS, TopicConfigDef
 
 
 class ConfigSynonym(NamedTuple):
@@ -101,10 +101,16 @@ _BROKER_GROUPS = _broker_groups()
 
 
 def describe_broker_config(broker: BrokerConfig) -> list[ConfigEntry]:
-    """Every broker config, sorted by name; dynamic keys are the ones not read-only."""
+    """Every broker config, sorted by name; dynamic keys are the ones not read-only.
+
+    Kafka's internal configs are left out unless set, as Kafka's ``ConfigHelper.allConfigs``
+    lists only non-internal values and the originals.
+    """
     entries = []
     for name in sorted(BROKER_CONFIGS):
         definition = BROKER_CONFIGS[name]
+        if name in INTERNAL_BROKER_NAMES and broker.lookup_set(name) is None:
+            continue
         value, own_source = broker.lookup(name)
         synonyms: list[ConfigSynonym] = []
         for synonym_name in _BROKER_GROUPS.get(name, (name,)):

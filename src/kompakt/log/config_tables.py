@@ -24,7 +24,9 @@ from kompakt.log.config_defs import (
     Validator,
     ValidList,
     ValidString,
+    invalid,
 )
+from kompakt.log.kafka_configs import config_def_of, kafka_broker_configs
 
 MS_PER_MINUTE = 60_000
 MS_PER_HOUR = 3_600_000
@@ -41,6 +43,39 @@ BOOL, STR, INT, LONG, DBL, LIST = (
 CLEANUP_POLICIES = ("compact", "delete")
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+
+#: Kafka 3.9's ``MetadataVersion`` releases and internal versions, the values
+#: ``message.format.version`` accepts (``MetadataVersionValidator``).
+_METADATA_RELEASES = (
+    "0.8.0", "0.8.1", "0.8.2", "0.9.0", "0.10.0", "0.10.1", "0.10.2", "0.11.0", "1.0", "1.1", "2.0",
+    "2.1", "2.2", "2.3", "2.4", "2.5", "2.6", "2.7", "2.8", "3.0", "3.1", "3.2", "3.3", "3.4", "3.5",
+    "3.6", "3.7", "3.8", "3.9",
+)  # fmt: skip
+_INTERNAL_VERSIONS = {
+    "0.10.0": 2, "0.10.1": 3, "0.10.2": 1, "0.11.0": 3, "1.0": 1, "1.1": 1, "2.0": 2, "2.1": 3,
+    "2.2": 2, "2.3": 2, "2.4": 2, "2.5": 1, "2.6": 1, "2.7": 3, "2.8": 2, "3.0": 2, "3.1": 1, "3.2": 1,
+    "3.3": 4, "3.4": 1, "3.5": 3, "3.6": 3, "3.7": 5, "3.8": 1, "3.9": 1, "4.0": 2,
+}  # fmt: skip
+METADATA_VERSIONS: frozenset[str] = frozenset(
+    {*_METADATA_RELEASES, *(f"{r}-IV{i}" for r, n in _INTERNAL_VERSIONS.items() for i in range(n))}
+)
+#: Kafka 3.9's default of ``message.format.version`` (``IBP_3_0_IV1``).
+DEFAULT_MESSAGE_FORMAT_VERSION = "3.0-IV1"
+
+
+@dataclass(frozen=True, slots=True)
+class MessageFormatVersion:
+    """Kafka 3.9's ``MetadataVersionValidator``: a version ``MetadataVersion.fromVersionString``
+    knows, whose segments past the release (``3.0.1``) are ignored."""
+
+    def ensure_valid(self, name: str, value: ConfigValue) -> None:
+        if not isinstance(value, str):
+            return
+        segments = value.split(".")
+        keep = 3 if value.startswith("0.") else 2
+        key = value if keep >= len(segments) else ".".join(segments[:keep])
+        if key not in METADATA_VERSIONS:
+            raise invalid(name, value, f"Version {value} is not a valid version")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +151,10 @@ TOPIC_CONFIG_DEFS: tuple[TopicConfigDef, ...] = (
        ("log.cleaner.max.compaction.lag.ms",)),
     _t("max.message.bytes", INT, 1_048_588, "Largest record batch size in bytes accepted on append.",
        Range(0), ("message.max.bytes",)),
+    _t("message.format.version", STR, DEFAULT_MESSAGE_FORMAT_VERSION,
+       "[DEPRECATED, accepted and ignored] The record format of old brokers; Kafka 3.9 ignores it for "
+       "every inter.broker.protocol.version of 3.0 or higher, and kompakt always writes the current "
+       "(v2) format. Kafka 4.0 removed it.", MessageFormatVersion(), ("log.message.format.version",)),
     _t("message.timestamp.after.max.ms", LONG, LONG_MAX,
        "How far in ms a CreateTime timestamp may be ahead of the broker's time.", Range(0),
        ("log.message.timestamp.after.max.ms",)),
@@ -186,6 +225,9 @@ _SYNONYM_BROKER_DEFS: tuple[ConfigDef, ...] = (
     _b("log.cleaner.max.compaction.lag.ms", LONG, LONG_MAX, "Default max.compaction.lag.ms.", Range(0)),
     _b("message.max.bytes", INT, 1_048_588, "Default max.message.bytes; also bounds the cleaner's "
        "I/O buffer growth.", Range(0)),
+    _b("log.message.format.version", STR, DEFAULT_MESSAGE_FORMAT_VERSION,
+       "[DEPRECATED, accepted and ignored] Default message.format.version (Kafka 3.9's).",
+       MessageFormatVersion()),
     _b("log.message.timestamp.after.max.ms", LONG, LONG_MAX, "Default message.timestamp.after.max.ms.",
        Range(0)),
     _b("log.message.timestamp.before.max.ms", LONG, LONG_MAX,
@@ -208,8 +250,6 @@ _SYNONYM_BROKER_DEFS: tuple[ConfigDef, ...] = (
     _b("log.roll.hours", INT, 168, "Default segment.ms in hours.", Range(1)),
     _b("unclean.leader.election.enable", BOOL, False, "Default unclean.leader.election.enable."),
 )  # fmt: skip
-
-_compat = "Accepted for compatibility with Kafka's server.properties; it has no effect in kompakt."
 
 _BROKER_ONLY_DEFS: tuple[ConfigDef, ...] = (
     _b("log.cleaner.enable", BOOL, True, "Run the log cleaner (deprecated; restart to change).",
@@ -283,29 +323,67 @@ _BROKER_ONLY_DEFS: tuple[ConfigDef, ...] = (
        dynamic=False),
     _b("group.max.session.timeout.ms", INT, 1_800_000, "Largest session timeout a member may ask.",
        dynamic=False),
+    _b("group.max.size", INT, 2**31 - 1, "Most members a classic group may have (GROUP_MAX_SIZE_REACHED).",
+       Range(1), dynamic=False),
+    _b("offset.metadata.max.bytes", INT, 4096, "Largest metadata string of a committed offset.",
+       dynamic=False),
+    # KIP-848 consumer groups (kompakt.broker.groups.consumer_coordinator).
+    _b("group.coordinator.rebalance.protocols", LIST, ("classic", "consumer", "streams"),
+       "Enabled group protocols; without consumer, ConsumerGroupHeartbeat is refused (kompakt "
+       "has no streams groups).", ValidList(("classic", "consumer", "streams")), dynamic=False),
+    _b("group.consumer.session.timeout.ms", INT, 45_000,
+       "Session timeout in ms of a consumer-protocol member.", Range(1), dynamic=False),
+    _b("group.consumer.min.session.timeout.ms", INT, 45_000,
+       "Smallest group.consumer.session.timeout.ms.", Range(1), dynamic=False),
+    _b("group.consumer.max.session.timeout.ms", INT, 60_000,
+       "Largest group.consumer.session.timeout.ms.", Range(1), dynamic=False),
+    _b("group.consumer.heartbeat.interval.ms", INT, 5_000,
+       "Heartbeat interval in ms given to consumer-protocol members.", Range(1), dynamic=False),
+    _b("group.consumer.min.heartbeat.interval.ms", INT, 5_000,
+       "Smallest group.consumer.heartbeat.interval.ms.", Range(1), dynamic=False),
+    _b("group.consumer.max.heartbeat.interval.ms", INT, 15_000,
+       "Largest group.consumer.heartbeat.interval.ms.", Range(1), dynamic=False),
+    _b("group.consumer.max.size", INT, 2**31 - 1, "Most members of one consumer group.", Range(1),
+       dynamic=False),
+    _b("group.consumer.assignors", LIST, ("uniform", "range"),
+       "Server assignors (names or Kafka class names); the first is the default.",
+       ValidList(("uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+                  "org.apache.kafka.coordinator.group.assignor.RangeAssignor")), dynamic=False),
+    _b("group.consumer.migration.policy", STR, "bidirectional",
+       "Conversion between classic and consumer groups; kompakt converts empty groups only.",
+       ValidString(("disabled", "upgrade", "downgrade", "bidirectional",
+                    "DISABLED", "UPGRADE", "DOWNGRADE", "BIDIRECTIONAL")), dynamic=False),
     _b("log.dirs", STR, None, "Data directories (kompakt uses exactly one).", dynamic=False),
     _b("log.dir", STR, "/tmp/kafka-logs", "Data directory used when log.dirs is not set.",
        dynamic=False),
 )  # fmt: skip
 
-COMPAT_ONLY_BROKER_NAMES: tuple[str, ...] = (
-    "process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
-    "controller.listener.names", "inter.broker.listener.name", "listener.security.protocol.map",
-    "num.network.threads", "num.io.threads", "socket.send.buffer.bytes",
-    "socket.receive.buffer.bytes", "num.recovery.threads.per.data.dir",
-    "offsets.topic.replication.factor", "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr", "share.coordinator.state.topic.replication.factor",
-    "share.coordinator.state.topic.min.isr",
-)  # fmt: skip
-
-BROKER_CONFIGS: dict[str, ConfigDef] = {
-    d.name: d
-    for d in (
-        *_SYNONYM_BROKER_DEFS,
-        *_BROKER_ONLY_DEFS,
-        *(_b(n, STR, None, _compat, dynamic=False) for n in COMPAT_ONLY_BROKER_NAMES),
-    )
+#: The broker configs kompakt defines (and acts on), with its own wording and validators.
+KOMPAKT_BROKER_CONFIGS: dict[str, ConfigDef] = {
+    d.name: d for d in (*_SYNONYM_BROKER_DEFS, *_BROKER_ONLY_DEFS)
 }
+
+#: Every other Kafka 4.1 broker config (:mod:`kompakt.log.kafka_configs`): accepted wherever Kafka
+#: accepts it, described with its Kafka default and documentation, and otherwise without effect.
+INERT_BROKER_CONFIGS: dict[str, ConfigDef] = {
+    name: config_def_of(entry)
+    for name, entry in kafka_broker_configs().items()
+    if name not in KOMPAKT_BROKER_CONFIGS
+}
+
+#: Kafka's internal configs kompakt does not define: listed by DescribeConfigs only when set.
+INTERNAL_BROKER_NAMES: frozenset[str] = frozenset(
+    name for name, entry in kafka_broker_configs().items() if entry.internal and name in INERT_BROKER_CONFIGS
+)
+
+#: Kafka's SSL configs that can change at runtime only with a listener prefix.
+LISTENER_ONLY_BROKER_NAMES: frozenset[str] = frozenset(
+    name for name, entry in kafka_broker_configs().items() if entry.listener_only
+)
+
+BROKER_CONFIGS: dict[str, ConfigDef] = dict(
+    sorted({**INERT_BROKER_CONFIGS, **KOMPAKT_BROKER_CONFIGS}.items())
+)
 
 DYNAMIC_CLEANER_KEYS: frozenset[str] = frozenset(
     {

@@ -309,6 +309,12 @@ class LogManager:
         self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT_FILE, lambda lg: lg.high_watermark)
 
     def _write_checkpoint(self, name: str, value: object) -> None:
+        # Under the manager lock: the periodic tasks and DeleteRecords write from different
+        # threads, and two writers of one ``<name>.tmp`` could rename each other's half file.
+        with self._lock:
+            self._write_checkpoint_locked(name, value)
+
+    def _write_checkpoint_locked(self, name: str, value: object) -> None:
         assert callable(value)
         entries: dict[TopicPartition, int] = {}
         kept = self._offline_checkpoints.get(name, {})

@@ -21,7 +21,7 @@ import logging
 import os
 import random
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -45,7 +45,7 @@ from kompakt.log.roll import random_roll_jitter_ms, roll_reason
 from kompakt.log.segment import FileSlice, LogSegment, batch_positions
 from kompakt.log.segments import LogSegments, ManualScheduler, Scheduler, delete_later, swap_in
 from kompakt.log.txn_index import AbortedTxn
-from kompakt.records.batch import RecordBatchView, set_base_offset, set_max_timestamp_log_append
+from kompakt.records.batch import RecordBatchView, iter_batches, set_base_offset, set_max_timestamp_log_append
 
 log = logging.getLogger(__name__)
 
@@ -521,6 +521,27 @@ class PartitionLog:
             f"Received request for offset {offset} for partition {self.name}, but we only have log "
             f"segments upto {self._log_end_offset}."
         )
+
+    def replay_batches(self, chunk_bytes: int = 1 << 20) -> Iterator[RecordBatchView]:
+        """Every batch from the log start to the end offset seen at the call, in order.
+
+        What a coordinator reads to load its state topic (Kafka's ``CoordinatorLoaderImpl`` and
+        ``TransactionStateManager.loadTransactionMetadata``): reads of ``chunk_bytes`` whole batches,
+        each from the end of the last, until the end offset or a read that brings nothing new.
+        """
+        offset = self.log_start_offset
+        end = self.log_end_offset
+        while offset < end:
+            data = self.read(offset, chunk_bytes, max_offset=end).records
+            progressed = False
+            for batch in iter_batches(data):
+                if batch.next_offset <= offset:
+                    continue
+                progressed = True
+                offset = batch.next_offset
+                yield batch
+            if not progressed:
+                break
 
     def read(
         self,

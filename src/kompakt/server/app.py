@@ -21,6 +21,7 @@ from typing import Protocol
 from kompakt.broker.context import Broker, TimerHandle
 from kompakt.broker.dispatch import Dispatcher
 from kompakt.broker.groups import GroupConfig
+from kompakt.broker.groups.config import ConsumerGroupConfig
 from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC, TopicOffsetStore
 from kompakt.broker.producer_ids import ProducerIdManager
 from kompakt.broker.topic_admin import load_dynamic_broker_config
@@ -325,13 +326,27 @@ class BrokerApp:
             group_min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
             group_max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
             group_initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
+            group_max_size=config.get_int("group.max.size"),
+            offset_metadata_max_bytes=config.get_int("offset.metadata.max.bytes"),
             offsets_retention_minutes=config.get_int("offsets.retention.minutes"),
             offsets_retention_check_interval_ms=config.get_int("offsets.retention.check.interval.ms"),
         )
         producer_ids = ProducerIdManager(settings.data_dir)
+        consumer_group_config = ConsumerGroupConfig(
+            session_timeout_ms=config.get_int("group.consumer.session.timeout.ms"),
+            min_session_timeout_ms=config.get_int("group.consumer.min.session.timeout.ms"),
+            max_session_timeout_ms=config.get_int("group.consumer.max.session.timeout.ms"),
+            heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
+            min_heartbeat_interval_ms=config.get_int("group.consumer.min.heartbeat.interval.ms"),
+            max_heartbeat_interval_ms=config.get_int("group.consumer.max.heartbeat.interval.ms"),
+            max_size=config.get_int("group.consumer.max.size"),
+            assignors=config.get_list("group.consumer.assignors"),
+            migration_policy=(config.get_str("group.consumer.migration.policy") or "bidirectional").lower(),
+        )
         broker = Broker.create(
             clock=self.clock,
             group_config=group_config,
+            consumer_group_config=consumer_group_config,
             offsets=offsets,
             log_manager=log_manager,
             broker_config=config,

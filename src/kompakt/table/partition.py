@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -173,8 +174,11 @@ def check_scan(table: BatchTable, where: str) -> None:
         raise CorruptRecordError(f"{where} holds {what} at byte {table.stop_position} of the read")
 
 
-class PartitionTable:
-    """What live and offline tables share: the index, lookups, scans and counts."""
+class PartitionTable(ABC):
+    """What live and offline tables share: the index, lookups, scans and counts.
+
+    Subclasses say where the batches come from (a live log, segment files, a backup's blobs).
+    """
 
     topic: str
     partition: int
@@ -189,24 +193,27 @@ class PartitionTable:
         #: The last ``as_of`` answer (pages of a scan ask for the same time again and again).
         self._as_of_cache: tuple[int, tuple[int, ...] | None, KeyIndex, AsOfInfo] | None = None
 
-    # ------------------------------------------------------------------ to implement
+    # ------------------------------------------------------------------ where batches come from
 
     def refresh(self) -> None:
         """Bring the index up to date with the log (a no-op offline)."""
+        return  # offline sources do not grow: their index is built once
 
+    @abstractmethod
     def _chunks_from(self, offset: int) -> Iterator[Chunk]:
         """Whole batches from the one holding ``offset`` to the end of what is indexed."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _batch_at(self, offset: int) -> tuple[U8Array, Location] | None:
         """The batch holding ``offset`` (None when no batch holds it any more)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def log_start_offset(self) -> int:
-        raise NotImplementedError
+        """The first offset the source still holds."""
 
+    @abstractmethod
     def clean_facts(self) -> CleanFacts:
-        raise NotImplementedError
+        """What the source says about its cleaning (for ``as_of``'s completeness verdict)."""
 
     def _one_shot(self) -> OneShotBuilder:
         """A builder reading this partition from its log start (for ``as_of``)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kompakt.broker.deferred import Deferred
@@ -19,8 +21,18 @@ JOIN = {
     "protocols": [{"name": "range", "metadata": b"subscription"}],
 }
 
+
+def join(dispatcher: Dispatcher, version: int, values: dict[str, object]) -> Any:
+    """JoinGroup with the KIP-394 round trip (v4+: MEMBER_ID_REQUIRED and an id first)."""
+    joined = call(dispatcher, ApiKey.JOIN_GROUP, version, values)
+    if version >= 4 and not values.get("member_id"):
+        assert joined.error_code == E.member_id_required and joined.generation_id == -1
+        joined = call(dispatcher, ApiKey.JOIN_GROUP, version, values | {"member_id": joined.member_id})
+    return joined
+
+
 # (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups, ListGroups, DeleteGroups)
-VERSION_SETS = [(0, 0, 0, 0, 0, 0, 0), (5, 3, 3, 1, 2, 1, 1), (7, 5, 4, 5, 5, 4, 2)]
+VERSION_SETS = [(0, 0, 0, 0, 0, 0, 0), (5, 3, 3, 1, 2, 1, 1), (7, 5, 4, 5, 5, 4, 2), (9, 5, 4, 5, 6, 5, 2)]
 
 
 @pytest.mark.parametrize(("join_v", "sync_v", "hb_v", "leave_v", "desc_v", "list_v", "del_v"), VERSION_SETS)
@@ -34,7 +46,7 @@ def test_full_cycle(
     list_v: int,
     del_v: int,
 ) -> None:
-    joined = call(dispatcher, ApiKey.JOIN_GROUP, join_v, JOIN)
+    joined = join(dispatcher, join_v, JOIN)
     assert joined.error_code == E.none
     member, generation = joined.member_id, joined.generation_id
     assert joined.leader == member and generation == 1
@@ -72,7 +84,7 @@ def test_full_cycle(
     g, nope = described.groups
     assert (g.group_state, g.protocol_type, g.protocol_data) == ("Stable", "consumer", "range")
     assert (g.members[0].member_id, g.members[0].member_assignment) == (member, b"my-partitions")
-    assert (g.members[0].client_id, g.members[0].client_host) == ("test-client", "127.0.0.1")
+    assert (g.members[0].client_id, g.members[0].client_host) == ("test-client", "/127.0.0.1")  # Kafka's form
     assert nope.group_state == "Dead"
 
     listed = call(dispatcher, ApiKey.LIST_GROUPS, list_v, {"states_filter": ["Stable"]})
@@ -100,8 +112,10 @@ def test_leave_v0_unknown_member_is_a_top_level_error(dispatcher: Dispatcher) ->
 
 
 def test_join_of_a_second_member_is_deferred_until_the_leader_rejoins(dispatcher: Dispatcher) -> None:
-    leader = call(dispatcher, ApiKey.JOIN_GROUP, 5, JOIN)
-    request = dispatcher.decode(request_bytes(ApiKey.JOIN_GROUP, 5, JOIN)[4:])
+    leader = join(dispatcher, 5, JOIN)
+    required = call(dispatcher, ApiKey.JOIN_GROUP, 5, JOIN)
+    second = JOIN | {"member_id": required.member_id}
+    request = dispatcher.decode(request_bytes(ApiKey.JOIN_GROUP, 5, second)[4:])
     pending = dispatcher.call(dispatcher.context(request, "h"), request.body)
     assert isinstance(pending, Deferred) and not pending.done
     rejoined = call(dispatcher, ApiKey.JOIN_GROUP, 5, JOIN | {"member_id": leader.member_id})

@@ -213,10 +213,15 @@ def test_initial_rebalance_delay_collects_members(clock: FakeClock) -> None:
     first = join(coordinator)
     clock.advance(1_000)
     second = join(coordinator)
-    clock.advance(2_500)
+    clock.advance(2_000)
     coordinator.tick(clock.monotonic_ms())
-    assert not first.done  # the newcomer pushed completion to +4000
-    clock.advance(500)
+    # Kafka's tryCompleteInitialRebalanceElseSchedule: a newcomer within the first delay buys
+    # one more full delay, so completion moves from +3000 to +6000.
+    assert not first.done
+    clock.advance(2_999)
+    coordinator.tick(clock.monotonic_ms())
+    assert not first.done
+    clock.advance(1)
     coordinator.tick(clock.monotonic_ms())
     assert first.result().generation_id == second.result().generation_id == 1
     assert len(first.result().members) == 2
@@ -276,10 +281,13 @@ def test_static_member_rejoin_fences_the_old_incarnation(coordinator: GroupCoord
     new_join = join(coordinator, instance_id="i-1")
     new = new_join.result()
     assert new.member_id != old.member_id
-    assert coordinator.heartbeat("g", new.generation_id, old.member_id, "i-1") is E.unknown_member_id
-    assert coordinator.heartbeat("g", new.generation_id, new.member_id, "i-2") is E.fenced_instance_id
+    # KIP-345: the known instance takes over in Stable without a rebalance.
+    assert (new.generation_id, state(coordinator)) == (1, GroupState.STABLE)
+    assert coordinator.heartbeat("g", new.generation_id, old.member_id, "i-1") is E.fenced_instance_id
+    assert coordinator.heartbeat("g", new.generation_id, new.member_id, "i-2") is E.unknown_member_id
+    assert coordinator.heartbeat("g", new.generation_id, new.member_id, "i-1") is E.none
     error, results = coordinator.leave("g", [("", "i-1")])
-    assert results == [(new.member_id, "i-1", E.none)]
+    assert results == [("", "i-1", E.none)]
     assert state(coordinator) is GroupState.EMPTY
 
 

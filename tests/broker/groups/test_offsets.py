@@ -28,9 +28,9 @@ def entry(partition: int = 0, offset: int = 10, metadata: str | None = "m") -> O
     return OffsetCommitEntry("t", partition, offset, 3, metadata)
 
 
-def join_one(coordinator: GroupCoordinator, group_id: str = "g") -> tuple[str, int]:
+def join_one(coordinator: GroupCoordinator, group_id: str = "g", session_ms: int = 10_000) -> tuple[str, int]:
     result = coordinator.join(
-        JoinRequest(group_id, "", None, 10_000, 10_000, "consumer", (("range", b""),), "c", "h")
+        JoinRequest(group_id, "", None, session_ms, 10_000, "consumer", (("range", b""),), "c", "h")
     ).result()
     return result.member_id, result.generation_id
 
@@ -73,11 +73,12 @@ def test_fetch_unknown_partitions_gives_none(coordinator: GroupCoordinator) -> N
     assert coordinator.fetch_offsets("nobody", [("t", 0)]) == [("t", 0, None)]
 
 
-def test_offsets_expire_only_for_groups_without_members(
-    coordinator: GroupCoordinator, clock: FakeClock
-) -> None:
+def test_offsets_expire_only_for_groups_without_members(clock: FakeClock) -> None:
+    # A retention shorter than the member's session, so the member outlives it without heartbeats.
+    config = GroupConfig(group_initial_rebalance_delay_ms=0, offsets_retention_minutes=10)
+    coordinator = GroupCoordinator(config, clock, InMemoryOffsetStore())
     coordinator.commit_offsets("idle", -1, "", None, [entry()])
-    member, generation = join_one(coordinator, "busy")
+    member, generation = join_one(coordinator, "busy", session_ms=config.group_max_session_timeout_ms)
     coordinator.sync("busy", generation, member, None, None, None, {})
     coordinator.commit_offsets("busy", generation, member, None, [entry()])
     retention_ms = coordinator.config.offsets_retention_ms

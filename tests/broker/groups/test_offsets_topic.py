@@ -383,19 +383,17 @@ def test_group_metadata_and_offset_expiry_through_handlers(data_dir: Path, clock
         return [p.committed_offset for p in response.topics[0].partitions]
 
     manager, dispatcher, broker = start()
-    joined = call(
-        dispatcher,
-        ApiKey.JOIN_GROUP,
-        5,
-        {
-            "group_id": "busy",
-            "session_timeout": 600_000,
-            "rebalance_timeout": 1_000,
-            "member_id": "",
-            "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": b"sub"}],
-        },
-    )
+    join = {
+        "group_id": "busy",
+        "session_timeout": 600_000,
+        "rebalance_timeout": 1_000,
+        "member_id": "",
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b"sub"}],
+    }
+    required = call(dispatcher, ApiKey.JOIN_GROUP, 5, join)
+    assert required.error_code == E.member_id_required  # KIP-394: come back with this id
+    joined = call(dispatcher, ApiKey.JOIN_GROUP, 5, join | {"member_id": required.member_id})
     assert joined.error_code == E.none
     member, generation = joined.member_id, joined.generation_id
     synced = call(

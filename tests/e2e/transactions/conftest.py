@@ -8,11 +8,6 @@ in time). :func:`restart` starts the same data directory again, for restart scen
 from __future__ import annotations
 
 import os
-import re
-import select
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-READY = re.compile(r"^kompakt ready: listening on (?P<host>[^:]+):(?P<port>\d+), data directory ")
-ADMIN = re.compile(r"admin (?P<url>http://[0-9.:]+)")
-START_DEADLINE_S = 30.0
+from tests.support.serve import BrokerProcess, launch
+
 DEADLINE_S = 30.0
 #: Fast timeout checks so a broker-side abort is seen within a second of the timeout.
 TXN_OVERRIDES = (
@@ -34,30 +28,11 @@ TXN_OVERRIDES = (
 
 
 @dataclass
-class Kompakt:
-    process: subprocess.Popen[str]
-    data_dir: Path
-    port: int
-    stderr_path: Path
-    extra: tuple[str, ...]
+class Kompakt(BrokerProcess):
+    """A broker of these tests: remembers its settings, so :func:`restart` starts it the same way."""
+
+    extra: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
-    admin_url: str = ""
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def stop(self, timeout_s: float = 20.0) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-        return self.process.returncode
 
     def kill(self) -> None:
         """SIGKILL: no clean shutdown (no final flush, no snapshots, no clean-shutdown marker)."""
@@ -73,46 +48,9 @@ def start(data_dir: Path, *extra: str, port: int = 0, args: tuple[str, ...] = ()
     ``extra`` are ``--override`` settings, ``args`` other command-line arguments.
     """
     data_dir.parent.mkdir(parents=True, exist_ok=True)
-    stderr_path = data_dir.parent / f"{data_dir.name}-stderr-{time.monotonic_ns()}.log"
-    command = [
-        sys.executable,
-        "-m",
-        "kompakt.cli.main",
-        "serve",
-        "--data-dir",
-        str(data_dir),
-        "--port",
-        str(port),
-        *args,
-    ]
-    for item in (*TXN_OVERRIDES, *extra):
-        command += ["--override", item]
-    with stderr_path.open("w") as stderr:
-        process = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-    assert process.stdout is not None
-    deadline = time.monotonic() + START_DEADLINE_S
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or process.poll() is not None:
-            process.kill()
-            raise AssertionError(f"broker did not become ready:\n{stderr_path.read_text()}")
-        poller = select.poll()
-        poller.register(process.stdout, select.POLLIN | select.POLLHUP)
-        if not poller.poll(remaining * 1000):
-            continue
-        line = process.stdout.readline()
-        match = READY.match(line)
-        if match:
-            admin = ADMIN.search(line)
-            return Kompakt(
-                process, data_dir, int(match["port"]), stderr_path, extra, args, admin["url"] if admin else ""
-            )
+    overrides = [word for item in (*TXN_OVERRIDES, *extra) for word in ("--override", item)]
+    b = launch(data_dir, *args, *overrides, port=port)
+    return Kompakt(b.process, b.data_dir, b.port, b.ready_line, b.stderr_path, extra, args)
 
 
 def restart(broker: Kompakt) -> Kompakt:

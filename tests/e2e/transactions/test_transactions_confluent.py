@@ -154,7 +154,8 @@ def test_zombie_producer_is_fenced(kompakt: Kompakt | External) -> None:
 def test_broker_aborts_a_transaction_past_its_timeout(kompakt: Kompakt | External) -> None:
     bs, topic = kompakt.bootstrap, unique("t")
     create_topic(bs, topic)
-    producer = txn_producer(bs, unique("txn"), **{"transaction.timeout.ms": 1000})
+    # Long enough that the first read below (a new consumer) comes before the broker aborts.
+    producer = txn_producer(bs, unique("txn"), **{"transaction.timeout.ms": 5000})
     producer.begin_transaction()
     producer.produce(topic, key=b"k", value=b"forgotten")
     producer.flush(30)

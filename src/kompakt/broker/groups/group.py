@@ -1,39 +1,55 @@
-"""One classic consumer group: its members and its rebalance state machine.
+"""One classic consumer group: its members and the bookkeeping of Kafka's ``ClassicGroup``.
 
-Theory of operation (Kafka's classic protocol)::
+Theory of operation (Kafka's classic protocol, ``GroupMetadataManager`` drives it)::
 
     Empty ──join──► PreparingRebalance ──all joined / rebalance timeout──► CompletingRebalance
       ▲                  ▲       │ (no members left)                           │ leader's SyncGroup
       │                  │       └──────────► Empty                            ▼
       └── last member ───┴──── join of a new member, leave, expiry ◄──────── Stable
 
-* **PreparingRebalance** collects JoinGroup requests. Every member must rejoin; the phase ends when
-  all known members have a pending join, or when the largest member rebalance timeout runs out (the
-  members that did not rejoin are dropped). The first rebalance of an *empty* group additionally waits
-  ``group.initial.rebalance.delay.ms``, extended by each newcomer up to the rebalance timeout, so that
-  a fleet of consumers starting together lands in one generation instead of many.
+* **Member ids (KIP-394).** A JoinGroup v4+ without a member id is answered at once with
+  MEMBER_ID_REQUIRED and a generated id, which is kept as a *pending* member until the client
+  joins again with it (or its session timeout runs out). A client that discards an outdated
+  JoinGroup answer therefore rejoins under the same id instead of leaving a ghost behind.
+* **PreparingRebalance** collects JoinGroup requests. It ends when every member and no pending
+  member is waiting (``has_all_members_joined``), or at the largest rebalance timeout; then the
+  *dynamic* members that did not rejoin are dropped (static ones stay, KIP-345). The first
+  rebalance of an empty group waits ``group.initial.rebalance.delay.ms``, once more for each
+  period in which a newcomer arrived, up to the rebalance timeout.
 * Completing the join bumps the generation, picks the protocol (each member votes for its most
   preferred protocol that every member supports; ties go to the leader's preference) and answers
-  every pending JoinGroup: the leader gets the member list with metadata, followers get none.
-* **CompletingRebalance** waits for the leader's SyncGroup, which carries the assignments; followers
-  that sync first wait. Then the group is **Stable** and every pending SyncGroup is answered. If the
-  leader does not sync within the rebalance timeout, the members that did not sync are dropped and a
-  new rebalance starts.
-* A member that stops heartbeating for ``session_timeout_ms`` is dropped, except while it waits for a
-  JoinGroup or SyncGroup answer (it cannot heartbeat then).
+  every waiting JoinGroup: the leader gets the member list with metadata, followers get none.
+* **CompletingRebalance** waits for the leader's SyncGroup with the assignments; followers that
+  sync first wait. Members that have not synced within the rebalance timeout are dropped and a new
+  rebalance starts (``expirePendingSync``).
+* **Static members (KIP-345).** A known ``group.instance.id`` joining without a member id takes
+  over the old member's slot under a new id (``replace_static_member``): the old incarnation's
+  pending requests are fenced with FENCED_INSTANCE_ID and it keeps the old assignment. In Stable
+  with an unchanged protocol this needs no rebalance; any request naming the instance id with an
+  older member id is FENCED_INSTANCE_ID from then on.
+* A member that does not heartbeat within its session timeout is dropped, unless it waits for a
+  JoinGroup or SyncGroup answer (``has_satisfied_heartbeat``); a new member waiting in its first
+  rebalance gets Kafka's fixed 5-minute join timeout instead.
 
-Nothing here reads a clock or starts a timer: every method takes ``now_ms`` (monotonic), and the
-coordinator's ``tick`` drives timeouts. Not thread-safe: the coordinator serialises access.
+Nothing here reads a clock or starts a timer: the coordinator owns the timers and the decisions;
+this class keeps the state consistent. Not thread-safe: the coordinator serialises access.
 """
 
 from __future__ import annotations
 
 import enum
+import uuid
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kompakt.broker.deferred import Deferred
 from kompakt.protocol.codec import ErrorCode
+
+#: ``Group.type`` of every group here; the KIP-848 coordinator's groups report "consumer".
+CLASSIC_GROUP_TYPE = "classic"
+#: The protocol type of Kafka consumers (``ConsumerProtocol.PROTOCOL_TYPE``).
+CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 class GroupState(enum.Enum):
@@ -44,6 +60,18 @@ class GroupState(enum.Enum):
     COMPLETING_REBALANCE = "CompletingRebalance"
     STABLE = "Stable"
     DEAD = "Dead"
+
+
+#: ``ClassicGroupState.validPreviousStates``: the states each state may be entered from.
+_VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
+    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.PREPARING_REBALANCE: frozenset(
+        {GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}
+    ),
+    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
+    GroupState.DEAD: frozenset(GroupState),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +94,9 @@ class JoinResult:
     leader_id: str = ""
     member_id: str = ""
     members: tuple[JoinedMember, ...] = ()
+    #: JoinGroup v9 (KIP-814): a static leader that rejoined in Stable must not compute a new
+    #: assignment; it gets the member list only to keep its metadata current.
+    skip_assignment: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +111,7 @@ class SyncResult:
 
 @dataclass(slots=True, eq=False)
 class Member:
-    """A group member as the coordinator sees it."""
+    """A group member as the coordinator sees it (Kafka's ``ClassicGroupMember``)."""
 
     member_id: str
     group_instance_id: str | None
@@ -91,10 +122,23 @@ class Member:
     protocol_type: str
     #: ``(name, metadata)`` in the member's order of preference.
     protocols: tuple[tuple[str, bytes], ...]
-    last_heartbeat_ms: float
     assignment: bytes = b""
     join_waiter: Deferred[JoinResult] | None = None
     sync_waiter: Deferred[SyncResult] | None = None
+    #: Added in the current rebalance and not through a completed join yet.
+    is_new: bool = False
+
+    @property
+    def is_static(self) -> bool:
+        return self.group_instance_id is not None
+
+    @property
+    def is_awaiting_join(self) -> bool:
+        return self.join_waiter is not None
+
+    @property
+    def is_awaiting_sync(self) -> bool:
+        return self.sync_waiter is not None
 
     def protocol_names(self) -> list[str]:
         return [name for name, _ in self.protocols]
@@ -105,9 +149,18 @@ class Member:
                 return metadata
         return b""
 
-    def session_expired(self, now_ms: float) -> bool:
-        waiting = self.join_waiter is not None or self.sync_waiter is not None
-        return not waiting and now_ms > self.last_heartbeat_ms + self.session_timeout_ms
+    def matches(self, protocols: tuple[tuple[str, bytes], ...]) -> bool:
+        """Same protocols and metadata in the same order (``ClassicGroupMember.matches``)."""
+        return self.protocols == protocols
+
+    def vote(self, candidates: set[str]) -> str:
+        return next(name for name in self.protocol_names() if name in candidates)
+
+    def has_satisfied_heartbeat(self) -> bool:
+        """Whether an expired heartbeat deadline spares this member (Kafka's rule)."""
+        if self.is_new:
+            return False
+        return self.is_awaiting_join or self.is_awaiting_sync
 
 
 @dataclass(slots=True, eq=False)
@@ -116,6 +169,7 @@ class Group:
 
     group_id: str
     state: GroupState = GroupState.EMPTY
+    previous_state: GroupState = GroupState.DEAD
     generation_id: int = 0
     protocol_type: str | None = None
     protocol_name: str | None = None
@@ -123,151 +177,291 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)
     #: ``group.instance.id`` -> member id, for static members.
     static_members: dict[str, str] = field(default_factory=dict)
-    join_not_before_ms: float = 0.0
-    initial_delay_cap_ms: float = 0.0
-    rebalance_deadline_ms: float = 0.0
-    sync_deadline_ms: float = 0.0
+    #: KIP-394: member ids handed out with MEMBER_ID_REQUIRED and not joined with yet.
+    pending_join_members: set[str] = field(default_factory=set)
+    #: Members of the current generation that have not sent SyncGroup yet.
+    pending_sync_members: set[str] = field(default_factory=set)
+    #: A member joined during the initial rebalance delay, which extends it once more.
+    new_member_added: bool = False
+    #: Topics the members subscribe to (``computeSubscribedTopics``); ``None`` when unknown.
+    subscribed_topics: frozenset[str] | None = None
+
+    @property
+    def type(self) -> str:
+        """The group type ListGroups v5 reports (KIP-848 groups are "consumer")."""
+        return CLASSIC_GROUP_TYPE
 
     # -- queries -----------------------------------------------------------------------------------
 
-    def is_protocol_compatible(self, protocol_type: str, protocol_names: list[str]) -> bool:
-        """Whether a member with these protocols may join (Kafka's INCONSISTENT_GROUP_PROTOCOL check)."""
-        if not protocol_type or not protocol_names:
-            return False
-        if not self.members:
-            return True
-        return protocol_type == self.protocol_type and bool(self.candidate_protocols() & set(protocol_names))
+    def is_in(self, *states: GroupState) -> bool:
+        return self.state in states
 
-    def candidate_protocols(self) -> set[str]:
-        """Protocols every current member supports."""
-        members = iter(self.members.values())
-        candidates = set(next(members).protocol_names())
-        for member in members:
-            candidates &= set(member.protocol_names())
-        return candidates
+    def can_rebalance(self) -> bool:
+        return self.state in _VALID_PREVIOUS[GroupState.PREPARING_REBALANCE]
 
-    def select_protocol(self) -> str:
-        """Each member votes for its most preferred candidate; ties go to the leader's order."""
-        candidates = self.candidate_protocols()
-        votes: Counter[str] = Counter()
-        for member in self.members.values():
-            votes[next(name for name in member.protocol_names() if name in candidates)] += 1
-        leader = self.members.get(self.leader_id) if self.leader_id is not None else None
-        preference = leader.protocol_names() if leader else sorted(candidates)
-        best = max(votes.values())
-        return next(name for name in preference if votes.get(name) == best)
+    def is_leader(self, member_id: str) -> bool:
+        return self.leader_id is not None and self.leader_id == member_id
 
-    def all_joined(self) -> bool:
-        return all(member.join_waiter is not None for member in self.members.values())
+    def is_pending_member(self, member_id: str) -> bool:
+        return member_id in self.pending_join_members
 
-    def max_rebalance_timeout_ms(self) -> int:
-        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+    def static_member_id(self, group_instance_id: str) -> str | None:
+        return self.static_members.get(group_instance_id)
 
     def member_by_instance(self, group_instance_id: str) -> Member | None:
         member_id = self.static_members.get(group_instance_id)
         return self.members.get(member_id) if member_id is not None else None
 
-    def join_result(self, member: Member) -> JoinResult:
-        """The JoinGroup answer for ``member`` in the current generation."""
-        members: tuple[JoinedMember, ...] = ()
-        if member.member_id == self.leader_id:
-            members = tuple(
-                JoinedMember(m.member_id, m.group_instance_id, m.metadata_for(self.protocol_name))
-                for m in self.members.values()
-            )
+    def num_awaiting_join(self) -> int:
+        return sum(1 for member in self.members.values() if member.is_awaiting_join)
+
+    def has_all_members_joined(self) -> bool:
+        return self.num_awaiting_join() == len(self.members) and not self.pending_join_members
+
+    def not_yet_rejoined(self) -> list[Member]:
+        return [member for member in self.members.values() if not member.is_awaiting_join]
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def uses_consumer_protocol(self) -> bool:
+        return self.protocol_type == CONSUMER_PROTOCOL_TYPE
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        """KIP-496: whether OffsetDelete of ``topic`` must answer GROUP_SUBSCRIBED_TO_TOPIC."""
+        if self.subscribed_topics is None:
+            return self.uses_consumer_protocol()
+        return topic in self.subscribed_topics
+
+    def validate_member(self, member_id: str, group_instance_id: str | None) -> ErrorCode:
+        """``ClassicGroup.validateMember``: the instance id must map to this member id."""
+        if group_instance_id is not None:
+            existing = self.static_members.get(group_instance_id)
+            if existing is None:
+                return ErrorCode.unknown_member_id
+            if existing != member_id:
+                return ErrorCode.fenced_instance_id
+        if member_id not in self.members:
+            return ErrorCode.unknown_member_id
+        return ErrorCode.none
+
+    def _supported_counts(self) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        for member in self.members.values():
+            counts.update(set(member.protocol_names()))
+        return counts
+
+    def supports_protocols(self, protocol_type: str, protocol_names: Iterable[str]) -> bool:
+        """Whether a member with these protocols may join (else INCONSISTENT_GROUP_PROTOCOL)."""
+        names = set(protocol_names)
+        if self.state is GroupState.EMPTY:
+            return bool(protocol_type) and bool(names)
+        counts = self._supported_counts()
+        size = len(self.members)
+        return protocol_type == self.protocol_type and any(counts.get(n, 0) == size for n in names)
+
+    def candidate_protocols(self) -> set[str]:
+        """Protocols every current member supports."""
+        size = len(self.members)
+        return {name for name, count in self._supported_counts().items() if count == size}
+
+    def select_protocol(self) -> str:
+        """Each member votes for its most preferred candidate; ties go to the leader's order."""
+        candidates = self.candidate_protocols()
+        votes: Counter[str] = Counter(member.vote(candidates) for member in self.members.values())
+        leader = self.members.get(self.leader_id) if self.leader_id is not None else None
+        preference = leader.protocol_names() if leader else sorted(candidates)
+        best = max(votes.values())
+        return next(name for name in [*preference, *sorted(votes)] if votes.get(name) == best)
+
+    def current_members(self) -> tuple[JoinedMember, ...]:
+        """The member list a leader receives (``currentClassicGroupMembers``)."""
+        return tuple(
+            JoinedMember(m.member_id, m.group_instance_id, m.metadata_for(self.protocol_name))
+            for m in self.members.values()
+        )
+
+    def join_result(self, member: Member, *, with_members: bool, leader_id: str | None = None) -> JoinResult:
+        """A successful JoinGroup answer for ``member`` in the current generation."""
         return JoinResult(
             error=ErrorCode.none,
             generation_id=self.generation_id,
             protocol_type=self.protocol_type,
             protocol_name=self.protocol_name,
-            leader_id=self.leader_id or "",
+            leader_id=(self.leader_id if leader_id is None else leader_id) or "",
             member_id=member.member_id,
-            members=members,
+            members=self.current_members() if with_members else (),
         )
-
-    # -- transitions -------------------------------------------------------------------------------
-
-    def add_member(self, member: Member) -> None:
-        if not self.members:
-            self.protocol_type = member.protocol_type
-        self.members[member.member_id] = member
-        if member.group_instance_id is not None:
-            self.static_members[member.group_instance_id] = member.member_id
-        if self.leader_id not in self.members:
-            self.leader_id = member.member_id
-
-    def remove_member(self, member: Member, error: ErrorCode) -> None:
-        """Drop ``member``; its pending JoinGroup/SyncGroup, if any, is answered with ``error``."""
-        self.members.pop(member.member_id, None)
-        if member.group_instance_id is not None:
-            self.static_members.pop(member.group_instance_id, None)
-        if self.leader_id == member.member_id:
-            self.leader_id = next(iter(self.members), None)
-        if member.join_waiter is not None:
-            waiter, member.join_waiter = member.join_waiter, None
-            waiter.resolve(JoinResult(error=error, member_id=member.member_id))
-        if member.sync_waiter is not None:
-            sync_waiter, member.sync_waiter = member.sync_waiter, None
-            sync_waiter.resolve(SyncResult(error=error))
-
-    def prepare_rebalance(self, now_ms: float, initial_delay_ms: int) -> None:
-        """Enter PreparingRebalance (a no-op when already there)."""
-        if self.state is GroupState.PREPARING_REBALANCE:
-            return
-        if self.state is GroupState.COMPLETING_REBALANCE:
-            self._fail_pending_syncs(ErrorCode.rebalance_in_progress)
-        was_empty = self.state is GroupState.EMPTY
-        self.state = GroupState.PREPARING_REBALANCE
-        self.rebalance_deadline_ms = now_ms + self.max_rebalance_timeout_ms()
-        self.join_not_before_ms = now_ms + initial_delay_ms if was_empty else now_ms
-        self.initial_delay_cap_ms = max(self.join_not_before_ms, self.rebalance_deadline_ms)
-
-    def extend_initial_delay(self, now_ms: float, initial_delay_ms: int) -> None:
-        """A newcomer during the initial delay pushes completion back, up to the rebalance timeout."""
-        if self.state is GroupState.PREPARING_REBALANCE and now_ms < self.join_not_before_ms:
-            self.join_not_before_ms = min(now_ms + initial_delay_ms, self.initial_delay_cap_ms)
-
-    def maybe_complete_join(self, now_ms: float) -> bool:
-        """Finish PreparingRebalance if every member rejoined or the rebalance timed out."""
-        if self.state is not GroupState.PREPARING_REBALANCE or now_ms < self.join_not_before_ms:
-            return False
-        if not self.all_joined() and now_ms < self.rebalance_deadline_ms:
-            return False
-        for member in [m for m in self.members.values() if m.join_waiter is None]:
-            self.remove_member(member, ErrorCode.unknown_member_id)
-        self.generation_id += 1
-        if not self.members:
-            self.state = GroupState.EMPTY
-            self.protocol_name = None
-            self.leader_id = None
-            return True
-        self.protocol_name = self.select_protocol()
-        self.state = GroupState.COMPLETING_REBALANCE
-        self.sync_deadline_ms = now_ms + self.max_rebalance_timeout_ms()
-        for member in self.members.values():
-            member.assignment = b""
-            member.last_heartbeat_ms = now_ms
-        for member in list(self.members.values()):
-            waiter, member.join_waiter = member.join_waiter, None
-            if waiter is not None:
-                waiter.resolve(self.join_result(member))
-        return True
-
-    def complete_sync(self, assignments: dict[str, bytes]) -> None:
-        """The leader's SyncGroup arrived: store assignments, go Stable, answer every waiting member."""
-        for member in self.members.values():
-            member.assignment = assignments.get(member.member_id, b"")
-        self.state = GroupState.STABLE
-        for member in list(self.members.values()):
-            waiter, member.sync_waiter = member.sync_waiter, None
-            if waiter is not None:
-                waiter.resolve(self.sync_result(member))
 
     def sync_result(self, member: Member) -> SyncResult:
         return SyncResult(ErrorCode.none, self.protocol_type, self.protocol_name, member.assignment)
 
-    def _fail_pending_syncs(self, error: ErrorCode) -> None:
+    def generate_member_id(self, client_id: str, group_instance_id: str | None) -> str:
+        """``<instance id or client id>-<uuid>``, as Kafka names members."""
+        return f"{group_instance_id if group_instance_id is not None else client_id}-{uuid.uuid4()}"
+
+    # -- transitions -------------------------------------------------------------------------------
+
+    def transition_to(self, state: GroupState) -> None:
+        if self.state not in _VALID_PREVIOUS[state]:
+            raise RuntimeError(f"group {self.group_id} cannot go from {self.state.value} to {state.value}")
+        self.previous_state, self.state = self.state, state
+
+    def add(self, member: Member, waiter: Deferred[JoinResult] | None = None) -> None:
+        if member.group_instance_id is not None:
+            if member.group_instance_id in self.static_members:
+                raise RuntimeError(f"static member {member.group_instance_id} is already in {self.group_id}")
+            self.static_members[member.group_instance_id] = member.member_id
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+        self.members[member.member_id] = member
+        member.join_waiter = waiter
+        self.pending_join_members.discard(member.member_id)
+
+    def remove(self, member_id: str) -> Member | None:
+        """Drop a member or pending member; a new leader is the first remaining member.
+
+        Callers answer the member's pending requests first, as Kafka's do; any left over here are
+        answered with UNKNOWN_MEMBER_ID so that no connection waits forever.
+        """
+        member = self.members.pop(member_id, None)
+        instance_id = member.group_instance_id if member is not None else None
+        if instance_id is not None and self.static_members.get(instance_id) == member_id:
+            del self.static_members[instance_id]
+        if self.is_leader(member_id):
+            self.leader_id = next(iter(self.members), None)
+        self.pending_join_members.discard(member_id)
+        self.pending_sync_members.discard(member_id)
+        if member is not None:
+            self.complete_join(member, JoinResult(ErrorCode.unknown_member_id))
+            self.complete_sync(member, SyncResult(ErrorCode.unknown_member_id))
+        return member
+
+    def maybe_elect_new_joined_leader(self) -> bool:
+        """Keep a leader that rejoined, else elect one that did; False when no member rejoined."""
+        if self.leader_id is None:
+            return False
+        leader = self.members.get(self.leader_id)
+        if leader is not None and leader.is_awaiting_join:
+            return True
         for member in self.members.values():
-            waiter, member.sync_waiter = member.sync_waiter, None
-            if waiter is not None:
-                waiter.resolve(SyncResult(error=error))
+            if member.is_awaiting_join:
+                self.leader_id = member.member_id
+                return True
+        return False
+
+    def replace_static_member(self, group_instance_id: str, old_member_id: str, new_member_id: str) -> Member:
+        """Give a static member's slot (and assignment) to a new member id, fencing the old one."""
+        old = self.members.pop(old_member_id, None)
+        if old is None:
+            raise KeyError(f"cannot replace non-existing member id {old_member_id}")
+        self.complete_join(old, JoinResult(ErrorCode.fenced_instance_id, member_id=old_member_id))
+        self.complete_sync(old, SyncResult(ErrorCode.fenced_instance_id))
+        new = Member(
+            member_id=new_member_id,
+            group_instance_id=old.group_instance_id,
+            client_id=old.client_id,
+            client_host=old.client_host,
+            session_timeout_ms=old.session_timeout_ms,
+            rebalance_timeout_ms=old.rebalance_timeout_ms,
+            protocol_type=old.protocol_type,
+            protocols=old.protocols,
+            assignment=old.assignment,
+        )
+        self.members[new_member_id] = new
+        if self.is_leader(old_member_id):
+            self.leader_id = new_member_id
+        self.static_members[group_instance_id] = new_member_id
+        return new
+
+    def update_member(
+        self,
+        member: Member,
+        protocols: tuple[tuple[str, bytes], ...],
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        waiter: Deferred[JoinResult] | None,
+    ) -> None:
+        member.protocols = protocols
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        previous, member.join_waiter = member.join_waiter, waiter
+        if waiter is not None and previous is not None and previous is not waiter and not previous.done:
+            # Kafka drops the older JoinGroup of a member that joined twice; answering it keeps
+            # the older connection from waiting for its request timeout.
+            previous.resolve(JoinResult(ErrorCode.rebalance_in_progress, member_id=member.member_id))
+
+    def complete_join(self, member: Member, result: JoinResult) -> bool:
+        waiter, member.join_waiter = member.join_waiter, None
+        if waiter is None:
+            return False
+        waiter.resolve(result)
+        return True
+
+    def complete_sync(self, member: Member, result: SyncResult) -> bool:
+        waiter, member.sync_waiter = member.sync_waiter, None
+        if waiter is None:
+            return False
+        waiter.resolve(result)
+        return True
+
+    def init_next_generation(self) -> None:
+        self.generation_id += 1
+        if self.members:
+            self.protocol_name = self.select_protocol()
+            self.subscribed_topics = self.compute_subscribed_topics()
+            self.transition_to(GroupState.COMPLETING_REBALANCE)
+        else:
+            self.protocol_name = None
+            self.subscribed_topics = self.compute_subscribed_topics()
+            self.transition_to(GroupState.EMPTY)
+        self.pending_sync_members.clear()
+
+    def compute_subscribed_topics(self) -> frozenset[str] | None:
+        """The union of the members' subscriptions (``ClassicGroup.computeSubscribedTopics``).
+
+        Only consumer groups have a known subscription format; ``None`` means unknown.
+        """
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return None
+        if not self.members:
+            return frozenset()
+        if self.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        for member in self.members.values():
+            parsed = parse_subscription_topics(member.metadata_for(self.protocol_name))
+            if parsed is None:
+                return None
+            topics.update(parsed)
+        return frozenset(topics)
+
+
+def parse_subscription_topics(metadata: bytes) -> list[str] | None:
+    """The topics of a ConsumerProtocolSubscription, read with its v0 prefix; None if malformed.
+
+    Every version starts with ``version int16, topics [string]`` (Kafka parses it the same way so
+    as not to depend on later versions).
+    """
+    view = memoryview(metadata)
+    if len(view) < 6:
+        return None
+    count = int.from_bytes(view[2:6], "big", signed=True)
+    if count < 0 or count > (len(view) - 6) // 2:
+        return None
+    pos, topics = 6, []
+    for _ in range(count):
+        if pos + 2 > len(view):
+            return None
+        size = int.from_bytes(view[pos : pos + 2], "big", signed=True)
+        pos += 2
+        if size < 0 or pos + size > len(view):
+            return None
+        try:
+            topics.append(bytes(view[pos : pos + size]).decode())
+        except UnicodeDecodeError:
+            return None
+        pos += size
+    return topics

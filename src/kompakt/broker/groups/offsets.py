@@ -95,6 +95,10 @@ class OffsetStore(Protocol):
         """Forget every offset of ``group``; return how many were removed."""
         ...
 
+    def delete_offsets(self, group: str, partitions: Collection[tuple[str, int]]) -> int:
+        """Forget ``group``'s offsets of these partitions (OffsetDelete); return how many existed."""
+        ...
+
     def expire(self, now_ms: int, retention_ms: int, keep_groups: Collection[str] = ()) -> int:
         """Drop offsets older than their retention, except for ``keep_groups`` (groups with members)."""
         ...
@@ -109,6 +113,14 @@ class OffsetStore(Protocol):
 
     def all_group_metadata(self) -> dict[str, GroupMetadataRecord]:
         """Every stored group's metadata (what the coordinator restores at startup)."""
+        ...
+
+    def append_group_records(self, group: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Append a consumer group's (KIP-848) ``(key, value)`` records as one batch; None is a tombstone."""
+        ...
+
+    def consumer_group_records(self) -> dict[str, list[tuple[bytes, bytes]]]:
+        """The live consumer-group records per group (latest value per key, tombstoned keys gone)."""
         ...
 
 
@@ -130,6 +142,7 @@ class InMemoryOffsetStore:
         self._lock = threading.Lock()
         self._offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         self._group_metadata: dict[str, GroupMetadataRecord] = {}
+        self._consumer_records: dict[str, dict[bytes, bytes]] = {}
 
     def commit(
         self,
@@ -163,6 +176,14 @@ class InMemoryOffsetStore:
             self._group_metadata.pop(group, None)
             return len(self._offsets.pop(group, {}))
 
+    def delete_offsets(self, group: str, partitions: Collection[tuple[str, int]]) -> int:
+        with self._lock:
+            offsets = self._offsets.get(group, {})
+            removed = sum(1 for key in set(partitions) if offsets.pop(key, None) is not None)
+            if not offsets:
+                self._offsets.pop(group, None)
+            return removed
+
     def expire(self, now_ms: int, retention_ms: int, keep_groups: Collection[str] = ()) -> int:
         removed = 0
         with self._lock:
@@ -193,3 +214,26 @@ class InMemoryOffsetStore:
     def all_group_metadata(self) -> dict[str, GroupMetadataRecord]:
         with self._lock:
             return dict(self._group_metadata)
+
+    def append_group_records(self, group: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        with self._lock:
+            apply_consumer_records(self._consumer_records, group, records)
+
+    def consumer_group_records(self) -> dict[str, list[tuple[bytes, bytes]]]:
+        with self._lock:
+            return {g: list(r.items()) for g, r in self._consumer_records.items()}
+
+
+def apply_consumer_records(
+    view: dict[str, dict[bytes, bytes]], group: str, records: Sequence[tuple[bytes, bytes | None]]
+) -> None:
+    """Fold records into a compacted view (latest value per key; a tombstone removes the key)."""
+    keyed = view.setdefault(group, {})
+    for key, value in records:
+        if value is None:
+            keyed.pop(key, None)
+        else:
+            keyed.pop(key, None)  # re-insert at the end: the view keeps the log's order
+            keyed[key] = value
+    if not keyed:
+        del view[group]

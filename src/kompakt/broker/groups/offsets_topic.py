@@ -11,6 +11,9 @@ Layout (Kafka's, so the directory is readable by Kafka's tools and vice versa):
   ``retention_time``) must be kept, which is what Kafka writes in that case.
 * Group metadata: key = int16 version 2 then ``(group string)``; value = int16 version 3 then
   GroupMetadataValue (see :class:`GroupMetadataRecord`).
+* KIP-848 consumer groups: key types 3–8 and 16, encoded in
+  :mod:`kompakt.broker.groups.consumer_records`; the store keeps their latest value per key
+  (:meth:`TopicOffsetStore.consumer_group_records`) for the consumer-group coordinator to replay.
 * Strings are classic (non-flexible) encodings: int16 length then UTF-8; a null string has length
   -1; bytes are int32 length then data. Every version used here is non-flexible.
 
@@ -33,7 +36,8 @@ import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from kompakt.broker.groups.offsets import CommittedOffset, select_offsets
+from kompakt.broker.groups import consumer_records
+from kompakt.broker.groups.offsets import CommittedOffset, apply_consumer_records, select_offsets
 from kompakt.broker.groups.offsets import GroupMemberRecord as GroupMemberRecord
 from kompakt.broker.groups.offsets import GroupMetadataRecord as GroupMetadataRecord
 from kompakt.clock import Clock
@@ -41,7 +45,6 @@ from kompakt.errors import KompaktError, TopicExistsError
 from kompakt.log.manager import LogManager
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.producer_state import AppendOrigin
-from kompakt.records.batch import iter_batches
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.control import ControlType, control_type_of
 from kompakt.records.record import decode_records
@@ -276,7 +279,7 @@ class GroupKey:
 
 
 def decode_key(data: bytes) -> OffsetKey | GroupKey | None:
-    """Parse a record key; None for record types kompakt does not use (KIP-848, share groups)."""
+    """Parse a classic record key; None for other record types (consumer groups' are parsed elsewhere)."""
     reader = _Reader(data)
     version = reader.i16()
     if version in (0, 1):
@@ -306,6 +309,8 @@ class TopicOffsetStore:
         self._lock = threading.RLock()
         self._offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         self._group_metadata: dict[str, GroupMetadataRecord] = {}
+        #: KIP-848 consumer-group records, compacted: ``group -> key bytes -> value bytes``.
+        self._consumer_records: dict[str, dict[bytes, bytes]] = {}
         self._partitions: int | None = None
         #: Transactional offset commits not yet decided, by producer id (KIP-98/KIP-447): they
         #: are in the log but become visible only when the COMMIT marker is written.
@@ -415,6 +420,23 @@ class TopicOffsetStore:
             self._group_metadata.pop(group, None)
             return len(offsets)
 
+    def delete_offsets(self, group: str, partitions: Collection[tuple[str, int]]) -> int:
+        """Tombstone ``group``'s offsets of these partitions (OffsetDelete); return how many existed.
+
+        Kafka writes a tombstone only for a partition that has an offset, and so does this.
+        """
+        with self._lock:
+            offsets = self._offsets.get(group, {})
+            gone = sorted(key for key in set(partitions) if key in offsets)
+            if not gone:
+                return 0
+            self._tombstones(group, gone, with_metadata=False)
+            for key in gone:
+                del offsets[key]
+            if not offsets:
+                self._offsets.pop(group, None)
+            return len(gone)
+
     def expire(self, now_ms: int, retention_ms: int, keep_groups: Collection[str] = ()) -> int:
         """Tombstone offsets past their expiry (explicit, else commit time + ``retention_ms``)."""
         removed = 0
@@ -463,6 +485,17 @@ class TopicOffsetStore:
     def all_group_metadata(self) -> dict[str, GroupMetadataRecord]:
         with self._lock:
             return dict(self._group_metadata)
+
+    def append_group_records(self, group: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Append a consumer group's records as one batch (Kafka writes a heartbeat's records atomically)."""
+        now_ms = self._clock.now_ms()
+        with self._lock:
+            self._append(group, [SimpleRecord(key, value, timestamp=now_ms) for key, value in records])
+            apply_consumer_records(self._consumer_records, group, records)
+
+    def consumer_group_records(self) -> dict[str, list[tuple[bytes, bytes]]]:
+        with self._lock:
+            return {g: list(r.items()) for g, r in self._consumer_records.items()}
 
     def on_topic_deleted(self, topic: str, partitions: Sequence[int]) -> None:
         """Tombstone every group's offsets for a deleted topic (Kafka does this on deletion).
@@ -555,6 +588,7 @@ class TopicOffsetStore:
             self._offsets.clear()
             self._group_metadata.clear()
             self._pending_txn.clear()
+            self._consumer_records.clear()
             meta = self._logs.topics().get(OFFSETS_TOPIC)
             if meta is None:
                 return
@@ -568,32 +602,21 @@ class TopicOffsetStore:
                 self._replay(partition_log)
 
     def _replay(self, partition_log: PartitionLog) -> None:
-        offset = partition_log.log_start_offset
-        end = partition_log.log_end_offset
-        while offset < end:
-            data = partition_log.read(offset, _READ_CHUNK, max_offset=end).records
-            progressed = False
-            for batch in iter_batches(data):
-                if batch.next_offset <= offset:
+        for batch in partition_log.replay_batches(_READ_CHUNK):
+            if batch.is_control:
+                if batch.producer_id >= 0 and batch.records_count:
+                    committed = control_type_of(batch) == ControlType.COMMIT
+                    self._complete_pending(partition_log.partition, batch.producer_id, committed)
+                continue
+            for record in decode_records(batch):
+                if record.key is None:
                     continue
-                progressed = True
-                offset = batch.next_offset
-                if batch.is_control:
-                    if batch.producer_id >= 0 and batch.records_count:
-                        committed = control_type_of(batch) == ControlType.COMMIT
-                        self._complete_pending(partition_log.partition, batch.producer_id, committed)
-                    continue
-                for record in decode_records(batch):
-                    if record.key is None:
-                        continue
-                    if batch.is_transactional:
-                        self._apply_transactional(
-                            batch.producer_id, record.key, record.value, partition_log.name, record.offset
-                        )
-                    else:
-                        self._apply(record.key, record.value, partition_log.name, record.offset)
-            if not progressed:
-                break
+                if batch.is_transactional:
+                    self._apply_transactional(
+                        batch.producer_id, record.key, record.value, partition_log.name, record.offset
+                    )
+                else:
+                    self._apply(record.key, record.value, partition_log.name, record.offset)
 
     def _apply_transactional(
         self, producer_id: int, key_bytes: bytes, value: bytes | None, where: str, offset: int
@@ -609,6 +632,16 @@ class TopicOffsetStore:
 
     def _apply(self, key_bytes: bytes, value: bytes | None, where: str, offset: int) -> None:
         try:
+            if (
+                len(key_bytes) >= 2
+                and _I16.unpack_from(key_bytes)[0] in consumer_records.CONSUMER_GROUP_RECORD_TYPES
+            ):
+                consumer_key = consumer_records.decode_key(key_bytes)
+                if consumer_key is not None:
+                    apply_consumer_records(
+                        self._consumer_records, consumer_key.group_id, [(key_bytes, value)]
+                    )
+                return
             key = decode_key(key_bytes)
             if isinstance(key, OffsetKey):
                 tp = (key.topic, key.partition)
@@ -625,7 +658,11 @@ class TopicOffsetStore:
                     self._group_metadata.pop(key.group, None)
                 else:
                     self._group_metadata[key.group] = decode_group_metadata_value(value)
-        except (OffsetsTopicFormatError, UnicodeDecodeError) as exc:
+        except (
+            OffsetsTopicFormatError,
+            consumer_records.ConsumerRecordFormatError,
+            UnicodeDecodeError,
+        ) as exc:
             log.warning("Skipping unreadable record at %s offset %d: %s", where, offset, exc)
 
 

@@ -1,35 +1,58 @@
-"""DescribeCluster (60), v0–1: this node, the cluster id, and itself as controller.
+"""DescribeCluster (60), v0–2: this node, the cluster id, and itself as controller.
 
-Only kafka-python uses it (others describe the cluster through Metadata). v1 adds
-``endpoint_type``: a broker answers only for brokers (1); asking it for controllers (2) gets
-UNSUPPORTED_ENDPOINT_TYPE, as Kafka's brokers answer.
+As Kafka's ``AuthHelper.computeDescribeClusterResponse``: v1 adds ``endpoint_type``, and a broker
+answers only for brokers (1); asking it for controllers (2) is MISMATCHED_ENDPOINT_TYPE, any other
+type UNSUPPORTED_ENDPOINT_TYPE (both INVALID_REQUEST at v0, which cannot ask). With
+``include_cluster_authorized_operations`` the answer lists every cluster operation (KIP-430, no
+authorizer). v2 adds ``include_fenced_brokers`` and ``is_fenced``; this broker is never fenced.
 """
 
 from __future__ import annotations
 
+from kompakt.broker.authorized_operations import CLUSTER_AUTHORIZED_OPERATIONS, NOT_REQUESTED
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
 
 BROKERS_ENDPOINT = 1
+CONTROLLERS_ENDPOINT = 2
+_ENDPOINT_NAMES = {BROKERS_ENDPOINT: "BROKER", CONTROLLERS_ENDPOINT: "CONTROLLER"}
+
+
+def _refusal(
+    ctx: RequestContext, request: codec.RequestPayload, endpoint_type: int
+) -> codec.ResponsePayload | None:
+    if endpoint_type == BROKERS_ENDPOINT:
+        return None
+    if endpoint_type not in _ENDPOINT_NAMES:
+        code = codec.ErrorCode.unsupported_endpoint_type
+        message = f"Unsupported endpoint type {endpoint_type}"
+    else:
+        code = codec.ErrorCode.mismatched_endpoint_type
+        message = (
+            "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type "
+            f"{_ENDPOINT_NAMES[endpoint_type]}"
+        )
+    return codec.build_response(
+        request,
+        {
+            "error_code": codec.ErrorCode.invalid_request if ctx.api_version == 0 else code,
+            "error_message": message,
+            "endpoint_type": BROKERS_ENDPOINT,
+            "cluster_id": "",
+            "controller_id": -1,
+            "brokers": [],
+            "cluster_authorized_operations": NOT_REQUESTED,
+        },
+    )
 
 
 def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
     broker = ctx.broker
-    endpoint_type: int = getattr(request, "endpoint_type", BROKERS_ENDPOINT)
-    if endpoint_type != BROKERS_ENDPOINT:
-        return codec.build_response(
-            request,
-            {
-                "error_code": codec.ErrorCode.unsupported_endpoint_type,
-                "error_message": f"The request was sent to an endpoint of type {endpoint_type}, "
-                f"but we wanted an endpoint of type {BROKERS_ENDPOINT}",
-                "endpoint_type": endpoint_type,
-                "cluster_id": broker.cluster_id,
-                "controller_id": -1,
-                "brokers": [],
-            },
-        )
+    refused = _refusal(ctx, request, getattr(request, "endpoint_type", BROKERS_ENDPOINT))
+    if refused is not None:
+        return refused
+    include_operations: bool = getattr(request, "include_cluster_authorized_operations", False)
     return codec.build_response(
         request,
         {
@@ -44,10 +67,14 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
                     "host": broker.advertised_host,
                     "port": broker.advertised_port,
                     "rack": None,
+                    "is_fenced": False,
                 }
             ],
+            "cluster_authorized_operations": (
+                CLUSTER_AUTHORIZED_OPERATIONS if include_operations else NOT_REQUESTED
+            ),
         },
     )
 
 
-SPEC = HandlerSpec(ApiKey.DESCRIBE_CLUSTER, 0, 1, handle)
+SPEC = HandlerSpec(ApiKey.DESCRIBE_CLUSTER, 0, 2, handle)

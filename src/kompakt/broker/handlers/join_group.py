@@ -1,7 +1,10 @@
-"""JoinGroup (11), v0–7. The answer is deferred until the rebalance completes.
+"""JoinGroup (11), v0–9. The answer is deferred until the rebalance completes.
 
-v0 has no rebalance timeout (the session timeout stands in, as Kafka does); v5 adds
-``group_instance_id``; v6 is flexible; v7 makes the protocol name nullable and echoes the type.
+v0 has no rebalance timeout (the session timeout stands in, as Kafka does); from v4 a member
+without an id is answered MEMBER_ID_REQUIRED with a generated id and must join again with it
+(KIP-394); v5 adds ``group_instance_id`` (KIP-345); v6 is flexible; v7 makes the protocol name
+nullable and echoes the type; v8 adds the client's ``reason`` (KIP-800); v9 adds
+``skip_assignment`` (KIP-814), set for a static leader that rejoined without a rebalance.
 """
 
 from __future__ import annotations
@@ -45,7 +48,12 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> Deferred[codec
         protocol_type=req.protocol_type,
         protocols=tuple((p.name, p.metadata) for p in req.protocols),
         client_id=ctx.client_id or "",
-        client_host=ctx.client_host,
+        # Kafka records ``clientAddress().toString()``, an InetAddress without its host name:
+        # "/127.0.0.1", and DescribeGroups and the stored group metadata show it that way.
+        client_host=f"/{ctx.client_host}",
+        require_known_member_id=ctx.api_version >= 4,
+        supports_skip_assignment=ctx.api_version >= 9,
+        reason=getattr(req, "reason", None),
     )
     version = ctx.api_version
 
@@ -59,6 +67,7 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> Deferred[codec
                 "protocol_name": result.protocol_name if version >= 7 else result.protocol_name or "",
                 "leader": result.leader_id,
                 "member_id": result.member_id,
+                "skip_assignment": result.skip_assignment,
                 "members": [
                     {
                         "member_id": m.member_id,
@@ -73,4 +82,4 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> Deferred[codec
     return ctx.broker.groups.join(join).map(respond)
 
 
-SPEC = HandlerSpec(ApiKey.JOIN_GROUP, 0, 7, handle)
+SPEC = HandlerSpec(ApiKey.JOIN_GROUP, 0, 9, handle)

@@ -1,4 +1,6 @@
-"""LeaveGroup (13), v0–5. v0–2 name one member; v3+ batch members (static ones by instance id)."""
+"""LeaveGroup (13), v0–5. v0–2 name one member; v3+ batch members (static ones by instance id); v5 adds
+a ``reason`` per member (KIP-800).
+"""
 
 from __future__ import annotations
 
@@ -31,9 +33,12 @@ class _BatchRequest(Protocol):
 
 def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
     if ctx.api_version < 3:
+        # Kafka's LeaveGroupResponse for v0-2: the group-level error, else the one member's.
         single = cast(_SingleMemberRequest, request)
-        _, results = ctx.broker.groups.leave(single.group_id, [(single.member_id, None)])
-        return codec.build_response(request, {"error_code": results[0][2]})
+        error, results = ctx.broker.groups.leave(single.group_id, [(single.member_id, None)])
+        if error is codec.ErrorCode.none and results:
+            error = results[0][2]
+        return codec.build_response(request, {"error_code": error})
     batch = cast(_BatchRequest, request)
     members = [(m.member_id, m.group_instance_id) for m in batch.members]
     error, results = ctx.broker.groups.leave(batch.group_id, members)

@@ -1,4 +1,7 @@
-"""ListGroups (16), v0–4. v4 adds a states filter (empty = all) and reports each group's state."""
+"""ListGroups (16), v0–5. v4 adds a states filter and each group's state; v5 (KIP-848) adds a types
+filter and each group's type ("classic" for the groups of the classic protocol). Filters are
+case-insensitive and empty means all, as in Kafka's ``GroupMetadataManager.listGroups``.
+"""
 
 from __future__ import annotations
 
@@ -9,17 +12,23 @@ from kompakt.protocol.apis import ApiKey
 
 def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
     states: tuple[str, ...] = getattr(request, "states_filter", ())
-    listings = ctx.broker.groups.list_groups(states)
+    types: tuple[str, ...] = getattr(request, "types_filter", ())
+    listings = ctx.broker.groups.list_groups(states, types)
     return codec.build_response(
         request,
         {
             "error_code": codec.ErrorCode.none,
             "groups": [
-                {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state}
+                {
+                    "group_id": g.group_id,
+                    "protocol_type": g.protocol_type,
+                    "group_state": g.state,
+                    "group_type": g.group_type,
+                }
                 for g in listings
             ],
         },
     )
 
 
-SPEC = HandlerSpec(ApiKey.LIST_GROUPS, 0, 4, handle)
+SPEC = HandlerSpec(ApiKey.LIST_GROUPS, 0, 5, handle)

@@ -6,7 +6,9 @@ Unknown topics are auto-created when the request allows it and ``auto.create.top
 on (``topics.auto_create_topic``); otherwise UNKNOWN_TOPIC_OR_PARTITION. Illegal names get
 INVALID_TOPIC_EXCEPTION. Partitions report leader = replicas = isr = this node at leader epoch 0;
 a partition whose files are offline reports KAFKA_STORAGE_ERROR with no leader. v10+ carry topic
-ids; v10+ requests may name a topic by id only.
+ids; v10+ requests may name a topic by id only. v8+ may ask for the authorized operations of each
+topic and (v8–10) of the cluster (KIP-430); with no authorizer these are every operation Kafka
+knows for the resource type, as ``KafkaApis.handleTopicMetadataRequest`` reports them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,11 @@ import uuid
 from collections.abc import Sequence
 from typing import Protocol, cast
 
+from kompakt.broker.authorized_operations import (
+    CLUSTER_AUTHORIZED_OPERATIONS,
+    NOT_REQUESTED,
+    TOPIC_AUTHORIZED_OPERATIONS,
+)
 from kompakt.broker.context import OFFSETS_TOPIC, Broker, HandlerSpec, RequestContext
 from kompakt.broker.topics import auto_create_topic
 from kompakt.errors import InvalidTopicError
@@ -122,6 +129,13 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
                 )
                 continue
             topics.append(_lookup(broker, name, allow_create))
+    if ctx.api_version >= 8 and getattr(request, "include_topic_authorized_operations", False):
+        for entry in topics:
+            if entry["error_code"] != codec.ErrorCode.unknown_topic_id:
+                entry["topic_authorized_operations"] = TOPIC_AUTHORIZED_OPERATIONS
+    include_cluster = 8 <= ctx.api_version <= 10 and getattr(
+        request, "include_cluster_authorized_operations", False
+    )
     return codec.build_response(
         request,
         {
@@ -136,6 +150,9 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
             "cluster_id": broker.cluster_id,
             "controller_id": broker.node_id,
             "topics": topics,
+            "cluster_authorized_operations": CLUSTER_AUTHORIZED_OPERATIONS
+            if include_cluster
+            else NOT_REQUESTED,
         },
     )
 

@@ -1,7 +1,9 @@
-"""OffsetCommit (8), v2–8.
+"""OffsetCommit (8), v2–9.
 
 v2–4 carry a per-request ``retention_time`` (-1 = broker default); v6 adds the committed leader
-epoch; v7 adds ``group_instance_id``. Partitions that do not exist are refused with
+epoch; v7 adds ``group_instance_id``; v9 (KIP-848) carries a consumer-group member's epoch in
+``generation_id_or_member_epoch`` (a stale one is refused with STALE_MEMBER_EPOCH, and a member of
+the consumer protocol must use v9). Partitions that do not exist are refused with
 UNKNOWN_TOPIC_OR_PARTITION before the coordinator sees them, as Kafka does.
 """
 
@@ -59,6 +61,7 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
         getattr(req, "group_instance_id", None),
         entries,
         retention_ms if retention_ms is not None and retention_ms >= 0 else None,
+        api_version=ctx.api_version,
     )
     for entry, error in zip(entries, results, strict=True):
         errors[(entry.topic, entry.partition)] = error
@@ -82,4 +85,4 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
     )
 
 
-SPEC = HandlerSpec(ApiKey.OFFSET_COMMIT, 2, 8, handle)
+SPEC = HandlerSpec(ApiKey.OFFSET_COMMIT, 2, 9, handle)

@@ -1,11 +1,12 @@
-"""OffsetFetch (9), v1–8.
+"""OffsetFetch (9), v1–9.
 
 v2 makes ``topics`` nullable (null = every partition the group committed) and adds a top-level error
 code; v5 returns the committed leader epoch; v7 adds ``require_stable``: a partition with a
 transactional commit still undecided answers UNSTABLE_OFFSET_COMMIT (retriable), as Kafka does, so
 an exactly-once consumer never starts from an offset its producer's transaction may still move;
-v8 batches groups. A partition without a committed offset answers
-offset -1 and no error.
+v8 batches groups; v9 (KIP-848) names the consumer-group member and its epoch, checked as Kafka's
+``ConsumerGroup.validateOffsetFetch`` does (STALE_MEMBER_EPOCH). A partition without a committed
+offset answers offset -1 and no error.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from collections.abc import Sequence
 from typing import Protocol, cast
 
 from kompakt.broker.context import HandlerSpec, RequestContext
+from kompakt.broker.error_codes import error_code_for
+from kompakt.broker.groups.errors import GroupError
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
 
@@ -78,14 +81,24 @@ def _topics(
 def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
     if ctx.api_version >= 8:
         batch = cast(_BatchRequest, request)
-        groups = [
-            {
-                "group_id": g.group_id,
-                "topics": _topics(ctx, g.group_id, g.topics, bool(getattr(request, "require_stable", False))),
-                "error_code": codec.ErrorCode.none,
-            }
-            for g in batch.groups
-        ]
+        groups = []
+        for g in batch.groups:
+            try:
+                ctx.broker.groups.consumer.check_fetch(
+                    g.group_id, getattr(g, "member_id", None), getattr(g, "member_epoch", -1)
+                )
+            except GroupError as exc:
+                groups.append({"group_id": g.group_id, "topics": [], "error_code": error_code_for(exc)})
+                continue
+            groups.append(
+                {
+                    "group_id": g.group_id,
+                    "topics": _topics(
+                        ctx, g.group_id, g.topics, bool(getattr(request, "require_stable", False))
+                    ),
+                    "error_code": codec.ErrorCode.none,
+                }
+            )
         return codec.build_response(request, {"groups": groups})
     single = cast(_SingleGroupRequest, request)
     return codec.build_response(
@@ -99,4 +112,4 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
     )
 
 
-SPEC = HandlerSpec(ApiKey.OFFSET_FETCH, 1, 8, handle)
+SPEC = HandlerSpec(ApiKey.OFFSET_FETCH, 1, 9, handle)

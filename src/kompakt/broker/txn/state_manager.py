@@ -39,7 +39,6 @@ from kompakt.clock import Clock
 from kompakt.errors import KompaktError, TopicExistsError
 from kompakt.log.manager import LogManager
 from kompakt.log.partition_log import PartitionLog
-from kompakt.records.batch import iter_batches
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.record import decode_records
 
@@ -306,38 +305,23 @@ class TransactionStateManager:
 
     @staticmethod
     def _replay(name: str, partition_log: PartitionLog, loaded: dict[str, TransactionMetadata]) -> None:
-        offset = partition_log.log_start_offset
-        end = partition_log.log_end_offset
-        while offset < end:
-            data = partition_log.read(offset, _READ_CHUNK, max_offset=end).records
-            progressed = False
-            for batch in iter_batches(data):
-                if batch.next_offset <= offset:
+        for batch in partition_log.replay_batches(_READ_CHUNK):
+            if batch.is_control:
+                continue
+            for record in decode_records(batch):
+                if record.key is None:
+                    log.warning("Skipping a keyless record at %s offset %d", name, record.offset)
                     continue
-                progressed = True
-                offset = batch.next_offset
-                if batch.is_control:
-                    continue
-                for record in decode_records(batch):
-                    if record.key is None:
-                        log.warning("Skipping a keyless record at %s offset %d", name, record.offset)
-                        continue
-                    try:
-                        transactional_id = decode_key(record.key)
-                        if transactional_id is None:
-                            log.warning(
-                                "Skipping a record of unknown key type at %s offset %d", name, record.offset
-                            )
-                            continue
-                        if record.value is None:
-                            loaded.pop(transactional_id, None)
-                        else:
-                            loaded[transactional_id] = _from_value(
-                                transactional_id, decode_value(record.value)
-                            )
-                    except (TransactionLogFormatError, ValueError) as exc:
+                try:
+                    transactional_id = decode_key(record.key)
+                    if transactional_id is None:
                         log.warning(
-                            "Skipping an unreadable record at %s offset %d: %s", name, record.offset, exc
+                            "Skipping a record of unknown key type at %s offset %d", name, record.offset
                         )
-            if not progressed:
-                break
+                        continue
+                    if record.value is None:
+                        loaded.pop(transactional_id, None)
+                    else:
+                        loaded[transactional_id] = _from_value(transactional_id, decode_value(record.value))
+                except (TransactionLogFormatError, ValueError) as exc:
+                    log.warning("Skipping an unreadable record at %s offset %d: %s", name, record.offset, exc)

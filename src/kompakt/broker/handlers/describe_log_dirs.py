@@ -1,0 +1,57 @@
+"""DescribeLogDirs (35), v1–4: the data directory, its partitions' sizes, and its volume.
+
+kompakt has one data directory (Kafka's ``log.dirs`` with one entry). As in Kafka's
+``ReplicaManager.describeLogDirs``: null topics means every partition; a requested partition that
+is not here is left out, and so is a topic with none; the offset lag is 0 (the leader's high
+watermark minus its own log end offset, floored at 0); v4 adds the volume's total and usable bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Protocol, cast
+
+from kompakt.broker.context import HandlerSpec, RequestContext
+from kompakt.protocol import codec
+from kompakt.protocol.apis import ApiKey
+
+
+class _Topic(Protocol):
+    topic: str
+    partitions: Sequence[int]
+
+
+def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
+    logs = ctx.broker.logs
+    requested = cast(Sequence[_Topic] | None, getattr(request, "topics", None))
+    wanted = None if requested is None else {(t.topic, int(p)) for t in requested for p in t.partitions}
+    by_topic: dict[str, list[dict[str, object]]] = {}
+    for (topic, partition), partition_log in sorted(logs.logs().items()):
+        if wanted is not None and (topic, partition) not in wanted:
+            continue
+        by_topic.setdefault(topic, []).append(
+            {
+                "partition_index": partition,
+                "partition_size": partition_log.size_bytes,
+                "offset_lag": max(partition_log.high_watermark - partition_log.log_end_offset, 0),
+                "is_future_key": False,
+            }
+        )
+    data_dir = os.path.abspath(logs.data_dir)
+    result: dict[str, object] = {"log_dir": data_dir, "topics": []}
+    try:
+        volume = os.statvfs(data_dir)
+    except OSError:
+        result["error_code"] = codec.ErrorCode.kafka_storage_error
+    else:
+        result.update(
+            error_code=codec.ErrorCode.none,
+            topics=[{"name": topic, "partitions": parts} for topic, parts in by_topic.items()],
+            total_bytes=volume.f_blocks * volume.f_frsize,
+            usable_bytes=volume.f_bavail * volume.f_frsize,
+        )
+    return codec.build_response(request, {"error_code": codec.ErrorCode.none, "results": [result]})
+
+
+SPEC = HandlerSpec(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, handle, blocking=True)

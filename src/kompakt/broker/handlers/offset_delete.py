@@ -1,0 +1,67 @@
+"""OffsetDelete (47), v0 (KIP-496): remove a group's committed offsets for some partitions.
+
+As Kafka's ``KafkaApis.handleOffsetDeleteRequest``: a topic that does not exist answers
+UNKNOWN_TOPIC_OR_PARTITION for each of its partitions, and so does a partition that does not
+exist; the rest go to the coordinator (:meth:`GroupCoordinator.delete_offsets`), whose group-level
+error, when it has one, is the whole answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, cast
+
+from kompakt.broker.context import HandlerSpec, RequestContext
+from kompakt.protocol import codec
+from kompakt.protocol.apis import ApiKey
+
+
+class _Partition(Protocol):
+    partition_index: int
+
+
+class _Topic(Protocol):
+    name: str
+    partitions: Sequence[_Partition]
+
+
+class _Request(Protocol):
+    group_id: str
+    topics: Sequence[_Topic]
+
+
+def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
+    req = cast(_Request, request)
+    answered: dict[str, list[tuple[int, codec.ErrorCode]]] = {}
+    valid: list[tuple[str, list[int]]] = []
+    for topic in req.topics:
+        exists = [
+            p.partition_index
+            for p in topic.partitions
+            if ctx.broker.partition_exists(topic.name, p.partition_index)
+        ]
+        missing = [p.partition_index for p in topic.partitions if p.partition_index not in exists]
+        if missing:
+            answered.setdefault(topic.name, []).extend(
+                (p, codec.ErrorCode.unknown_topic_or_partition) for p in missing
+            )
+        if exists:
+            valid.append((topic.name, exists))
+    error, results = ctx.broker.groups.delete_offsets(req.group_id, valid)
+    if error is not codec.ErrorCode.none:
+        return codec.build_response(request, {"error_code": error, "topics": []})
+    for name, partitions in results:
+        answered.setdefault(name, []).extend(partitions)
+    return codec.build_response(
+        request,
+        {
+            "error_code": codec.ErrorCode.none,
+            "topics": [
+                {"name": name, "partitions": [{"partition_index": p, "error_code": e} for p, e in partitions]}
+                for name, partitions in answered.items()
+            ],
+        },
+    )
+
+
+SPEC = HandlerSpec(ApiKey.OFFSET_DELETE, 0, 0, handle)
