@@ -165,3 +165,23 @@ def test_default_message_formatter_lines() -> None:
     assert key_only.render(Msg(b"k", b"v")) == b"k\n"
     with pytest.raises(CliUsageError, match="expects true or false"):
         KafkaMessageFormatter.configure({"print.key": "yes please"})
+
+
+def test_the_brokers_layer_goes_back_in_front_of_the_default_one() -> None:
+    """confluent-kafka keys a config's synonyms by name, so ``STATIC_BROKER_CONFIG:log.cleanup.policy
+    =compact`` and ``DEFAULT_CONFIG:log.cleanup.policy=delete`` arrive as the default one only."""
+    collapsed = [
+        {"name": "cleanup.policy", "value": "compact", "source": "DYNAMIC_TOPIC_CONFIG"},
+        {"name": "log.cleanup.policy", "value": "delete", "source": "DEFAULT_CONFIG"},
+    ]
+    broker = {"log.cleanup.policy": ("STATIC_BROKER_CONFIG", "compact")}
+    assert kafka_tools.restore_broker_layer(collapsed, broker) == [
+        collapsed[0],
+        {"name": "log.cleanup.policy", "value": "compact", "source": "STATIC_BROKER_CONFIG"},
+        collapsed[1],
+    ]
+    # A broker at its defaults has nothing to put back; nor has a name the broker does not set.
+    assert kafka_tools.restore_broker_layer(collapsed, {}) == collapsed
+    assert kafka_tools.restore_broker_layer(collapsed, {"log.retention.ms": ("STATIC_BROKER_CONFIG", "1")}) == (
+        collapsed
+    )

@@ -8,8 +8,10 @@ explains that guide's first example wrongly ("cleanup.policy is delete").
 
 The values are layered, each one remembered with where it came from so the report can say it:
 
-1. ``--server-properties FILE`` (the broker's static configs; settings kompakt does not use, such
-   as SASL or listener details of a Kafka broker, are skipped and listed in a note);
+1. ``--server-properties FILE`` (the broker's static configs; Kafka settings kompakt does not act
+   on, such as SASL or KRaft details of a Kafka broker, are skipped and listed in a note, and a
+   name Kafka 4.1 does not know either is skipped with a "did you mean": a misspelt
+   ``log.cleanup.policy`` would otherwise change the verdict without a word);
 2. a kompakt data directory's ``kompakt-broker-dynamic.json`` (dynamic broker configs set with
    ``kafka-configs --entity-type brokers --alter``);
 3. with ``--bootstrap``, the cluster's broker values: DescribeConfigs of the BROKER resource,
@@ -27,8 +29,8 @@ from typing import Any
 from kompakt.cli.output import CliError, CliUsageError
 from kompakt.errors import ConfigError
 from kompakt.log.config import BrokerConfig
-from kompakt.log.config_defs import parse_properties_file
-from kompakt.log.config_tables import BROKER_CONFIGS, TOPIC_CONFIGS
+from kompakt.log.config_defs import closest, parse_properties_file
+from kompakt.log.config_tables import BROKER_CONFIGS, KOMPAKT_BROKER_CONFIGS, TOPIC_CONFIGS
 
 
 @dataclass
@@ -38,7 +40,9 @@ class BrokerDefaults:
     config: BrokerConfig
     origins: dict[str, str] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
-    """``server.properties`` names kompakt does not know (ignored)."""
+    """``server.properties`` names of Kafka broker configs kompakt does not act on (ignored)."""
+    unknown: list[str] = field(default_factory=list)
+    """``server.properties`` names no Kafka 4.1 broker has, each with its "did you mean" (ignored)."""
 
 
 def _pairs(items: list[str] | None, option: str) -> dict[str, str]:
@@ -51,13 +55,19 @@ def _pairs(items: list[str] | None, option: str) -> dict[str, str]:
     return result
 
 
-def _server_properties(path: Path) -> tuple[dict[str, str], list[str]]:
+def _server_properties(path: Path) -> tuple[dict[str, str], list[str], list[str]]:
+    """The file's settings kompakt acts on, the Kafka ones it does not, and the unknown ones."""
     try:
         props = parse_properties_file(path)
     except OSError as exc:
         raise CliUsageError(f"--server-properties: cannot read {path}: {exc.strerror or exc}") from None
-    known = {k: v for k, v in props.items() if k in BROKER_CONFIGS}
-    return known, sorted(k for k in props if k not in BROKER_CONFIGS)
+    known = {k: v for k, v in props.items() if k in KOMPAKT_BROKER_CONFIGS}
+    inert = sorted(k for k in props if k in BROKER_CONFIGS and k not in KOMPAKT_BROKER_CONFIGS)
+    unknown = []
+    for name in sorted(k for k in props if k not in BROKER_CONFIGS):
+        suggestion = closest(name, list(BROKER_CONFIGS))
+        unknown.append(f"{name} (did you mean {suggestion}?)" if suggestion else name)
+    return known, inert, unknown
 
 
 def _data_dir_dynamic(data_dir: Path | None) -> dict[str, tuple[str, str]]:
@@ -87,8 +97,9 @@ def resolve_broker_defaults(
     values: dict[str, str] = {}
     origins: dict[str, str] = {}
     skipped: list[str] = []
+    unknown: list[str] = []
     if server_properties is not None:
-        known, skipped = _server_properties(server_properties)
+        known, skipped, unknown = _server_properties(server_properties)
         for name, value in known.items():
             values[name] = value
             origins[name] = f"server.properties {server_properties}"
@@ -105,7 +116,7 @@ def resolve_broker_defaults(
     except ConfigError as exc:
         sources = sorted({origins[n] for n in values})
         raise CliUsageError(f"broker configs ({', '.join(sources)}): {exc}") from None
-    return BrokerDefaults(config, origins, skipped)
+    return BrokerDefaults(config, origins, skipped, unknown)
 
 
 def cluster_configs(
@@ -114,7 +125,7 @@ def cluster_configs(
     """From a running cluster: each topic's own overrides, and the broker's non-default values.
 
     The broker's values come from DescribeConfigs of the BROKER resource (the lowest broker id the
-    metadata lists), as ``{name: (value, origin)}``; only the names kompakt knows are kept.
+    metadata lists), as ``{name: (value, origin)}``; only the names kompakt acts on are kept.
     """
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import (  # type: ignore[attr-defined]
@@ -146,7 +157,7 @@ def cluster_configs(
             for name, entry in entries.items():
                 source = ConfigSource(int(entry.source))
                 if (
-                    name in BROKER_CONFIGS
+                    name in KOMPAKT_BROKER_CONFIGS
                     and entry.value is not None
                     and source != ConfigSource.DEFAULT_CONFIG
                 ):

@@ -444,6 +444,46 @@ def _synonyms(entry: dict[str, Any]) -> str:
     return "{" + inner + "}"
 
 
+def restore_broker_layer(
+    synonyms: list[dict[str, Any]], broker_values: dict[str, tuple[str, str | None]]
+) -> list[dict[str, Any]]:
+    """Put back the broker's effective layer of each synonym that confluent-kafka dropped.
+
+    librdkafka returns a config's synonyms as a list (``DescribeConfigsSynonym``, in
+    ``ConfigEntry.synonyms`` precedence order), but confluent-kafka keys them by name, so the layers
+    of one name collapse into the last, ``DEFAULT_CONFIG``: a broker started with
+    ``log.cleanup.policy=compact`` in ``server.properties`` would print
+    ``synonyms={..., DEFAULT_CONFIG:log.cleanup.policy=delete}``, the opposite of what it does.
+    The BROKER resource's own entry for that name carries its effective value and source, so that
+    layer goes back in front of the default one (a layer shadowed by it stays lost).
+    """
+    restored: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for synonym in synonyms:
+        name = synonym["name"]
+        layer = broker_values.get(name)
+        if synonym["source"] == "DEFAULT_CONFIG" and name not in seen and layer is not None:
+            restored.append({"name": name, "value": layer[1], "source": layer[0]})
+        restored.append(synonym)
+        seen.add(name)
+    return restored
+
+
+def _broker_values(cluster: Cluster, admin: Any, broker: str) -> dict[str, tuple[str, str | None]]:
+    """The broker's configs that are not at their default: ``{name: (source, value)}``."""
+    from kompakt.cli.topic_cmd import source_name
+
+    resource = KAFKA_ADMIN.ConfigResource(KAFKA_ADMIN.ResourceType.BROKER, broker)
+    futures = admin.describe_configs([resource], request_timeout=cluster.timeout_s)
+    entries = cluster.wait(next(iter(futures.values())), f"cannot describe configs of broker {broker}")
+    values: dict[str, tuple[str, str | None]] = {}
+    for entry in entries.values():
+        source = source_name(entry.source)
+        if source != "DEFAULT_CONFIG":
+            values[entry.name] = (source, entry.value)
+    return values
+
+
 def _describe_topic_configs(cluster: Cluster, names: list[str], show_all: bool, output: OutputFormat) -> None:
     from kompakt.cli.topic_cmd import describe_topic
 
@@ -451,6 +491,8 @@ def _describe_topic_configs(cluster: Cluster, names: list[str], show_all: bool, 
     if not names:
         names = _topics_matching(cluster, admin, None, exclude_internal=False)
     results = []
+    brokers = _broker_ids(cluster, admin)
+    broker_values = _broker_values(cluster, admin, brokers[0]) if brokers else {}
     for name in names:
         info = describe_topic(cluster, admin, name)
         entries = (
@@ -458,6 +500,8 @@ def _describe_topic_configs(cluster: Cluster, names: list[str], show_all: bool, 
             if show_all
             else [c for c in info["configs"] if c["source"] == "DYNAMIC_TOPIC_CONFIG"]
         )
+        for entry in entries:
+            entry["synonyms"] = restore_broker_layer(entry["synonyms"], broker_values)
         results.append((name, entries))
     if output is OutputFormat.JSON:
         emit_json(dict(results))
@@ -498,16 +542,18 @@ def _describe_broker_configs(
             source = source_name(entry.source)
             if not show_all and source not in wanted:
                 continue
+            synonyms = [
+                {"name": s.name, "value": s.value, "source": source_name(s.source)}
+                for s in entry.synonyms.values()
+            ]
+            own = {} if source == "DEFAULT_CONFIG" else {entry.name: (source, entry.value)}
             rows.append(
                 {
                     "name": entry.name,
                     "value": entry.value,
                     "source": source,
                     "sensitive": bool(entry.is_sensitive),
-                    "synonyms": [
-                        {"name": s.name, "value": s.value, "source": source_name(s.source)}
-                        for s in entry.synonyms.values()
-                    ],
+                    "synonyms": restore_broker_layer(synonyms, own),
                 }
             )
         results.append((resource.name, rows))

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
-from kompakt.cli.broker_defaults import cluster_configs, resolve_broker_defaults
+from kompakt.cli.broker_defaults import BrokerDefaults, cluster_configs, resolve_broker_defaults
 from kompakt.cli.output import (
     CliError,
     CliUsageError,
@@ -532,14 +532,18 @@ def parse_now(value: str | None) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def _note_skipped(names: list[str]) -> None:
-    if names:
-        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-        err_console.print(
-            f"note: --server-properties: ignored {len(names)} setting(s) kompakt does not use: {shown}",
-            markup=False,
-            highlight=False,
-        )
+def _note_skipped(defaults: BrokerDefaults) -> None:
+    for names, what in (
+        (defaults.skipped, "setting(s) kompakt does not use"),
+        (defaults.unknown, "setting(s) unknown to Kafka 4.1"),
+    ):
+        if names:
+            shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+            err_console.print(
+                f"note: --server-properties: ignored {len(names)} {what}: {shown}",
+                markup=False,
+                highlight=False,
+            )
 
 
 @log_app.command("explain")
@@ -590,7 +594,7 @@ def explain_command(
         broker_config_items=broker_configs,
     )
     broker = defaults.config
-    _note_skipped(defaults.skipped)
+    _note_skipped(defaults)
     reports = []
     sources = []
     for part in target.partitions:
@@ -787,7 +791,7 @@ def compact_command(
         server_properties=server_properties, data_dir=target.data_dir, broker_config_items=broker_configs
     )
     broker = defaults.config
-    _note_skipped(defaults.skipped)
+    _note_skipped(defaults)
     announce_kernel_compile()
     quiet = output is OutputFormat.JSON
     with Progress(

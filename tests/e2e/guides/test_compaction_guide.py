@@ -116,8 +116,10 @@ def test_the_user_profiles_walkthrough(guide: GuideRunner, guide_broker: tuple[B
     describe = guide.ok(
         "kafka-configs.sh --bootstrap-server localhost:9092 --entity-type topics --entity-name user-profiles --describe"
     )
+    # Kafka's full synonym chain: the broker's server.properties layer is not lost to the default.
     assert (
-        "  cleanup.policy=compact sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact"
+        "  cleanup.policy=compact sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact, "
+        "STATIC_BROKER_CONFIG:log.cleanup.policy=compact, DEFAULT_CONFIG:log.cleanup.policy=delete}\n"
         in describe.out
     )
     del properties
@@ -236,8 +238,10 @@ def test_kafkas_broker_config_examples(guide: GuideRunner) -> None:
     described = guide.ok(
         "bin/kafka-configs.sh --bootstrap-server localhost:9092 --entity-type brokers --entity-name 0 --describe"
     )
-    # confluent-kafka keys synonyms by name, so the layers of one name collapse to the last one.
-    assert "  log.cleaner.threads=2 sensitive=false synonyms={" in described.out
+    assert (
+        "  log.cleaner.threads=2 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.threads=2, "
+        "DEFAULT_CONFIG:log.cleaner.threads=1}\n" in described.out
+    )
     guide.ok(
         "bin/kafka-configs.sh --bootstrap-server localhost:9092 --entity-type brokers --entity-name 0 "
         "--alter --delete-config log.cleaner.threads"
