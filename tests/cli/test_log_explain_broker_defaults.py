@@ -54,6 +54,25 @@ def test_without_the_brokers_file_a_kafka_directory_is_explained_as_delete(tmp_p
     assert report["verdict"] == "not compacting: cleanup.policy is delete"
 
 
+def test_a_verdict_that_rests_on_kafkas_default_policy_says_how_to_give_the_broker(
+    tmp_path: Path, cli: Any, server_properties: Path
+) -> None:
+    data = kafka_dir(tmp_path / "kafka")
+    result = cli("log", "explain", str(data))
+    assert result.code == 0, result.err
+    assert "verdict: not compacting: cleanup.policy is delete" in result.out
+    assert (
+        "note: kt-0 take Kafka's default cleanup.policy=delete; if the broker sets "
+        "log.cleanup.policy=compact, give its --server-properties FILE or --bootstrap HOST:PORT"
+    ) in result.err
+    # With the broker's file, or a policy of the topic's own, there is nothing to say.
+    with_file = cli("log", "explain", str(data), "--server-properties", str(server_properties))
+    assert "Kafka's default cleanup.policy" not in with_file.err
+    own = cli("log", "explain", str(data), "--config", "cleanup.policy=delete")
+    assert "verdict: not compacting: cleanup.policy is delete" in own.out
+    assert "Kafka's default cleanup.policy" not in own.err
+
+
 def test_server_properties_log_cleanup_policy_compact_gives_the_right_verdict(
     tmp_path: Path, cli: Any, server_properties: Path
 ) -> None:

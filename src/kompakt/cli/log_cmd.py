@@ -616,6 +616,8 @@ def explain_command(
             raise CliUsageError(f"{part.name}: {exc}") from None
         reports.append(report)
         sources.append(source)
+    if server_properties is None and bootstrap is None:
+        _note_policy_default(reports)
     if html is not None:
         from kompakt.server.web import export_page
 
@@ -631,6 +633,27 @@ def explain_command(
         return
     for report in reports:
         _explain_tables(report)
+
+
+def _note_policy_default(reports: list[Any]) -> None:
+    """Say so when "cleanup.policy is delete" rests on Kafka's default alone: the broker's
+    ``log.cleanup.policy`` (Kafka's compaction guide sets it to compact in ``server.properties``)
+    is not in a log directory, so offline the verdict is only as right as the broker it is given."""
+    names = [
+        f"{r.topic}-{r.partition}"
+        for r in reports
+        if r.verdict == "not compacting: cleanup.policy is delete"
+        and any(c.name == "cleanup.policy" and c.source == "Kafka default" for c in r.configs)
+    ]
+    if names:
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        err_console.print(
+            f"note: {shown} take Kafka's default cleanup.policy=delete; if the broker sets "
+            "log.cleanup.policy=compact, give its --server-properties FILE or --bootstrap HOST:PORT",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def short_verdict(verdict: str) -> str:
