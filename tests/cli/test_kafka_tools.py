@@ -182,6 +182,5 @@ def test_the_brokers_layer_goes_back_in_front_of_the_default_one() -> None:
     ]
     # A broker at its defaults has nothing to put back; nor has a name the broker does not set.
     assert kafka_tools.restore_broker_layer(collapsed, {}) == collapsed
-    assert kafka_tools.restore_broker_layer(collapsed, {"log.retention.ms": ("STATIC_BROKER_CONFIG", "1")}) == (
-        collapsed
-    )
+    unrelated = {"log.retention.ms": ("STATIC_BROKER_CONFIG", "1")}
+    assert kafka_tools.restore_broker_layer(collapsed, unrelated) == collapsed
