@@ -26,7 +26,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_cleaner import write_log  # noqa: E402
-
 from kompakt.cleaner.cleaner import Cleaner  # noqa: E402
 from kompakt.cleaner.offset_map import HashedOffsetMap  # noqa: E402
 from kompakt.cleaner.throttler import Throttler  # noqa: E402
