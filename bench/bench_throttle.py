@@ -10,7 +10,10 @@ sleeps, and once without a throttle for the natural rate.
 
 Prints one JSON object: the log's bytes, the throttled and unthrottled wall seconds, the bytes
 the cleaner reported to the throttler (map pass reads, copy pass reads and writes), and the
-rates. At 15 MiB/s a 100 MiB clean must take at least 100 / 15 = 6.7 s.
+rates. At 15 MiB/s a 100 MiB clean must take at least 100 / 15 = 6.7 s. Measured on the shared
+2-core machine: 14.0 s for 100 MiB (212 MiB of cleaner I/O at 15.2 MiB/s; 0.3 s unthrottled); with
+Kafka's throttle (the tree before issue 17) 6.7 s at 31.7 MiB/s of I/O, and a 10 MiB clean
+(``--records 84000``) went through at 534 MiB/s in 0.05 s, where it now takes 1.7 s.
 """
 
 from __future__ import annotations
