@@ -92,3 +92,20 @@ def test_an_unknown_producer_property_is_a_usage_error(broker: InProcessBroker) 
     bad = run(bootstrap, "produce", "props-2", "--producer-property", "no.such.thing=1", stdin="a\n")
     assert bad.code == 2
     assert 'No such configuration property: "no.such.thing"' in bad.stderr
+
+
+def test_batches_are_capped_at_max_message_bytes_and_the_note_is_one_line(broker: InProcessBroker) -> None:
+    """The broker refuses a batch over the topic's ``max.message.bytes`` (MESSAGE_TOO_LARGE); the
+    note saying so stays one line in a pipe (80 columns), where it can be grepped."""
+    bootstrap = broker.bootstrap_servers
+    assert run(bootstrap, "topic", "create", "small-3", "--config", "max.message.bytes=2000").code == 0
+    produced = run(
+        bootstrap, "produce", "small-3", *KEYED, "--producer-property", "batch.size=100000", stdin=LINES
+    )
+    assert produced.code == 0, produced.stderr
+    assert (
+        "note: batch.size 100000 is more than the topic's max.message.bytes=2000: using 2000\n"
+        in produced.stderr
+    )
+    assert len(broker.records("small-3")) == 500
+    assert all(batch["size"] <= 2000 for batch in _dump(broker.data_dir / "small-3-0"))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import io
+from types import SimpleNamespace
 
+import pytest
 from rich.console import Console
 
 from kompakt.backup.backup import BackupResult
@@ -11,6 +13,7 @@ from kompakt.backup.manifest import Manifest, RunEntry
 from kompakt.backup.progress import PartitionProgress
 from kompakt.cli.backup_cmd import RichProgress
 from kompakt.cli.cluster import progress
+from kompakt.cli.output import OutputFormat
 
 
 def terminal() -> tuple[Console, io.StringIO]:
@@ -51,3 +54,25 @@ def test_the_backup_rate_is_of_the_bytes_read_not_the_compressed_bytes_stored() 
     summary = result.summary()
     assert summary["source_bytes"] == 10_000_000 and summary["bytes"] == 2_000_000
     assert summary["mb_per_s"] == 5.0  # 10 MB read in 2 s; the stored bytes would say 1.0
+
+
+LONG_NOTE = (
+    "restore.checkpoint_interval_secs has no effect in kompakt: see checkpoint_state, which is "
+    "written after every partition"
+)
+
+
+def test_backup_and_restore_notes_stay_one_line_in_an_80_column_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wrapped note breaks a ``grep`` for it (``... see \\ncheckpoint_state``)."""
+    from kompakt.cli import backup_cmd
+
+    err, out = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(backup_cmd, "err_console", Console(file=err, width=80))
+    monkeypatch.setattr(backup_cmd, "console", Console(file=out, width=80))
+    RichProgress(Console(file=io.StringIO())).message(LONG_NOTE)
+    assert err.getvalue() == f"note: {LONG_NOTE}\n"
+    plan = SimpleNamespace(
+        topics=[], backup_id="b", target="t", groups=[], notes=[LONG_NOTE], problems=[LONG_NOTE]
+    )
+    backup_cmd._print_plan(plan, OutputFormat.TABLE)
+    assert out.getvalue() == f"note: {LONG_NOTE}\nPROBLEM: {LONG_NOTE}\n"

@@ -129,7 +129,7 @@ class RichProgress:
         )
 
     def message(self, text: str) -> None:
-        err_console.print(f"note: {text}", markup=False, highlight=False)
+        err_console.print(f"note: {text}", markup=False, highlight=False, soft_wrap=True)
 
     def end(self) -> None:
         self._progress.stop()
@@ -218,9 +218,9 @@ def _print_plan(plan: Any, output: OutputFormat) -> None:
     for group in sorted(plan.groups):
         console.print(f"consumer group {group}: offsets from the snapshot", markup=False)
     for note in plan.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
+        console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     for problem in plan.problems:
-        console.print(f"PROBLEM: {problem}", markup=False, highlight=False)
+        console.print(f"PROBLEM: {problem}", markup=False, highlight=False, soft_wrap=True)
 
 
 @backup_app.command("validate-restore")
@@ -266,7 +266,7 @@ def restore_command(
         return
     emit_table(result.partitions, title=f"restore of {cfg.backup_id} to {result.plan.target}")
     for note in result.plan.notes:
-        console.print(f"note: {note}", markup=False, highlight=False)
+        console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     extra = ""
     if summary.get("erased") or summary.get("tombstoned") or summary.get("outside_window"):
         extra = (

@@ -342,7 +342,7 @@ def produce_command(
     probe = cluster.producer({"allow.auto.create.topics": False})
     partitions = cluster.topic_partitions(probe, topic)
     for note in _bounded_batches(settings, topic_batch_limit(cluster, topic)):
-        err_console.print(f"note: {note}", markup=False, highlight=False)
+        err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     try:
         producer = cluster.producer(
             {
