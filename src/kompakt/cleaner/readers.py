@@ -27,12 +27,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Protocol
 
 from kompakt.log.config import LogConfig
-from kompakt.records.native import BoolArray, I64Array
+
+if TYPE_CHECKING:
+    # numpy loads on first use, not on the broker's start path (tests/server/test_startup_imports.py).
+    from kompakt.records.native import BoolArray, I64Array
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +114,8 @@ class TombstoneHold:
 
     def removal_ms(self, horizon: I64Array, last_offset: I64Array) -> I64Array:
         """Per batch: the earliest instant its tombstones may go while the holders stay where they are."""
+        import numpy as np
+
         extra = np.where(last_offset >= self.offset, np.int64(self.max_hold_ms), np.int64(0))
         return horizon + extra
 
@@ -188,6 +191,8 @@ def reader_risks(
     its batch's horizon and its batch's last offset). A tombstone at offset O is unread by a
     group at committed offset C when ``O >= C``. Vectorised: one ``searchsorted`` per group and a
     suffix minimum of the removal times, so the cost is the arrays' length plus log n per group."""
+    import numpy as np
+
     n = len(tomb_offsets)
     if n:
         times = tomb_horizons if hold is None else hold.removal_ms(tomb_horizons, tomb_batch_last)
