@@ -32,10 +32,10 @@ from pathlib import Path
 
 from kompakt.cleaner.cleaner import Cleaner, CleanResult
 from kompakt.cleaner.compact_now import compact_log
-from kompakt.cleaner.readers import AssumeUnread, ReaderPositions
 from kompakt.cleaner.log_cleaner import CleanerSettings
 from kompakt.cleaner.manager import CleanerCheckpointFile
 from kompakt.cleaner.offset_map import HashedOffsetMap
+from kompakt.cleaner.readers import AssumeUnread, ReaderPositions
 from kompakt.clock import Clock
 from kompakt.errors import LogDirectoryError
 from kompakt.log.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE

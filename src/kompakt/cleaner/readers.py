@@ -79,17 +79,19 @@ class AssumeUnread:
 
 class FixedPositions:
     """Positions given up front, ``{(topic, partition): {group: offset}}``: tests and offline
-    tools that read offsets from elsewhere. A named group absent from a partition holds from 0
-    when it appears on any partition (it exists), and not at all otherwise."""
+    tools that read offsets from a cluster. A named group absent from a partition holds from 0
+    when it exists (it appears on any partition, or in ``known``), and not at all otherwise;
+    ``registered`` readers (backups) hold where they are."""
 
     def __init__(
         self,
         offsets: Mapping[tuple[str, int], Mapping[str, int]],
         registered: Mapping[tuple[str, int], Mapping[str, int]] | None = None,
+        known: Collection[str] | None = None,
     ) -> None:
         self._offsets = {tp: dict(groups) for tp, groups in offsets.items()}
         self._registered = {tp: dict(r) for tp, r in (registered or {}).items()}
-        self._known = {g for groups in self._offsets.values() for g in groups}
+        self._known = {g for groups in self._offsets.values() for g in groups} | set(known or ())
 
     def positions(self, topic: str, partition: int, named: Collection[str]) -> PartitionReaders:
         committed = self._offsets.get((topic, partition), {})
