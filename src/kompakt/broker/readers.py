@@ -22,8 +22,9 @@ from kompakt.broker.groups.coordinator import GroupCoordinator
 from kompakt.broker.groups.offsets import OffsetStore
 from kompakt.cleaner.readers import PartitionReaders
 
-#: Group ids of kompakt backup jobs registered as readers (``kompakt-backup.<backup id>``).
-BACKUP_READER_PREFIX = "kompakt-backup."
+#: Group ids of kompakt backup jobs registered as readers (``kompakt-backup-<backup id>``, the
+#: group id :mod:`kompakt.backup.backup` has always consumed under).
+BACKUP_READER_PREFIX = "kompakt-backup-"
 
 
 class GroupReaderPositions:
