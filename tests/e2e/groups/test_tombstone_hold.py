@@ -21,6 +21,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kompakt.backup.backup import run_backup
+from kompakt.backup.progress import NoProgress, PartitionProgress
+from tests.backup.conftest import backup_config
 from tests.support.serve import BrokerProcess, start_broker
 
 DEADLINE_S = 30.0
@@ -185,3 +188,37 @@ def test_a_lagging_group_named_in_the_hold_receives_every_tombstone(broker: Brok
     _call(broker, "POST", f"/v1/clock/advance?ms={MAX_HOLD_MS}")
     _compact(broker, capped)
     assert _tombstones(broker, capped) == []
+
+
+class _WhileRunning(NoProgress):
+    """At the start of the backup's copy (after it registered as a reader): move the clock past
+    the horizon and compact, as a slow backup would experience it."""
+
+    def __init__(self, broker: BrokerProcess, topic: str, group: str) -> None:
+        super().__init__()
+        self.broker, self.topic, self.group = broker, topic, group
+        self.seen: dict[str, Any] = {}
+
+    def begin(self, partitions: list[PartitionProgress]) -> None:
+        (partition,) = _call(self.broker, "GET", f"/v1/readers?topic={self.topic}")["partitions"]
+        self.seen["holders"] = partition["holders"]
+        _call(self.broker, "POST", f"/v1/clock/advance?ms={2 * DELETE_RETENTION_MS}")
+        _compact(self.broker, self.topic)
+        self.seen["tombstones"] = sorted(_tombstones(self.broker, self.topic))
+
+
+def test_a_running_backup_holds_the_deletes_it_has_not_copied(broker: BrokerProcess, tmp_path: Path) -> None:
+    topic = _topic(broker, None)  # no group named: only the backup holds
+    _delete_keys(broker, topic)
+    _compact(broker, topic)  # stamps the horizons
+    backup_id = f"b{uuid.uuid4().hex[:6]}"
+    hook = _WhileRunning(broker, topic, f"kompakt-backup-{backup_id}")
+    result = run_backup(backup_config(broker, tmp_path / "store", backup_id, topics=[topic]), progress=hook)
+    assert hook.seen["holders"] == [{"group": f"kompakt-backup-{backup_id}", "offset": 0}]
+    assert hook.seen["tombstones"] == DELETED  # past the horizon, kept for the backup
+    entry = result.manifest.partitions[(topic, 0)]
+    assert entry.tombstones == len(DELETED)  # the backup copied every delete
+    (partition,) = _call(broker, "GET", f"/v1/readers?topic={topic}")["partitions"]
+    assert partition["holders"] == []  # the run is over: its group is gone
+    _compact(broker, topic)
+    assert _tombstones(broker, topic) == []
