@@ -555,12 +555,12 @@ def explain_live(
             log_start_offset=partition_log.log_start_offset,
             cleaner_checkpoint=checkpoint,
             uncleanable_reason=reason,
-            readers=_readers_of(partition_log, cleaner),
+            readers=readers_of(partition_log, cleaner),
         )
         return explain_partition(source, configs, now_ms).to_dict()
 
 
-def _readers_of(partition_log: PartitionLog, cleaner: LogCleaner | None) -> PartitionReaders | None:
+def readers_of(partition_log: PartitionLog, cleaner: LogCleaner | None) -> PartitionReaders | None:
     """The live reader positions of a partition (None without a cleaner: explain then assumes
     the named groups have read nothing, as offline)."""
     if cleaner is None:

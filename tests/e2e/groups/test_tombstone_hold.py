@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kompakt.backup.backup import run_backup
 from kompakt.backup.progress import NoProgress, PartitionProgress
 from tests.backup.conftest import backup_config
+from tests.support.log_dirs import cli  # noqa: F401 - the in-process CLI fixture
 from tests.support.serve import BrokerProcess, start_broker
 
 DEADLINE_S = 30.0
@@ -127,7 +128,7 @@ def _risk(broker: BrokerProcess, topic: str, group: str) -> dict[str, Any]:
     return dict(row)
 
 
-def test_a_lagging_group_named_in_the_hold_receives_every_tombstone(broker: BrokerProcess) -> None:
+def test_a_lagging_group_named_in_the_hold_receives_every_tombstone(broker: BrokerProcess, cli: Any) -> None:  # noqa: F811 - the fixture
     suffix = uuid.uuid4().hex[:6]
     held_group, plain_group, max_group, deleted_group = (
         f"{n}-{suffix}" for n in ("held", "plain", "max", "gone")
@@ -161,6 +162,20 @@ def test_a_lagging_group_named_in_the_hold_receives_every_tombstone(broker: Brok
         in metrics
     )
     assert "kompakt_tombstones_unread_first_removal_seconds{" in metrics
+
+    (report,) = _call(broker, "GET", f"/v1/explain?topic={plain}")["partitions"]
+    (row,) = [g for g in report["readers"]["groups"] if g["group"] == plain_group]
+    assert (row["unread_tombstones"], row["removal_ms"]) == (4, risk["removal_ms"])
+    readers = _call(broker, "GET", f"/v1/map/partition?topic={held}&partition=0")["partition"]["readers"]
+    assert readers["hold_offset"] == VALUES and readers["holders"] == [[held_group, VALUES]]
+    assert [(g["group"], g["unread_tombstones"], g["holds"]) for g in readers["groups"]] == [
+        (held_group, 4, True)
+    ]
+    explained = cli(
+        "log", "explain", str(broker.data_dir), "--bootstrap", broker.bootstrap, "--now", str(now)
+    )
+    assert explained.code == 0, explained.err
+    assert f"group {plain_group} has not read 4 tombstones of {plain}-0" in explained.out
 
     _call(broker, "POST", f"/v1/clock/advance?ms={2 * DELETE_RETENTION_MS}")  # the groups lag past it
     _compact(broker, held, plain, capped, released)
