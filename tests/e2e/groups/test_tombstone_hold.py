@@ -176,6 +176,9 @@ def test_a_lagging_group_named_in_the_hold_receives_every_tombstone(broker: Brok
     )
     assert explained.code == 0, explained.err
     assert f"group {plain_group} has not read 4 tombstones of {plain}-0" in explained.out
+    listed = cli("admin", "readers", plain, "--admin-url", broker.admin_url)
+    assert listed.code == 0, listed.err
+    assert f"group {plain_group} has not read 4 tombstones of {plain}-0" in listed.out
 
     _call(broker, "POST", f"/v1/clock/advance?ms={2 * DELETE_RETENTION_MS}")  # the groups lag past it
     _compact(broker, held, plain, capped, released)
