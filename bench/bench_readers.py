@@ -1,8 +1,9 @@
 """The cost of the unread-tombstone report (issue 19), per MB of compacted log.
 
-Workload: a compacted partition of ``--mb`` MiB (default 64) in 500-record uncompressed batches of
-100-byte values over about as many keys as records (so the cleaned log stays near ``--mb``), one record in ten a tombstone, 16 MiB segments, cleaned once so
-every tombstone's batch carries a delete horizon (the stamped tombstones the report counts).
+Workload: ``--mb`` MiB (default 64) written to a compacted partition in 500-record uncompressed
+batches of 100-byte values, over about as many keys as records (so the cleaned log stays large),
+one record in ten a tombstone, 16 MiB segments, cleaned once so every tombstone's batch carries a
+delete horizon (the stamped tombstones the report counts).
 
 Measured, each the best of three:
 
