@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kompakt.cleaner.cleaner import Cleaner
 from kompakt.cleaner.log_cleaner import LogCleaner
 from kompakt.cleaner.readers import FixedPositions, PartitionReaders, TombstoneHold, reader_risks
 from kompakt.clock import FakeClock
@@ -21,6 +22,8 @@ from kompakt.log.partition_log import PartitionLog
 from kompakt.records.batch import iter_batches
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.record import decode_records
+
+from ._harness import DAY_MS, LARGE, O, abort, commit, lct_log, make_map, roll, txn
 
 DELETE_RETENTION_MS = 60_000
 MAX_HOLD_MS = 600_000
@@ -199,3 +202,37 @@ def test_reader_risks_counts_from_each_committed_offset() -> None:
     hold = TombstoneHold(offset=6, max_hold_ms=1000)
     held = reader_risks(offsets, horizons, offsets, PartitionReaders(committed={"a": 0}), hold)
     assert (held[0].removal_ms, held[0].holds) == (100, False)  # 5 < 6 is not held: 100
+
+
+def _held_clean(log: PartitionLog, now: int, offsets: dict[str, int]) -> None:
+    readers = FixedPositions({("t", 0): offsets})
+    cleaner = Cleaner(0, make_map(), log.clock, readers=readers)  # type: ignore[arg-type]
+    cleaner.clean(log, 0, log.segments.active.base_offset, now)
+
+
+def test_a_held_abort_marker_stays_past_its_horizon(tmp_path: Path) -> None:
+    """``LogCleanerTest.testAbortMarkerRemoval`` with the hold: the ABORT marker at 3 outlives its
+    horizon while the named group has not read past it, and goes once it has."""
+    clock = FakeClock()
+    log = lct_log(tmp_path, clock, segment_bytes=256, kompakt_tombstone_retain_for_groups=("g",))
+    txn(log, 1, 1)
+    txn(log, 1, 2, 3)
+    abort(log, 1)
+    txn(log, 1, 3)
+    commit(log, 1)
+    roll(log)
+    _held_clean(log, LARGE, {"g": 0})
+    assert O(log) == [3, 4, 5]
+    _held_clean(log, LARGE, {"g": 0})  # stamps the marker's horizon: LARGE + 1 day
+    _held_clean(log, LARGE + DAY_MS + 1, {"g": 3})  # past the horizon; g has not read offset 3
+    assert O(log) == [3, 4, 5]
+    _held_clean(log, LARGE + DAY_MS + 1, {"g": 4})  # now it has
+    assert O(log) == [4, 5]
+    log.close()
+
+
+def test_a_maximum_hold_near_long_max_never_overflows() -> None:
+    hold = TombstoneHold(offset=0, max_hold_ms=2**63 - 1)
+    horizon = np.array([1_700_000_000_000], dtype=np.int64)
+    assert hold.removal_ms(horizon, np.array([5], dtype=np.int64)).tolist() == [2**63 - 1]
+    assert hold.held(horizon, np.array([5], dtype=np.int64), 1_800_000_000_000).tolist() == [True]

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from kompakt.log.config import LogConfig
 
+LONG_MAX = 2**63 - 1
+
 if TYPE_CHECKING:
     # numpy loads on first use, not on the broker's start path (tests/server/test_startup_imports.py).
     from kompakt.records.native import BoolArray, I64Array
@@ -118,8 +120,9 @@ class TombstoneHold:
         """Per batch: the earliest instant its tombstones may go while the holders stay where they are."""
         import numpy as np
 
-        extra = np.where(last_offset >= self.offset, np.int64(self.max_hold_ms), np.int64(0))
-        return horizon + extra
+        # Saturating: a maximum hold near Long.MAX means "never", not an overflowed negative time.
+        held_until = np.minimum(horizon, np.int64(LONG_MAX - self.max_hold_ms)) + np.int64(self.max_hold_ms)
+        return np.where(last_offset >= self.offset, held_until, horizon)
 
 
 def hold_for(config: LogConfig, readers: PartitionReaders) -> TombstoneHold | None:
