@@ -19,7 +19,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from kompakt.backup.backup import run_backup
 from kompakt.backup.progress import NoProgress, PartitionProgress
@@ -240,3 +247,37 @@ def test_a_running_backup_holds_the_deletes_it_has_not_copied(broker: BrokerProc
     assert partition["holders"] == []  # the run is over: its group is gone
     _compact(broker, topic)
     assert _tombstones(broker, topic) == []
+
+
+def test_the_hold_configs_go_through_alter_and_describe_configs(broker: BrokerProcess) -> None:
+    topic = _topic(broker, None)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry(
+                "kompakt.tombstone.retain.for.groups", "a,b", incremental_operation=AlterConfigOpType.SET
+            ),
+        ],
+    )
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=10)
+    (entries,) = [
+        f.result(timeout=10)
+        for f in admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
+    ]
+    assert entries["kompakt.tombstone.retain.for.groups"].value == "a,b"
+    assert entries["kompakt.tombstone.max.hold.ms"].value == str(MAX_HOLD_MS)
+    (partition,) = _call(broker, "GET", f"/v1/readers?topic={topic}")["partitions"]
+    assert partition["retain_for_groups"] == ["a", "b"]
+    bad = ConfigResource(
+        ResourceType.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("kompakt.tombstone.max.hold.ms", "-5", incremental_operation=AlterConfigOpType.SET),
+        ],
+    )
+    with pytest.raises(Exception, match="kompakt.tombstone.max.hold.ms"):
+        for future in admin.incremental_alter_configs([bad]).values():
+            future.result(timeout=10)
