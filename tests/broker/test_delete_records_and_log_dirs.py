@@ -160,7 +160,9 @@ def test_delete_records_trims_a_compact_only_topic_and_compaction_carries_on(
     assert partition_log.segments.first is not None
     assert partition_log.segments.first.base_offset <= 20
     assert all(s.base_offset > 0 for s in partition_log.segments.values())
-    LogCleaner(log_manager.broker_config, log_manager.logs, log_manager.data_dir, clock).compact_now(partition_log)
+    LogCleaner(log_manager.broker_config, log_manager.logs, log_manager.data_dir, clock).compact_now(
+        partition_log
+    )
     survivors = [
         (r.offset, r.key, r.value)
         for segment in partition_log.segments.values()
@@ -168,5 +170,9 @@ def test_delete_records_trims_a_compact_only_topic_and_compaction_carries_on(
         for r in decode_records(view)
     ]
     # Below the log start nothing comes back; above it each key keeps its latest value.
-    assert {key: value for offset, key, value in survivors if offset >= 20} == {b"k0": b"v27", b"k1": b"v28", b"k2": b"v29"}
+    assert {key: value for offset, key, value in survivors if offset >= 20} == {
+        b"k0": b"v27",
+        b"k1": b"v28",
+        b"k2": b"v29",
+    }
     assert earliest(dispatcher, "changelog") == 20

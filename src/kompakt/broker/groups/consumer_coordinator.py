@@ -354,7 +354,7 @@ class ConsumerGroupCoordinator:
             raise GroupIdNotFoundError(f"Consumer group {group_id} not found.")
         return ConsumerGroup(group_id), True
 
-    def _heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
+    def _heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:  # noqa: C901 - issue 16's heartbeat
         now = self._clock.monotonic_ms()
         joining = request.member_epoch == 0
         group, created = self._get_or_create_group(request.group_id, joining)
