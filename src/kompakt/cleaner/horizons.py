@@ -11,6 +11,11 @@ its tombstones are removed, as in Kafka; counting such batches would make the lo
 after every clean.) Headers are scanned natively; records are parsed only for the few batches
 with the horizon bit set. Results are cached per segment file (path, inode, size): a non-active
 segment's bytes never change, and a clean replaces it with a new file.
+
+Beyond the earliest horizon, each segment's :class:`StampedFacts` keep every stamped batch's
+horizon and last offset (the reader hold of :mod:`kompakt.cleaner.readers` delays a held batch's
+removal to the end of the maximum hold, so the cleaner's eligibility needs the offsets too) and
+every stamped tombstone's offset (the unread-tombstone report counts them per group).
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ from pathlib import Path
 import numpy as np
 
 from kompakt.cleaner.dedupe import decompressed_spans
-from kompakt.cleaner.readers import TombstoneHold, earliest_removal_ms
 from kompakt.cleaner.segment_reader import ReadBuffer, iter_chunks
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segment import LogSegment
@@ -106,11 +110,6 @@ def segment_stamped_facts(segment: LogSegment, buffer: ReadBuffer) -> StampedFac
     return StampedFacts.concat(parts)
 
 
-def segment_earliest_horizon(segment: LogSegment, buffer: ReadBuffer) -> int | None:
-    """The earliest horizon among the segment's batches that still hold tombstones or markers."""
-    return segment_stamped_facts(segment, buffer).earliest_horizon
-
-
 class HorizonTracker:
     """Caches each non-active segment's :class:`StampedFacts`; thread-safe."""
 
@@ -149,9 +148,3 @@ class HorizonTracker:
     def earliest_horizon(self, log: PartitionLog) -> int | None:
         """The earliest governing horizon in ``log``'s non-active segments, or None."""
         return self.stamped_facts(log).earliest_horizon
-
-    def earliest_removal(self, log: PartitionLog, hold: TombstoneHold | None) -> int | None:
-        """When the cleaner may next remove something from ``log``: the earliest horizon of a
-        batch no reader holds, or the end of the maximum hold of a held one."""
-        facts = self.stamped_facts(log)
-        return earliest_removal_ms(facts.batch_horizon, facts.batch_last, hold)

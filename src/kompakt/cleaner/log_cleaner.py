@@ -38,6 +38,7 @@ from kompakt.cleaner.readers import (
     ReaderPositions,
     ReaderRisk,
     TombstoneHold,
+    earliest_removal_ms,
     partition_hold,
     reader_risks,
 )
@@ -307,8 +308,12 @@ class LogCleaner:
             if not view.config.compact or self.manager.is_uncleanable(tp):
                 continue
             try:
+                facts = self.horizons.stamped_facts(view.log)
+                if not len(facts.batch_horizon):
+                    horizons[tp] = None  # nothing stamped: no reader to ask
+                    continue
                 hold = partition_hold(self, view.topic, view.partition, view.config)[1]
-                horizons[tp] = self.horizons.earliest_removal(view.log, hold)
+                horizons[tp] = earliest_removal_ms(facts.batch_horizon, facts.batch_last, hold)
             except Exception as exc:  # noqa: BLE001 - KIP-346: one bad partition must not stop the thread
                 self.manager.mark_uncleanable(tp, f"{type(exc).__name__}: {exc}")
         return horizons
