@@ -604,7 +604,7 @@ def _tombstones(
     hold: TombstoneHold | None,
 ) -> Tombstones:
     live = np.flatnonzero(tomb & latest & in_log)
-    waiting = past = unstamped_c = unstamped_u = 0
+    waiting = past = unstamped_c = unstamped_u = held_n = 0
     earliest_waiting: int | None = None
     listed: list[Tombstone] = []
     for row in live.tolist():
@@ -612,6 +612,7 @@ def _tombstones(
         horizon = horizons[int(rec_batch[row])]
         if horizon is not None and hold is not None and bool(held[row]):
             waiting += 1
+            held_n += 1
             until = horizon + hold.max_hold_ms
             earliest_waiting = until if earliest_waiting is None else min(earliest_waiting, until)
             state = (
@@ -652,6 +653,7 @@ def _tombstones(
         earliest_waiting_horizon_ms=earliest_waiting,
         delete_retention_ms=config.delete_retention_ms,
         listed=tuple(listed),
+        held_for_readers=held_n,
     )
 
 
@@ -742,7 +744,7 @@ def _verdict(
             return (
                 f"not eligible until {iso_ms(tombstones.earliest_waiting_horizon_ms)}, because "
                 f"{tombstones.stamped_waiting} tombstones wait for delete.retention.ms="
-                f"{config.delete_retention_ms} (their delete horizon)",
+                f"{config.delete_retention_ms} (their delete horizon){_held_note(tombstones)}",
                 False,
             )
         if max_lag.deadline_ms is not None:
@@ -764,10 +766,21 @@ def _verdict(
     if tombstones.stamped_waiting and tombstones.earliest_waiting_horizon_ms is not None:
         return (
             f"not eligible until {iso_ms(tombstones.earliest_waiting_horizon_ms)}, because {why}{need} and "
-            f"{tombstones.stamped_waiting} tombstones wait for delete.retention.ms",
+            f"{tombstones.stamped_waiting} tombstones wait for delete.retention.ms{_held_note(tombstones)}",
             False,
         )
     return f"not eligible: {why}{need}", False
+
+
+def _held_note(tombstones: Tombstones) -> str:
+    """The verdict's mention of tombstones past their horizon that readers hold."""
+    n = tombstones.held_for_readers
+    if not n:
+        return ""
+    return (
+        f" or for their readers ({n} held for kompakt.tombstone.retain.for.groups or a backup, until "
+        "they commit past them or kompakt.tombstone.max.hold.ms runs out)"
+    )
 
 
 # --------------------------------------------------------------------------------------------

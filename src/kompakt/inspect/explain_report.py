@@ -209,6 +209,8 @@ class Tombstones:
     earliest_waiting_horizon_ms: int | None
     delete_retention_ms: int
     listed: tuple[Tombstone, ...]
+    #: Past their horizon, kept for readers that have not read them (counted in stamped_waiting).
+    held_for_readers: int = 0
 
 
 @dataclass(frozen=True, slots=True)
