@@ -22,6 +22,7 @@ BENCHES = [
     "bench_protocol.py",
     "bench_transactions.py",
     "bench_table.py",
+    "bench_readers.py",
 ]
 
 

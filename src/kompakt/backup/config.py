@@ -136,6 +136,10 @@ class BackupConfig:
     segment_max_bytes: int = 64 * 1024 * 1024
     batch_max_bytes: int = 1024 * 1024
     consumer_group_snapshot: bool = True
+    #: Register as a reader while running (commit the backed-up position of each compacted
+    #: partition as group ``kompakt-backup-<backup_id>``, deleted at the end): a kompakt broker
+    #: then keeps the tombstones the backup has not copied yet (kompakt.broker.readers).
+    register_reader: bool = True
     timeout_s: float = 10.0
     client_config: dict[str, str] = field(default_factory=dict)
 
@@ -174,6 +178,7 @@ def parse_backup_config(raw: Mapping[str, Any]) -> BackupConfig:
             "segment_max_bytes",
             "batch_max_bytes",
             "consumer_group_snapshot",
+            "register_reader",
         },
         "backup",
     )
@@ -211,6 +216,7 @@ def parse_backup_config(raw: Mapping[str, Any]) -> BackupConfig:
         segment_max_bytes=segment_max,
         batch_max_bytes=min(batch_max, segment_max),
         consumer_group_snapshot=bool(_get(section, "consumer_group_snapshot", "backup", bool, True)),
+        register_reader=bool(_get(section, "register_reader", "backup", bool, True)),
         timeout_s=float(_get(source, "timeout_s", "source", (int, float), 10.0)),
         client_config=_client_config(source, "source"),
     )

@@ -24,6 +24,7 @@ from kompakt.broker.groups import GroupConfig
 from kompakt.broker.groups.config import ConsumerGroupConfig
 from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC, TopicOffsetStore
 from kompakt.broker.producer_ids import ProducerIdManager
+from kompakt.broker.readers import GroupReaderPositions
 from kompakt.broker.topic_admin import load_dynamic_broker_config
 from kompakt.broker.txn.coordinator import TransactionCoordinator
 from kompakt.broker.txn.state_manager import TxnConfig
@@ -395,7 +396,13 @@ class BrokerApp:
     def _attach_cleaner(self, broker: Broker, log_manager: LogManager, offsets: TopicOffsetStore) -> None:
         """Create the log cleaner, run it as a service, and subscribe it to config changes and
         topic deletions (so a deleted partition's clean is aborted before its files go)."""
-        cleaner = LogCleaner(broker.broker_config, log_manager.logs, self.settings.data_dir, self.clock)
+        cleaner = LogCleaner(
+            broker.broker_config,
+            log_manager.logs,
+            self.settings.data_dir,
+            self.clock,
+            readers=GroupReaderPositions(offsets, broker.groups),
+        )
         broker.cleaner = cleaner
         self.services.insert(0, CleanerService(cleaner))
 
