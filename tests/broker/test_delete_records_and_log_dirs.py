@@ -8,11 +8,15 @@ from typing import Any
 import pytest
 
 from kompakt.broker.dispatch import Dispatcher
+from kompakt.cleaner.log_cleaner import LogCleaner
+from kompakt.clock import FakeClock
 from kompakt.log.checkpoint import OffsetCheckpointFile
 from kompakt.log.manager import LogManager
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.codec import ErrorCode as E
+from kompakt.records.batch import iter_batches
 from kompakt.records.builder import SimpleRecord, build_batch
+from kompakt.records.record import decode_records
 from tests.support.wire import call
 
 
@@ -68,10 +72,10 @@ def test_delete_records_errors(dispatcher: Dispatcher, log_manager: LogManager) 
         (0, -1, E.offset_out_of_range),
         (7, -1, E.unknown_topic_or_partition),
         (0, -1, E.unknown_topic_or_partition),
-        (0, -1, E.policy_violation),  # Kafka's rule: the policy must include delete
+        (0, 2, E.none),  # unlike Kafka (POLICY_VIOLATION): a compact-only topic can be trimmed
         (0, 2, E.none),  # a compacted topic that also deletes can be trimmed
     ]
-    assert earliest(dispatcher, "compacted") == 0
+    assert earliest(dispatcher, "compacted") == 2
 
 
 def test_delete_records_refuses_internal_topics(dispatcher: Dispatcher, log_manager: LogManager) -> None:
@@ -139,3 +143,36 @@ def test_describe_log_dirs(dispatcher: Dispatcher, log_manager: LogManager, vers
     assert [(t.name, [p.partition_index for p in t.partitions]) for t in some.results[0].topics] == [
         ("b", [1])
     ]
+
+
+def test_delete_records_trims_a_compact_only_topic_and_compaction_carries_on(
+    dispatcher: Dispatcher, log_manager: LogManager, clock: FakeClock
+) -> None:
+    """Issue 16: DeleteRecords works on compacted topics (Kafka answers POLICY_VIOLATION)."""
+    fill(log_manager, "changelog", 30, {"cleanup.policy": "compact", "segment.bytes": "200"})
+    partition_log = log_manager.get_log("changelog", 0)
+    assert len(partition_log.segments) > 3
+    assert delete_records(dispatcher, [("changelog", 0, 20)]) == [(0, 20, E.none)]
+    assert earliest(dispatcher, "changelog") == 20
+    # The log-start-offset pass of retention runs for compacted topics: the segments wholly below
+    # offset 20 go; the one holding offset 20 stays.
+    partition_log.delete_old_segments(clock.now_ms(), include_retention=False)
+    assert partition_log.segments.first is not None
+    assert partition_log.segments.first.base_offset <= 20
+    assert all(s.base_offset > 0 for s in partition_log.segments.values())
+    LogCleaner(log_manager.broker_config, log_manager.logs, log_manager.data_dir, clock).compact_now(
+        partition_log
+    )
+    survivors = [
+        (r.offset, r.key, r.value)
+        for segment in partition_log.segments.values()
+        for view in iter_batches(segment.read_bytes(0, segment.size))
+        for r in decode_records(view)
+    ]
+    # Below the log start nothing comes back; above it each key keeps its latest value.
+    assert {key: value for offset, key, value in survivors if offset >= 20} == {
+        b"k0": b"v27",
+        b"k1": b"v28",
+        b"k2": b"v29",
+    }
+    assert earliest(dispatcher, "changelog") == 20

@@ -32,9 +32,9 @@ request checks of that handler alone, written where Kafka's ``KafkaApis`` writes
 from __future__ import annotations
 
 from kompakt import errors
-from kompakt.broker.groups.offsets_topic import OffsetsTopicFormatError
 from kompakt.broker.groups import errors as group_errors
 from kompakt.broker.groups.consumer_records import ConsumerRecordFormatError
+from kompakt.broker.groups.offsets_topic import OffsetsTopicFormatError
 from kompakt.broker.producer_ids import CorruptProducerIdFileError
 from kompakt.broker.txn.log_format import TransactionLogFormatError
 from kompakt.broker.txn.state_manager import TransactionLogAppendError

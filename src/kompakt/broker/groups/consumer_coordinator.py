@@ -355,6 +355,11 @@ class ConsumerGroupCoordinator:
         return ConsumerGroup(group_id), True
 
     def _heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
+        """``GroupMetadataManager.consumerGroupHeartbeat``: member, group epoch, target, reconcile.
+
+        The records of each step are collected and written as one batch, so a failed write leaves
+        the group as it was (the in-memory state follows the log only through ``_write``).
+        """
         now = self._clock.monotonic_ms()
         joining = request.member_epoch == 0
         group, created = self._get_or_create_group(request.group_id, joining)
@@ -369,93 +374,19 @@ class ConsumerGroupCoordinator:
             member = self._dynamic_member(group, member_id, request, joining)
         else:
             member, replaced = self._static_member(group, member_id, request, joining, records)
-
-        updated = replace(
-            member,
-            instance_id=request.instance_id if request.instance_id is not None else member.instance_id,
-            rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
-            rebalance_timeout_ms=(
-                request.rebalance_timeout_ms
-                if request.rebalance_timeout_ms != -1
-                else member.rebalance_timeout_ms
-            ),
-            server_assignor=request.server_assignor
-            if request.server_assignor is not None
-            else member.server_assignor,
-            subscribed_topic_names=(
-                tuple(sorted(request.subscribed_topic_names))
-                if request.subscribed_topic_names is not None
-                else member.subscribed_topic_names
-            ),
-            subscribed_topic_regex=(
-                request.subscribed_topic_regex
-                if request.subscribed_topic_regex is not None
-                else member.subscribed_topic_regex
-            ),
-            client_id=request.client_id,
-            client_host=request.client_host,
-            classic_member_metadata=None,
-        )
+        updated = _updated_member(member, request)
         if updated.subscribed_topic_regex:
             self._compile(updated.subscribed_topic_regex)
-
-        bump = group.group_epoch == 0
-        if updated.metadata_value() != member.metadata_value() or member.member_id not in group.members:
-            records.append(
-                (
-                    rec.member_key(rec.CONSUMER_GROUP_MEMBER_METADATA, group.group_id, member_id),
-                    updated.metadata_value(),
-                )
-            )
-            bump |= (
-                updated.subscribed_topic_names != member.subscribed_topic_names
-                or updated.subscribed_topic_regex != member.subscribed_topic_regex
-            )
 
         members = dict(group.members)
         if replaced is not None:
             members.pop(replaced.member_id, None)
         members[member_id] = updated
         topics = self.topics()
-        group_epoch = group.group_epoch
-        metadata_hash = _topic_hash(topics, self._subscribed_names(members.values(), topics))
-        if metadata_hash != group.metadata_hash:
-            bump = True
-        if bump:
-            group_epoch += 1
-            records.append(
-                (
-                    rec.group_key(rec.CONSUMER_GROUP_METADATA, group.group_id),
-                    rec.GroupMetadataValue(group_epoch, metadata_hash),
-                )
-            )
-            log.info("consumer group %s: group epoch %d", group.group_id, group_epoch)
-            if group.has_partition_metadata_record:
-                records.append((rec.group_key(rec.CONSUMER_GROUP_PARTITION_METADATA, group.group_id), None))
-
-        target_epoch = group.assignment_epoch
-        targets = dict(group.target_assignment)
-        if replaced is not None:
-            targets[member_id] = targets.pop(replaced.member_id, {})
-        if group_epoch > group.assignment_epoch:
-            new_targets = self._assign(group, members, targets, updated, topics)
-            for mid in members:
-                if new_targets.get(mid, {}) != targets.get(mid):
-                    records.append(
-                        (
-                            rec.member_key(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group.group_id, mid),
-                            rec.TargetAssignmentMemberValue(new_targets.get(mid, {})),
-                        )
-                    )
-            records.append(
-                (
-                    rec.group_key(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group.group_id),
-                    rec.TargetAssignmentMetadataValue(group_epoch),
-                )
-            )
-            targets = new_targets
-            target_epoch = group_epoch
-        target = targets.get(member_id, {})
+        group_epoch = self._group_epoch(group, member_id, member, updated, members, topics, records)
+        target_epoch, target = self._target(
+            group, member_id, group_epoch, members, replaced, updated, topics, records
+        )
 
         reconciled = updated.assignment
         if not reconciled.is_reconciled_to(target_epoch):
@@ -479,19 +410,7 @@ class ConsumerGroupCoordinator:
             if created and not group.members:
                 self._groups.pop(group.group_id, None)
             raise
-        # Timers: the session restarts on every heartbeat; a member that must revoke has its
-        # rebalance timeout to do so (scheduleConsumerGroupRebalanceTimeout).
-        group.session_deadlines_ms[member_id] = now + self.config.session_timeout_ms
-        if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
-            deadline = group.revocation_deadlines_ms.get(member_id)
-            if deadline is None or deadline[0] != reconciled.member_epoch:
-                group.revocation_deadlines_ms[member_id] = (
-                    reconciled.member_epoch,
-                    now + max(updated.rebalance_timeout_ms, 0),
-                )
-        else:
-            group.revocation_deadlines_ms.pop(member_id, None)
-
+        self._restart_timers(group, member_id, updated, reconciled, now)
         full = (
             request.rebalance_timeout_ms != -1
             and (request.subscribed_topic_names is not None or request.subscribed_topic_regex is not None)
@@ -504,6 +423,102 @@ class ConsumerGroupCoordinator:
             heartbeat_interval_ms=self.config.heartbeat_interval_ms,
             assignment=reconciled.assigned_partitions if joining or full or changed else None,
         )
+
+    def _group_epoch(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        member: ConsumerGroupMember,
+        updated: ConsumerGroupMember,
+        members: Mapping[str, ConsumerGroupMember],
+        topics: Mapping[str, tuple[uuid.UUID, int]],
+        records: list[Record],
+    ) -> int:
+        """The group epoch after this heartbeat: bumped by a new member, a subscription change or a
+        change of the subscribed topics' metadata (Kafka's metadata hash)."""
+        bump = group.group_epoch == 0
+        if updated.metadata_value() != member.metadata_value() or member.member_id not in group.members:
+            records.append(
+                (
+                    rec.member_key(rec.CONSUMER_GROUP_MEMBER_METADATA, group.group_id, member_id),
+                    updated.metadata_value(),
+                )
+            )
+            bump |= (
+                updated.subscribed_topic_names != member.subscribed_topic_names
+                or updated.subscribed_topic_regex != member.subscribed_topic_regex
+            )
+        metadata_hash = _topic_hash(topics, self._subscribed_names(members.values(), topics))
+        if metadata_hash != group.metadata_hash:
+            bump = True
+        if not bump:
+            return group.group_epoch
+        group_epoch = group.group_epoch + 1
+        records.append(
+            (
+                rec.group_key(rec.CONSUMER_GROUP_METADATA, group.group_id),
+                rec.GroupMetadataValue(group_epoch, metadata_hash),
+            )
+        )
+        log.info("consumer group %s: group epoch %d", group.group_id, group_epoch)
+        if group.has_partition_metadata_record:
+            records.append((rec.group_key(rec.CONSUMER_GROUP_PARTITION_METADATA, group.group_id), None))
+        return group_epoch
+
+    def _target(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        group_epoch: int,
+        members: Mapping[str, ConsumerGroupMember],
+        replaced: ConsumerGroupMember | None,
+        updated: ConsumerGroupMember,
+        topics: Mapping[str, tuple[uuid.UUID, int]],
+        records: list[Record],
+    ) -> tuple[int, rec.Assignment]:
+        """``(target epoch, the member's target)``: a new target assignment when the epoch moved."""
+        targets = dict(group.target_assignment)
+        if replaced is not None:
+            targets[member_id] = targets.pop(replaced.member_id, {})
+        if group_epoch <= group.assignment_epoch:
+            return group.assignment_epoch, targets.get(member_id, {})
+        new_targets = self._assign(group, members, targets, updated, topics)
+        for mid in members:
+            if new_targets.get(mid, {}) != targets.get(mid):
+                records.append(
+                    (
+                        rec.member_key(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group.group_id, mid),
+                        rec.TargetAssignmentMemberValue(new_targets.get(mid, {})),
+                    )
+                )
+        records.append(
+            (
+                rec.group_key(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group.group_id),
+                rec.TargetAssignmentMetadataValue(group_epoch),
+            )
+        )
+        return group_epoch, new_targets.get(member_id, {})
+
+    def _restart_timers(
+        self,
+        group: ConsumerGroup,
+        member_id: str,
+        updated: ConsumerGroupMember,
+        reconciled: MemberAssignmentState,
+        now: float,
+    ) -> None:
+        """The session restarts on every heartbeat; a member that must revoke has its rebalance
+        timeout to do so (``scheduleConsumerGroupRebalanceTimeout``)."""
+        group.session_deadlines_ms[member_id] = now + self.config.session_timeout_ms
+        if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+            deadline = group.revocation_deadlines_ms.get(member_id)
+            if deadline is None or deadline[0] != reconciled.member_epoch:
+                group.revocation_deadlines_ms[member_id] = (
+                    reconciled.member_epoch,
+                    now + max(updated.rebalance_timeout_ms, 0),
+                )
+        else:
+            group.revocation_deadlines_ms.pop(member_id, None)
 
     def _dynamic_member(
         self, group: ConsumerGroup, member_id: str, request: HeartbeatRequest, joining: bool
@@ -890,3 +905,33 @@ class ConsumerGroupCoordinator:
         group = self._groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         return member.assignment if member is not None else None
+
+
+def _updated_member(member: ConsumerGroupMember, request: HeartbeatRequest) -> ConsumerGroupMember:
+    """The member with what the heartbeat sets (a field left null or -1 keeps its value)."""
+    return replace(
+        member,
+        instance_id=request.instance_id if request.instance_id is not None else member.instance_id,
+        rack_id=request.rack_id if request.rack_id is not None else member.rack_id,
+        rebalance_timeout_ms=(
+            request.rebalance_timeout_ms
+            if request.rebalance_timeout_ms != -1
+            else member.rebalance_timeout_ms
+        ),
+        server_assignor=request.server_assignor
+        if request.server_assignor is not None
+        else member.server_assignor,
+        subscribed_topic_names=(
+            tuple(sorted(request.subscribed_topic_names))
+            if request.subscribed_topic_names is not None
+            else member.subscribed_topic_names
+        ),
+        subscribed_topic_regex=(
+            request.subscribed_topic_regex
+            if request.subscribed_topic_regex is not None
+            else member.subscribed_topic_regex
+        ),
+        client_id=request.client_id,
+        client_host=request.client_host,
+        classic_member_metadata=None,
+    )

@@ -39,6 +39,10 @@ from dataclasses import dataclass
 
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.error_codes import error_code_for
+from kompakt.broker.groups.config import ConsumerGroupConfig, GroupConfig
+from kompakt.broker.groups.consumer_coordinator import ConsumerGroupCoordinator
+from kompakt.broker.groups.consumer_group import ConsumerGroupState
+from kompakt.broker.groups.errors import GroupError
 from kompakt.broker.groups.group import (
     CLASSIC_GROUP_TYPE,
     Group,
@@ -47,10 +51,6 @@ from kompakt.broker.groups.group import (
     Member,
     SyncResult,
 )
-from kompakt.broker.groups.config import ConsumerGroupConfig, GroupConfig
-from kompakt.broker.groups.consumer_coordinator import ConsumerGroupCoordinator
-from kompakt.broker.groups.consumer_group import ConsumerGroupState
-from kompakt.broker.groups.errors import GroupError
 from kompakt.broker.groups.offsets import CommittedOffset, GroupMemberRecord, GroupMetadataRecord, OffsetStore
 from kompakt.broker.groups.timer import KeyedTimer
 from kompakt.clock import Clock

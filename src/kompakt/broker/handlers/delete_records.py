@@ -2,14 +2,18 @@
 
 Per partition, as Kafka's ``ReplicaManager.deleteRecordsOnLocalLog`` and
 ``Partition.deleteRecordsOnLeader`` answer: an unknown partition is UNKNOWN_TOPIC_OR_PARTITION,
-an internal topic INVALID_TOPIC_EXCEPTION, a topic whose ``cleanup.policy`` lacks ``delete``
-POLICY_VIOLATION (a compacted topic must be ``compact,delete`` to be trimmed), an offset of -1 means
+an internal topic INVALID_TOPIC_EXCEPTION, an offset of -1 means
 the high watermark, and any other negative offset or one above the high watermark is
 OFFSET_OUT_OF_RANGE. The answer's low watermark is the partition's log start offset afterwards
 (-1 on error). Records below it are unreadable at once (Fetch answers OFFSET_OUT_OF_RANGE,
 ListOffsets earliest names the new start); whole segments below it go at the next retention pass.
 
-One difference from Kafka, on purpose: the new start offsets are written to
+Two differences from Kafka, on purpose. A topic with ``cleanup.policy=compact`` can be trimmed:
+Kafka's ``UnifiedLog.deleteRecords`` answers POLICY_VIOLATION unless the policy includes
+``delete``, which leaves no way to drop the head of a compacted changelog (replaying a table from a
+known point, discarding records written by a bug) short of deleting the topic. Trimming is the
+log-start-offset pass of retention, which runs for compacted topics too, and the cleaner starts
+from the new log start; nothing else about compaction changes. And the new start offsets are written to
 ``log-start-offset-checkpoint`` before the answer goes out, so a crash right after an acknowledged
 DeleteRecords cannot bring the deleted records back (Kafka writes that file every
 ``log.flush.start.offset.checkpoint.interval.ms``).
@@ -50,8 +54,6 @@ def _delete(ctx: RequestContext, topic: str, partition: int, offset: int) -> tup
         partition_log = ctx.broker.logs.get_log(topic, partition)
         if topic in INTERNAL_TOPICS:
             return INVALID_LOW_WATERMARK, codec.ErrorCode.invalid_topic_exception
-        if not partition_log.config.delete:
-            return INVALID_LOW_WATERMARK, codec.ErrorCode.policy_violation
         target = partition_log.high_watermark if offset == HIGH_WATERMARK else offset
         if target < 0:
             return INVALID_LOW_WATERMARK, codec.ErrorCode.offset_out_of_range
