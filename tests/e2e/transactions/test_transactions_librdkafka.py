@@ -6,8 +6,9 @@ application observes rather than what the protocol says: ``0055-producer_latency
 ``commit_transaction`` takes) and ``0061-consumer_lag.cpp`` ("with transactions": the
 ``consumer_lag_stored`` of the statistics while a read_committed consumer reads ten records
 followed by an aborted transaction of three and its ABORT marker). These tests assert the same
-bounds and values through confluent-kafka. Both librdkafka tests (built from librdkafka v2.15.0-1-g4c3b017) and these
-tests pass against kompakt and against Apache Kafka 4.1.2 alike (``KOMPAKT_E2E_BOOTSTRAP``).
+bounds and values through confluent-kafka. Both librdkafka tests (built from librdkafka
+v2.15.0-1-g4c3b017) and these tests pass against kompakt and against Apache Kafka 4.1.2 alike
+(``KOMPAKT_E2E_BOOTSTRAP``).
 """
 
 from __future__ import annotations
