@@ -23,6 +23,7 @@ BENCHES = [
     "bench_transactions.py",
     "bench_table.py",
     "bench_throttle.py",
+    "bench_readers.py",
 ]
 
 

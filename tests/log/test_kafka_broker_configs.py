@@ -22,7 +22,11 @@ def test_every_kafka_broker_config_is_known() -> None:
     kafka = kafka_broker_configs()
     assert len(kafka) == 336  # AbstractKafkaConfig.CONFIG_DEF of Kafka 4.1.2
     assert set(kafka) <= set(BROKER_CONFIGS)
-    assert set(BROKER_CONFIGS) == set(kafka) | {"log.message.format.version"}  # kept from Kafka 3.9
+    assert set(BROKER_CONFIGS) == set(kafka) | {
+        "log.message.format.version",  # kept from Kafka 3.9
+        "kompakt.tombstone.retain.for.groups",  # kompakt's own (the reader hold)
+        "kompakt.tombstone.max.hold.ms",
+    }
     for name in (
         "sasl.kerberos.min.time.before.relogin",
         "num.io.threads",

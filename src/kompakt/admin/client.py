@@ -87,6 +87,9 @@ class AdminClient:
     def explain(self, topic: str, partition: int | None = None) -> Any:
         return self.call("GET", "/v1/explain", topic=topic, partition=partition)
 
+    def readers(self, topic: str | None = None) -> Any:
+        return self.call("GET", "/v1/readers", topic=topic)
+
     def roll(self, topic: str, partition: int | None = None) -> Any:
         return self.call("POST", "/v1/roll", topic=topic, partition=partition)
 

@@ -9,9 +9,17 @@ One run:
    interruption continues where the last committed file ended;
 3. read the watermarks; snapshot mode stops each partition at the high watermark seen now,
    continuous mode keeps polling until ``stop`` is set (Ctrl-C in the CLI);
-4. consume with a plain assignment (no group membership, nothing committed on the source) and
-   build batches at the original offsets; offsets the source no longer has become gaps;
+4. consume with a plain assignment (no group membership) and build batches at the original
+   offsets; offsets the source no longer has become gaps;
 5. commit each segment file, then the manifest; at the end mark the run and the backup complete.
+
+While it runs, a backup registers as a reader (``backup.register_reader``, on by default): it
+commits the position it has stored for each compacted partition as the group
+``kompakt-backup-<backup_id>`` (a plain commit, no membership), first at its start and then after
+every segment file, and deletes the group when the run ends, whatever the outcome. A kompakt
+broker holds tombstone and marker removal for such a group (``kompakt.broker.readers``, bounded by
+``kompakt.tombstone.max.hold.ms``), so a backup never misses a delete that was in the log when it
+read past its start; on another cluster the group is only a committed offset, removed at the end.
 
 A failure or an interrupt first commits what was consumed (every consumed record is a complete
 record), then leaves the manifest ``incomplete``: never a backup that claims more than it holds.
@@ -21,6 +29,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +58,9 @@ TopicPartition = tuple[str, int]
 CONSUME_BATCH = 10_000
 PROGRESS_EVERY_S = 0.25
 PARTITION_EOF = -191  # KafkaError._PARTITION_EOF
+#: kompakt.broker.readers.BACKUP_READER_PREFIX (backup does not import the broker: it works
+#: against any Kafka-compatible cluster).
+BACKUP_GROUP_PREFIX = "kompakt-backup-"
 
 
 @dataclass
@@ -114,6 +126,8 @@ class BackupRun:
         self.clock = clock or SystemClock()
         self.client = Client(config.bootstrap_servers, config.timeout_s, config.client_config)
         self.codec = CODECS[config.compression]
+        self._registered: set[TopicPartition] = set()
+        self._consumer_handle: Any = None
 
     # ------------------------------------------------------------------ setup
 
@@ -144,11 +158,16 @@ class BackupRun:
             compression=self.config.compression,
         )
 
+    @property
+    def reader_group(self) -> str:
+        """The group the run registers as a reader under (``kompakt.broker.readers``'s prefix)."""
+        return f"{BACKUP_GROUP_PREFIX}{self.config.backup_id}"
+
     def _consumer(self) -> Any:
         return KAFKA.Consumer(
             self.client.config(
                 **{
-                    "group.id": f"kompakt-backup-{self.config.backup_id}",
+                    "group.id": self.reader_group,
                     "enable.auto.commit": False,
                     "enable.auto.offset.store": False,
                     "enable.partition.eof": True,
@@ -164,6 +183,58 @@ class BackupRun:
                 }
             )
         )
+
+    # ------------------------------------------------------------------ the reader registration
+
+    def _register(
+        self, consumer: Any, states: Mapping[TopicPartition, _PartitionRun], manifest: Manifest
+    ) -> None:
+        """Commit the stored position of every compacted partition (the broker holds from there)."""
+        if not self.config.register_reader:
+            return
+        offsets = [
+            KAFKA.TopicPartition(t, p, state.entry.end_offset)
+            for (t, p), state in states.items()
+            if "compact" in manifest.topics[t].cleanup_policy
+        ]
+        if offsets:
+            try:
+                consumer.commit(offsets=offsets, asynchronous=False)
+            except KAFKA.KafkaException as exc:
+                raise self.client.fail("cannot register the backup as a reader", exc) from None
+            self._registered = {(t.topic, t.partition) for t in offsets}
+
+    def _advance_registration(self, consumer: Any, state: _PartitionRun) -> None:
+        entry = state.entry
+        if (entry.topic, entry.partition) not in self._registered:
+            return
+        try:
+            consumer.commit(
+                offsets=[KAFKA.TopicPartition(entry.topic, entry.partition, entry.end_offset)],
+                asynchronous=False,
+            )
+        except KAFKA.KafkaException as exc:
+            # The data is safe in the backup; the broker only holds from the older position.
+            self.progress.message(
+                f"could not advance the reader position of {entry.topic}-{entry.partition}: {exc}"
+            )
+
+    def _unregister(self) -> None:
+        """Delete the reader group: the run is over, it holds nothing any more."""
+        if not self._registered:
+            return
+        self._registered = set()
+        try:
+            futures = self.client.admin.delete_consumer_groups(
+                [self.reader_group], request_timeout=self.client.timeout_s
+            )
+            for future in futures.values():
+                future.result(timeout=self.client.timeout_s)
+        except Exception as exc:  # noqa: BLE001 - the backup itself succeeded or failed already
+            self.progress.message(
+                f"could not delete the reader group {self.reader_group} (it stops holding after "
+                f"kompakt.tombstone.max.hold.ms, or delete it yourself): {exc}"
+            )
 
     # ------------------------------------------------------------------ commits
 
@@ -205,6 +276,8 @@ class BackupRun:
         entry.end_offset = max(entry.end_offset, state.next_offset)
         run.ranges[f"{entry.topic}-{entry.partition}"][1] = entry.end_offset
         self._save(manifest)
+        if self._consumer_handle is not None:
+            self._advance_registration(self._consumer_handle, state)
 
     def _save(self, manifest: Manifest) -> None:
         manifest.updated_ms = self.clock.now_ms()
@@ -247,25 +320,36 @@ class BackupRun:
                         manifest, marks[(name, partition)], topic, partition, horizon_ms, run
                     )
             if self.config.consumer_group_snapshot:
-                manifest.consumer_groups = self.client.group_offsets(set(topics))
+                groups = self.client.group_offsets(set(topics))
+                manifest.consumer_groups = {
+                    g: o for g, o in groups.items() if not g.startswith(BACKUP_GROUP_PREFIX)
+                }
                 manifest.consumer_groups_ms = self.clock.now_ms()
+            self._register(consumer, states, manifest)
+            self._consumer_handle = consumer
             self._save(manifest)
             self.progress.begin([s.progress for s in states.values()])
             self._consume(manifest, consumer, states, run)
         except BaseException as exc:
+            self._consumer_handle = None
             self._fail(manifest, states, run, exc)
+            self._unregister()
             raise
         finally:
+            self._consumer_handle = None
             consumer.close()
             self.progress.end()
-        for state in states.values():
-            self._finish_partition(state)
-        run.status = STATUS_COMPLETE
-        run.finished_ms = self.clock.now_ms()
-        manifest.status = STATUS_COMPLETE
-        for state in states.values():
-            self._commit_file(manifest, state, run)
-        self._save(manifest)
+        try:
+            for state in states.values():
+                self._finish_partition(state)
+            run.status = STATUS_COMPLETE
+            run.finished_ms = self.clock.now_ms()
+            manifest.status = STATUS_COMPLETE
+            for state in states.values():
+                self._commit_file(manifest, state, run)
+            self._save(manifest)
+        finally:
+            self._unregister()
         rows = [
             {
                 "partition": s.progress.name,

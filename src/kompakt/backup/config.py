@@ -281,6 +281,10 @@ class BackupConfig:
     segment_max_bytes: int = 64 * 1024 * 1024
     batch_max_bytes: int = 1024 * 1024
     consumer_group_snapshot: bool = True
+    #: Register as a reader while running (commit the backed-up position of each compacted
+    #: partition as group ``kompakt-backup-<backup_id>``, deleted at the end): a kompakt broker
+    #: then keeps the tombstones the backup has not copied yet (kompakt.broker.readers).
+    register_reader: bool = True
     timeout_s: float = 10.0
     client_config: dict[str, str] = field(default_factory=dict)
     fetch_max_bytes: int | None = None
@@ -337,6 +341,7 @@ def parse_backup_config(raw: Mapping[str, Any]) -> BackupConfig:
             "internal_topics",
             "fetch_max_bytes",
             "source_cluster_id",
+            "register_reader",
         },
         "backup",
         inert={
@@ -397,6 +402,7 @@ def parse_backup_config(raw: Mapping[str, Any]) -> BackupConfig:
         segment_max_bytes=segment_max,
         batch_max_bytes=min(batch_max, segment_max),
         consumer_group_snapshot=_bool(section, "consumer_group_snapshot", "backup", True),
+        register_reader=_bool(section, "register_reader", "backup", True),
         timeout_s=float(_get(source, "timeout_s", "source", (int, float), 10.0)),
         client_config=client_config,
         fetch_max_bytes=_get(section, "fetch_max_bytes", "backup", int, None),

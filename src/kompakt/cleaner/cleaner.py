@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from kompakt.cleaner.dedupe import CleanerIo, build_offset_map
 from kompakt.cleaner.grouping import GroupingInput, group_segments_by_size
 from kompakt.cleaner.offset_map import OffsetMap
+from kompakt.cleaner.readers import ReaderPositions, partition_hold
 from kompakt.cleaner.rewrite import FilterContext, clean_into
 from kompakt.cleaner.segment_reader import DEFAULT_CHUNK_BYTES, ReadBuffer
 from kompakt.cleaner.stats import CleanerStats
@@ -59,6 +60,7 @@ class Cleaner:
         check_abort: Callable[[str, int], None] | None = None,
         read_buffer_bytes: int = DEFAULT_CHUNK_BYTES,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        readers: ReaderPositions | None = None,
     ) -> None:
         self.thread_id = thread_id
         self.offset_map = offset_map
@@ -68,6 +70,8 @@ class Cleaner:
         self.read_buffer = ReadBuffer(read_buffer_bytes)
         self.workspace = Workspace()
         self.producer_id_expiration_ms = producer_id_expiration_ms
+        #: Where the readers a tombstone must wait for are (None: nothing holds, as in Kafka).
+        self.readers = readers
 
     def _io(self, log: PartitionLog) -> CleanerIo:
         check = self._check_abort
@@ -109,6 +113,7 @@ class Cleaner:
             tracker=tracker,
             stats=stats,
             workspace=self.workspace,
+            hold=partition_hold(self.readers, log.topic, log.partition, config)[1],
         )
         for group in self.group_segments(log, end_offset, first_uncleanable_offset):
             self.clean_segments(log, group, ctx, io)

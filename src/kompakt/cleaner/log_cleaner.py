@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +33,15 @@ from kompakt.cleaner.adapter import LogView
 from kompakt.cleaner.manager import CleanerCheckpointFile, CleanerManager
 from kompakt.cleaner.metrics import CleanerMetrics, format_clean_log_line
 from kompakt.cleaner.planning import SelectionError, TopicPartition, segments_to_force_roll
+from kompakt.cleaner.readers import (
+    PartitionReaders,
+    ReaderPositions,
+    ReaderRisk,
+    TombstoneHold,
+    earliest_removal_ms,
+    partition_hold,
+    reader_risks,
+)
 from kompakt.cleaner.throttler import Throttler
 from kompakt.clock import Clock
 from kompakt.errors import CleaningAbortedError
@@ -125,12 +134,16 @@ class LogCleaner:
         logs: Callable[[], Mapping[TopicPartition, PartitionLog]],
         data_dir: Path,
         clock: Clock,
+        readers: ReaderPositions | None = None,
         *,
         kernels_ready: Callable[[], object] | None = None,
     ) -> None:
         """``kernels_ready`` blocks until the native kernels are compiled (a background compile
         on a fresh install, :class:`kompakt.cleaner.warmup.BackgroundWarmup`); called before
         the first use of the kernels, so a cleaner thread loads them instead of compiling too."""
+        #: Where the readers tombstone removal waits for are (the broker's consumer groups and
+        #: backups, injected by the server: the cleaner does not import the broker). None: no hold.
+        self.readers = readers
         self.settings = CleanerSettings.from_broker(config)
         self._kernels_ready = kernels_ready
         self.clock = clock
@@ -180,7 +193,28 @@ class LogCleaner:
             check_abort=lambda topic, partition: self.manager.check_cleaning_aborted((topic, partition)),
             read_buffer_bytes=max(s.io_buffer_size // max(s.threads, 1) // 2, MIN_READ_BUFFER_BYTES),
             producer_id_expiration_ms=s.producer_id_expiration_ms,
+            readers=self,
         )
+
+    def positions(self, topic: str, partition: int, named: Collection[str]) -> PartitionReaders:
+        """:class:`ReaderPositions` for the cleaners: whatever provider is installed now."""
+        readers = self.readers
+        if readers is None:
+            return PartitionReaders()
+        return readers.positions(topic, partition, named)
+
+    def reader_report(
+        self, log: PartitionLog
+    ) -> tuple[PartitionReaders, TombstoneHold | None, list[ReaderRisk]]:
+        """The readers of ``log``, its hold, and each group's unread tombstones (the risk report)."""
+        if not log.config.compact:
+            return PartitionReaders(), None, []
+        readers, hold = partition_hold(self, log.topic, log.partition, log.config)
+        if not readers.committed:
+            return readers, hold, []
+        facts = self.horizons.stamped_facts(log)
+        risks = reader_risks(facts.tomb_offset, facts.tomb_horizon, facts.tomb_batch_last, readers, hold)
+        return readers, hold, risks
 
     def startup(self) -> None:
         """Start ``log.cleaner.threads`` threads (none when ``log.cleaner.enable=false``)."""
@@ -274,15 +308,22 @@ class LogCleaner:
         return cleaned
 
     def _delete_horizons(self, views: list[LogView]) -> dict[TopicPartition, int | None]:
-        """Each eligible compacted log's earliest governing delete horizon. A log whose files
-        cannot be read is marked uncleanable here (it would fail its clean the same way)."""
+        """Each eligible compacted log's earliest removal time: its earliest governing delete
+        horizon, or for a batch the readers hold, the end of the maximum hold (so a held log is
+        not re-cleaned in a loop). A log whose files cannot be read is marked uncleanable here
+        (it would fail its clean the same way)."""
         horizons: dict[TopicPartition, int | None] = {}
         for view in views:
             tp = (view.topic, view.partition)
             if not view.config.compact or self.manager.is_uncleanable(tp):
                 continue
             try:
-                horizons[tp] = self.horizons.earliest_horizon(view.log)
+                facts = self.horizons.stamped_facts(view.log)
+                if not len(facts.batch_horizon):
+                    horizons[tp] = None  # nothing stamped: no reader to ask
+                    continue
+                hold = partition_hold(self, view.topic, view.partition, view.config)[1]
+                horizons[tp] = earliest_removal_ms(facts.batch_horizon, facts.batch_last, hold)
             except Exception as exc:  # noqa: BLE001 - KIP-346: one bad partition must not stop the thread
                 self.manager.mark_uncleanable(tp, f"{type(exc).__name__}: {exc}")
         return horizons

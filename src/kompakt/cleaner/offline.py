@@ -6,6 +6,10 @@ compacted partition is compacted from its log start offset up to its uncleanable
 the same :class:`Cleaner` as the broker's threads, the cleaner checkpoint is advanced, and the
 directory is closed cleanly so Kafka or kompakt opens it without recovery.
 
+Tombstones held for the readers named in ``kompakt.tombstone.retain.for.groups`` stay held: the
+directory's group offsets are not read, so the named groups count as having read nothing, up to
+``kompakt.tombstone.max.hold.ms`` (:class:`~kompakt.cleaner.readers.AssumeUnread`).
+
 Kafka keeps topic configs in its cluster metadata, not in the log directory, so for a Kafka
 directory the caller supplies them (``config_overrides``), applied on top of any stored configs.
 
@@ -31,6 +35,7 @@ from kompakt.cleaner.compact_now import compact_log
 from kompakt.cleaner.log_cleaner import CleanerSettings
 from kompakt.cleaner.manager import CleanerCheckpointFile
 from kompakt.cleaner.offset_map import HashedOffsetMap
+from kompakt.cleaner.readers import AssumeUnread, ReaderPositions
 from kompakt.clock import Clock
 from kompakt.errors import LogDirectoryError
 from kompakt.log.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE
@@ -105,8 +110,14 @@ def compact_directory(
     config_overrides: Mapping[str, str] | None = None,
     on_partition: Callable[[PartitionLog], None] | None = None,
     on_pass: Callable[[PartitionLog, CleanResult], None] | None = None,
+    readers: ReaderPositions | None = None,
 ) -> list[PartitionCompaction]:
-    """Compact every compacted partition under ``path`` (or just the partition ``path`` names)."""
+    """Compact every compacted partition under ``path`` (or just the partition ``path`` names).
+
+    A stopped directory cannot tell where consumer groups are, so by default (``readers`` None)
+    every group named in ``kompakt.tombstone.retain.for.groups`` is taken to have read nothing
+    (:class:`AssumeUnread`): its tombstones stay until ``kompakt.tombstone.max.hold.ms`` past their
+    horizon, never removed early. Pass :class:`NoReaders` to remove them as Kafka would."""
     data_dir, only = resolve_data_dir(path)
     broker = broker_config or BrokerConfig.from_properties({})
     disk_before = {p.name: _dir_bytes(p) for p in data_dir.iterdir() if p.is_dir()}
@@ -122,6 +133,7 @@ def compact_directory(
             HashedOffsetMap(settings.dedupe_buffer_size // max(settings.threads, 1), settings.load_factor),
             clock,
             producer_id_expiration_ms=settings.producer_id_expiration_ms,
+            readers=AssumeUnread() if readers is None else readers,
         )
         checkpoints = CleanerCheckpointFile(data_dir / CLEANER_OFFSET_CHECKPOINT_FILE, clock.now_ms)
         offsets = checkpoints.read()

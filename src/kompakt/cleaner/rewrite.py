@@ -25,6 +25,7 @@ import numpy as np
 from kompakt.cleaner.dedupe import CleanerIo, decompressed_spans
 from kompakt.cleaner.kernels.rewrite import rewrite_batches
 from kompakt.cleaner.offset_map import OffsetMap
+from kompakt.cleaner.readers import TombstoneHold
 from kompakt.cleaner.segment_reader import Chunk, iter_chunks
 from kompakt.cleaner.stats import CleanerStats
 from kompakt.cleaner.transactions import TransactionTracker
@@ -65,6 +66,9 @@ class FilterContext:
     stats: CleanerStats
     workspace: Workspace
     reindex: list[AbortedTxn] = field(default_factory=list)
+    #: kompakt's reader hold (beyond Kafka): batches past their horizon that a named group or a
+    #: backup has not read keep their tombstones and markers (:mod:`kompakt.cleaner.readers`).
+    hold: TombstoneHold | None = None
 
 
 @dataclass(slots=True)
@@ -249,7 +253,14 @@ def filter_chunk(chunk: Chunk, ctx: FilterContext) -> _Output:
     horizon = table.base_timestamp
     counts = table.records_count
     can_discard, empty_txn_marker = _transaction_decisions(chunk, ctx)
-    discard_records = np.where(is_control, can_discard & has_horizon & (horizon <= ctx.now_ms), can_discard)
+    held = (
+        has_horizon & ctx.hold.held(horizon, table.last_offset, ctx.now_ms)
+        if ctx.hold is not None
+        else np.zeros(len(table), dtype=np.bool_)
+    )
+    discard_records = np.where(
+        is_control, can_discard & has_horizon & (horizon <= ctx.now_ms) & ~held, can_discard
+    )
     retain_empty = _last_batch_of_active_producer(table, ctx) | (
         table.last_offset + 1 == ctx.upper_bound_offset
     )
@@ -258,7 +269,7 @@ def filter_chunk(chunk: Chunk, ctx: FilterContext) -> _Output:
     kept_count = np.where(discard_records, 0, counts)  # control batches keep their one record
     rebuilt: dict[int, tuple[bytes, int, int]] = {}
     data = np.flatnonzero(~is_control & ~discard_records & (counts > 0))
-    tombstone_ok = ~has_horizon | (ctx.now_ms < horizon)
+    tombstone_ok = ~has_horizon | (ctx.now_ms < horizon) | held
     compressed = (attrs & ATTR_COMPRESSION_MASK) != 0
     for is_compressed in (False, True):
         which = data[compressed[data] == is_compressed]

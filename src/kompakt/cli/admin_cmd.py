@@ -86,6 +86,41 @@ def explain(
         ]
         if scalars:
             emit_table(scalars, ["field", "value"])
+        readers = report.get("readers")
+        if readers:
+            console.print(f"readers: {readers['detail']}", markup=False, highlight=False)
+            for group in readers["groups"]:
+                console.print(f"  {group['detail']}", markup=False, highlight=False)
+
+
+def readers(
+    topic: Annotated[str | None, typer.Argument(help="The topic (default: every compacted topic).")] = None,
+    admin_url: UrlArg = DEFAULT_ADMIN_URL,
+    output: OutputArg = OutputFormat.TABLE,
+) -> None:
+    """Who holds tombstone removal, and which groups have not read the tombstones that will go."""
+    data = AdminClient(admin_url).readers(topic)
+    if output is OutputFormat.JSON:
+        emit_json(data)
+        return
+    rows = [
+        {
+            "partition": f"{p['topic']}-{p['partition']}",
+            "group": g["group"],
+            "committed": g["committed_offset"],
+            "unread tombstones": g["unread_tombstones"],
+            "first unread": "-" if g["first_unread_offset"] is None else g["first_unread_offset"],
+            "removed at": _iso(g["removal_ms"]) if g["removal_ms"] is not None else "-",
+            "holds": "yes" if g["holds"] else "",
+        }
+        for p in data["partitions"]
+        for g in p["groups"]
+    ]
+    emit_table(rows, title=f"readers at {_iso(data['now_ms'])}")
+    for p in data["partitions"]:
+        for g in p["groups"]:
+            if g["unread_tombstones"]:
+                console.print(g["detail"], markup=False, highlight=False)
 
 
 def roll(
@@ -194,6 +229,7 @@ def register(app: typer.Typer) -> None:
     for name, fn in (
         ("partitions", partitions),
         ("explain", explain),
+        ("readers", readers),
         ("roll", roll),
         ("compact", compact),
         ("retry", retry),

@@ -12,6 +12,7 @@ kompakt directories carry theirs in ``kompakt-topics.json``.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
+from kompakt.cleaner.readers import FixedPositions
 from kompakt.cli.broker_defaults import BrokerDefaults, cluster_configs, resolve_broker_defaults
 from kompakt.cli.output import (
     CliError,
@@ -41,7 +43,7 @@ from kompakt.inspect.log_files import (
     resolve_target,
     verify_target,
 )
-from kompakt.log.config import BrokerConfig
+from kompakt.log.config import BrokerConfig, LogConfig
 from kompakt.log.config_tables import TOPIC_CONFIGS
 from kompakt.log.topic_store import CorruptTopicStoreError, TopicStore
 
@@ -546,6 +548,34 @@ def _note_skipped(defaults: BrokerDefaults) -> None:
             )
 
 
+def cluster_readers(bootstrap: str, topics: list[str], timeout_s: float = 10.0) -> FixedPositions:
+    """The committed offsets of every consumer group of a running cluster on ``topics``, as the
+    broker's reader hold sees them (named groups that exist hold; ``kompakt-backup.*`` groups are
+    registered backups)."""
+    from kompakt.backup.errors import BackupError
+    from kompakt.backup.kafka import Client
+    from kompakt.broker.readers import BACKUP_READER_PREFIX
+
+    client = Client(bootstrap, timeout_s)
+    try:
+        listing = client.result(
+            client.admin.list_consumer_groups(request_timeout=timeout_s), "cannot list groups"
+        )
+        by_group = client.group_offsets(set(topics))
+    except BackupError as exc:
+        raise CliError(f"cannot read the consumer groups of {bootstrap}: {exc}") from None
+    offsets: dict[tuple[str, int], dict[str, int]] = {}
+    registered: dict[tuple[str, int], dict[str, int]] = {}
+    for group, per_topic in by_group.items():
+        for topic, per_partition in per_topic.items():
+            for partition, offset in per_partition.items():
+                tp = (topic, int(partition))
+                offsets.setdefault(tp, {})[group] = offset
+                if group.startswith(BACKUP_READER_PREFIX):
+                    registered.setdefault(tp, {})[group] = offset
+    return FixedPositions(offsets, registered, known={g.group_id for g in listing.valid})
+
+
 @log_app.command("explain")
 def explain_command(
     path: Annotated[Path, typer.Argument(help="A partition directory or a data directory.")],
@@ -595,6 +625,9 @@ def explain_command(
     )
     broker = defaults.config
     _note_skipped(defaults)
+    readers: FixedPositions | None = None
+    if bootstrap is not None:
+        readers = cluster_readers(bootstrap, sorted({p.topic for p in target.partitions}), bootstrap_timeout)
     reports = []
     sources = []
     for part in target.partitions:
@@ -611,6 +644,11 @@ def explain_command(
         inp = ConfigInput(overrides, origins, broker, "--broker-config", defaults.origins)
         try:
             source = source_from_files(part, target.data_dir)
+            if readers is not None:
+                named = LogConfig.from_overrides(overrides, broker).kompakt_tombstone_retain_for_groups
+                source = dataclasses.replace(
+                    source, readers=readers.positions(part.topic, part.partition, named)
+                )
             report = explain_partition(source, inp, now_ms)
         except ConfigError as exc:
             raise CliUsageError(f"{part.name}: {exc}") from None
@@ -766,6 +804,10 @@ def _explain_tables(r: Any) -> None:
             ],
             title="live tombstones",
         )
+    if r.readers is not None:
+        console.print(f"readers: {r.readers.detail}", markup=False, highlight=False)
+        for g in r.readers.groups:
+            console.print(f"  {g.detail}", markup=False, highlight=False)
     k, m = r.keys, r.offset_map
     console.print(
         f"keys: {k.live_keys} live keys ({k.live_records} with values) in {k.records} records "

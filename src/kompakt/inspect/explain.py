@@ -34,6 +34,14 @@ from kompakt.cleaner.planning import (
     log_to_clean,
     max_segment_ms,
 )
+from kompakt.cleaner.readers import (
+    AssumeUnread,
+    PartitionReaders,
+    TombstoneHold,
+    earliest_removal_ms,
+    hold_for,
+    reader_risks,
+)
 from kompakt.cleaner.sizing import SLOT_BYTES, keys_per_pass
 from kompakt.errors import CorruptCheckpointError
 from kompakt.inspect.explain_report import (
@@ -49,6 +57,8 @@ from kompakt.inspect.explain_report import (
     OffsetMapReport,
     PartitionExplain,
     PartitionSource,
+    ReaderRow,
+    Readers,
     Section,
     SegmentReport,
     SegmentSource,
@@ -148,15 +158,29 @@ def explain_partition(source: PartitionSource, configs: ConfigInput, now_ms: int
     batch_seg = np.array(scan.batches.segment, dtype=np.int64)
     active_index = len(infos) - 1
 
-    # The earliest horizon still governing a tombstone or marker in a non-active segment.
+    batch_last = np.array(scan.batches.last_offset, dtype=np.int64)
+    # Where the readers are, and what they hold (kompakt.cleaner.readers). Offline the positions
+    # are unknown: named groups count as having read nothing, as offline compaction assumes.
+    readers = source.readers
+    if readers is None:
+        readers = AssumeUnread().positions(
+            source.topic, source.partition, config.kompakt_tombstone_retain_for_groups
+        )
+    hold = hold_for(config, readers)
+
+    # The earliest removal a tombstone or marker in a non-active segment waits for: its horizon,
+    # or the end of the maximum hold while a reader holds it (the cleaner's own rule).
     governing: list[int] = []
     stamped_tomb_batches = {int(b) for b in rec_batch[tomb]}
     for b, h in enumerate(horizons):
         if h is None or batch_seg[b] == active_index or scan.batches.records[b] == 0:
             continue
         if batch_attrs[b] & ATTR_CONTROL or b in stamped_tomb_batches:
-            governing.append(h)
-    earliest_horizon = min(governing) if governing else None
+            governing.append(b)
+    gov = np.array(governing, dtype=np.int64)
+    earliest_horizon = earliest_removal_ms(
+        np.array([horizons[b] for b in governing], dtype=np.int64), batch_last[gov], hold
+    )
 
     ltc = log_to_clean(
         log,
@@ -190,7 +214,13 @@ def explain_partition(source: PartitionSource, configs: ConfigInput, now_ms: int
         if len(rec_batch)
         else np.empty(0, np.int64)
     )
-    expired_tomb = tomb & (rec_horizon >= 0) & (rec_horizon <= now_ms)
+    rec_last = batch_last[rec_batch] if len(rec_batch) else np.empty(0, np.int64)
+    held_rec = (
+        (rec_horizon >= 0) & hold.held(rec_horizon, rec_last, now_ms)
+        if hold is not None
+        else np.zeros(len(rec_batch), dtype=np.bool_)
+    )
+    expired_tomb = tomb & (rec_horizon >= 0) & (rec_horizon <= now_ms) & ~held_rec
     kept = ~in_range | (latest_range & ~expired_tomb)
     nb = len(scan.batches.size)
     nb = len(scan.batches.size)
@@ -240,7 +270,12 @@ def explain_partition(source: PartitionSource, configs: ConfigInput, now_ms: int
     active_report = _active(config, active, scan.segments[-1].records if scan.segments else 0, now_ms)
     segment_reports = _segment_reports(scan, infos, config, start, first_dirty, first_uncleanable, now_ms)
     tombstones = _tombstones(
-        scan, rec_offset, tomb, latest_all, rec_batch, horizons, first_uncleanable, in_log, config, now_ms
+        scan, rec_offset, tomb, latest_all, rec_batch, horizons, first_uncleanable, in_log, config, now_ms,
+        held_rec, hold,
+    )  # fmt: skip
+    stamped = np.flatnonzero(tomb & in_log & (rec_horizon >= 0))
+    reader_report = _readers(
+        source, config, readers, hold, rec_offset[stamped], rec_horizon[stamped], rec_last[stamped]
     )
     map_report = _offset_map(configs.broker, dirty_keys)
 
@@ -292,6 +327,56 @@ def explain_partition(source: PartitionSource, configs: ConfigInput, now_ms: int
         estimated_bytes_after=estimated_after,
         offset_map=map_report,
         uncleanable_reason=source.uncleanable_reason,
+        readers=reader_report,
+    )
+
+
+def _readers(
+    source: PartitionSource,
+    config: LogConfig,
+    readers: PartitionReaders,
+    hold: TombstoneHold | None,
+    offsets: I64,
+    horizons: I64,
+    batch_last: I64,
+) -> Readers:
+    """The hold and each group's unread stamped tombstones (the risk report)."""
+    order = np.argsort(offsets, kind="stable")
+    risks = reader_risks(offsets[order], horizons[order], batch_last[order], readers, hold)
+    rows = tuple(
+        ReaderRow(
+            r.group,
+            r.committed_offset,
+            r.unread,
+            r.first_offset,
+            r.removal_ms,
+            r.holds,
+            r.sentence(source.topic, source.partition, iso_ms(r.removal_ms)),
+        )
+        for r in risks
+    )
+    named = config.kompakt_tombstone_retain_for_groups
+    if source.readers is None:
+        detail = (
+            "group positions unknown here (run against a broker: --bootstrap or the admin endpoint); "
+            + (f"the named groups {', '.join(named)} count as having read nothing" if named else "no hold")
+        )
+    elif hold is None:
+        detail = "no reader holds tombstone removal (Kafka's behaviour)"
+    else:
+        who = ", ".join(f"{g} at {o}" for g, o in hold.holders)
+        detail = (
+            f"tombstones and markers at or above offset {hold.offset} stay past their delete horizon for "
+            f"{who}, for at most kompakt.tombstone.max.hold.ms={config.kompakt_tombstone_max_hold_ms}"
+        )
+    return Readers(
+        known=source.readers is not None,
+        retain_for_groups=named,
+        max_hold_ms=config.kompakt_tombstone_max_hold_ms,
+        hold_offset=hold.offset if hold is not None else None,
+        holders=hold.holders if hold is not None else (),
+        groups=rows,
+        detail=detail,
     )
 
 
@@ -515,15 +600,27 @@ def _tombstones(
     in_log: BOOL,
     config: LogConfig,
     now_ms: int,
+    held: BOOL,
+    hold: TombstoneHold | None,
 ) -> Tombstones:
     live = np.flatnonzero(tomb & latest & in_log)
-    waiting = past = unstamped_c = unstamped_u = 0
+    waiting = past = unstamped_c = unstamped_u = held_n = 0
     earliest_waiting: int | None = None
     listed: list[Tombstone] = []
     for row in live.tolist():
         offset = int(rec_offset[row])
         horizon = horizons[int(rec_batch[row])]
-        if horizon is not None and horizon <= now_ms:
+        if horizon is not None and hold is not None and bool(held[row]):
+            waiting += 1
+            held_n += 1
+            until = horizon + hold.max_hold_ms
+            earliest_waiting = until if earliest_waiting is None else min(earliest_waiting, until)
+            state = (
+                f"held for its readers (kompakt.tombstone.retain.for.groups) until they commit past it, "
+                f"at most until {iso_ms(until)}"
+            )
+            removable = until
+        elif horizon is not None and horizon <= now_ms:
             past += 1
             state, removable = "past its delete horizon: removed at the next clean", horizon
         elif horizon is not None:
@@ -556,6 +653,7 @@ def _tombstones(
         earliest_waiting_horizon_ms=earliest_waiting,
         delete_retention_ms=config.delete_retention_ms,
         listed=tuple(listed),
+        held_for_readers=held_n,
     )
 
 
@@ -646,7 +744,7 @@ def _verdict(
             return (
                 f"not eligible until {iso_ms(tombstones.earliest_waiting_horizon_ms)}, because "
                 f"{tombstones.stamped_waiting} tombstones wait for delete.retention.ms="
-                f"{config.delete_retention_ms} (their delete horizon)",
+                f"{config.delete_retention_ms} (their delete horizon){_held_note(tombstones)}",
                 False,
             )
         if max_lag.deadline_ms is not None:
@@ -668,10 +766,21 @@ def _verdict(
     if tombstones.stamped_waiting and tombstones.earliest_waiting_horizon_ms is not None:
         return (
             f"not eligible until {iso_ms(tombstones.earliest_waiting_horizon_ms)}, because {why}{need} and "
-            f"{tombstones.stamped_waiting} tombstones wait for delete.retention.ms",
+            f"{tombstones.stamped_waiting} tombstones wait for delete.retention.ms{_held_note(tombstones)}",
             False,
         )
     return f"not eligible: {why}{need}", False
+
+
+def _held_note(tombstones: Tombstones) -> str:
+    """The verdict's mention of tombstones past their horizon that readers hold."""
+    n = tombstones.held_for_readers
+    if not n:
+        return ""
+    return (
+        f" or for their readers ({n} held for kompakt.tombstone.retain.for.groups or a backup, until "
+        "they commit past them or kompakt.tombstone.max.hold.ms runs out)"
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kompakt.cleaner.planning import LONG_MAX
+from kompakt.cleaner.readers import PartitionReaders
 from kompakt.log.config import BrokerConfig, LogConfig
 from kompakt.log.config_defs import ConfigSource
 from kompakt.log.config_describe import describe_topic_config
@@ -34,6 +35,8 @@ RELEVANT_TOPIC_CONFIGS: Final = (
     "delete.retention.ms",
     "segment.bytes",
     "segment.ms",
+    "kompakt.tombstone.retain.for.groups",
+    "kompakt.tombstone.max.hold.ms",
 )
 RELEVANT_BROKER_CONFIGS: Final = (
     "log.cleaner.enable",
@@ -100,6 +103,10 @@ class PartitionSource:
     cleaner_checkpoint: int | None = None
     uncleanable_reason: str | None = None
     """Set by a broker that marked the partition uncleanable (KIP-346)."""
+    readers: PartitionReaders | None = None
+    """Where the partition's consumer groups and backups are (a live broker, or ``--bootstrap``);
+    None when unknown (offline): named groups then count as having read nothing, as offline
+    compaction assumes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +212,34 @@ class Tombstones:
     earliest_waiting_horizon_ms: int | None
     delete_retention_ms: int
     listed: tuple[Tombstone, ...]
+    #: Past their horizon, kept for readers that have not read them (counted in stamped_waiting).
+    held_for_readers: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderRow:
+    """One group's unread tombstones (:class:`kompakt.cleaner.readers.ReaderRisk` with its line)."""
+
+    group: str
+    committed_offset: int
+    unread_tombstones: int
+    first_unread_offset: int | None
+    removal_ms: int | None
+    holds: bool
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Readers:
+    """The reader hold and the risk report of one partition."""
+
+    known: bool
+    retain_for_groups: tuple[str, ...]
+    max_hold_ms: int
+    hold_offset: int | None
+    holders: tuple[tuple[str, int], ...]
+    groups: tuple[ReaderRow, ...]
+    detail: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +297,7 @@ class PartitionExplain:
     estimated_bytes_after: int
     offset_map: OffsetMapReport
     uncleanable_reason: str | None = None
+    readers: Readers | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

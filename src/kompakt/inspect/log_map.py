@@ -212,6 +212,8 @@ def partition_entry(
         "uncleanable_reason": uncleanable_reason,
         "last_clean": dict(last_clean) if last_clean is not None else None,
         "configs": list(report.get("configs", ())),
+        # The reader hold and each group's unread tombstones (kompakt.cleaner.readers).
+        "readers": dict(report["readers"]) if report.get("readers") is not None else None,
     }
     entry["tier"], entry["rank_key"] = _rank(entry)
     return entry

@@ -145,6 +145,10 @@ class LogConfig:
     segment_jitter_ms: int = 0
     segment_ms: int = 604_800_000
     unclean_leader_election_enable: bool = False
+    #: kompakt's own: groups whose committed offsets hold tombstone removal (kompakt.cleaner.readers).
+    kompakt_tombstone_retain_for_groups: tuple[str, ...] = ()
+    #: kompakt's own: the longest hold past a delete horizon, in ms.
+    kompakt_tombstone_max_hold_ms: int = 604_800_000
 
     def __post_init__(self) -> None:
         for tdef in TOPIC_CONFIG_DEFS:

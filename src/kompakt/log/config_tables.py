@@ -29,6 +29,9 @@ from kompakt.log.config_defs import (
 from kompakt.log.kafka_configs import config_def_of, kafka_broker_configs
 
 MS_PER_MINUTE = 60_000
+#: kompakt's own topic (and broker default) configs of the reader hold (``kompakt.cleaner.readers``).
+TOMBSTONE_RETAIN_FOR_GROUPS = "kompakt.tombstone.retain.for.groups"
+TOMBSTONE_MAX_HOLD_MS = "kompakt.tombstone.max.hold.ms"
 MS_PER_HOUR = 3_600_000
 
 BOOL, STR, INT, LONG, DBL, LIST = (
@@ -76,6 +79,19 @@ class MessageFormatVersion:
         key = value if keep >= len(segments) else ".".join(segments[:keep])
         if key not in METADATA_VERSIONS:
             raise invalid(name, value, f"Version {value} is not a valid version")
+
+
+@dataclass(frozen=True, slots=True)
+class GroupIds:
+    """A list of consumer group ids: each non-empty (a group id is any non-empty string; the list
+    is comma-separated, so an id cannot contain a comma)."""
+
+    def ensure_valid(self, name: str, value: ConfigValue) -> None:
+        if not isinstance(value, tuple):
+            return
+        for group in value:
+            if not isinstance(group, str) or not group.strip():
+                raise invalid(name, ",".join(map(str, value)), "a group id must not be empty")
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +206,18 @@ TOPIC_CONFIG_DEFS: tuple[TopicConfigDef, ...] = (
     _t("unclean.leader.election.enable", BOOL, False,
        "Allow an out-of-sync replica to become leader.", None,
        ("unclean.leader.election.enable",)),
+    # kompakt's own (not Kafka's): tombstone removal waits for named consumer groups
+    # (kompakt.cleaner.readers).
+    _t(TOMBSTONE_RETAIN_FOR_GROUPS, LIST, (),
+       "[kompakt] Consumer groups that must read a tombstone or transaction marker before the "
+       "cleaner removes it: past its delete horizon it stays until every named group that exists "
+       "has committed an offset past it on the partition (a group with no offset there holds from "
+       "offset 0), or until kompakt.tombstone.max.hold.ms more have passed.", GroupIds(),
+       (TOMBSTONE_RETAIN_FOR_GROUPS,)),
+    _t(TOMBSTONE_MAX_HOLD_MS, LONG, 604_800_000,
+       "[kompakt] Longest time in ms past its delete horizon that a tombstone or marker is kept "
+       "for the groups of kompakt.tombstone.retain.for.groups (and for running kompakt backups).",
+       Range(0), (TOMBSTONE_MAX_HOLD_MS,)),
 )  # fmt: skip
 
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in TOPIC_CONFIG_DEFS}
@@ -249,6 +277,10 @@ _SYNONYM_BROKER_DEFS: tuple[ConfigDef, ...] = (
     _b("log.roll.ms", LONG, None, "Default segment.ms; wins over the hours form."),
     _b("log.roll.hours", INT, 168, "Default segment.ms in hours.", Range(1)),
     _b("unclean.leader.election.enable", BOOL, False, "Default unclean.leader.election.enable."),
+    _b(TOMBSTONE_RETAIN_FOR_GROUPS, LIST, (), "[kompakt] Default kompakt.tombstone.retain.for.groups.",
+       GroupIds()),
+    _b(TOMBSTONE_MAX_HOLD_MS, LONG, 604_800_000, "[kompakt] Default kompakt.tombstone.max.hold.ms.",
+       Range(0)),
 )  # fmt: skip
 
 _BROKER_ONLY_DEFS: tuple[ConfigDef, ...] = (

@@ -23,6 +23,7 @@ from kompakt.broker.context import Broker
 from kompakt.cleaner.adapter import LogView
 from kompakt.cleaner.log_cleaner import LogCleaner
 from kompakt.cleaner.planning import cleanable_offsets, log_to_clean
+from kompakt.cleaner.readers import PartitionReaders
 from kompakt.clock import Clock, FakeClock
 from kompakt.log.partition_log import PartitionLog
 from kompakt.records.record import decode_records
@@ -235,6 +236,48 @@ class AdminApi:
         now_ms = self.clock.now_ms()
         reports = [explain_live(self.broker, lg, self.cleaner, now_ms) for lg in logs]
         return {"now_ms": now_ms, "partitions": reports}
+
+    # ------------------------------------------------------------------ readers
+
+    def readers(self, topic: str | None = None) -> dict[str, Any]:
+        """The reader hold and the unread-tombstone report of every compacted partition (or of
+        ``topic``'s): for each group with a committed offset there, how many stamped tombstones it
+        has not read, the first one's offset and when it may be removed."""
+        from kompakt.inspect.explain_report import iso_ms  # numpy: not on the start path
+
+        now_ms = self.clock.now_ms()
+        cleaner = self.cleaner
+        out = []
+        for partition_log in self.partition_logs(topic):
+            config = partition_log.config
+            if not config.compact or cleaner is None:
+                continue
+            readers, hold, risks = cleaner.reader_report(partition_log)
+            out.append(
+                {
+                    "topic": partition_log.topic,
+                    "partition": partition_log.partition,
+                    "retain_for_groups": list(config.kompakt_tombstone_retain_for_groups),
+                    "max_hold_ms": config.kompakt_tombstone_max_hold_ms,
+                    "hold_offset": hold.offset if hold is not None else None,
+                    "holders": [{"group": g, "offset": o} for g, o in sorted(readers.holding.items())],
+                    "groups": [
+                        {
+                            **risk.to_dict(),
+                            "seconds_until_removal": (
+                                max(0.0, (risk.removal_ms - now_ms) / 1000.0)
+                                if risk.removal_ms is not None
+                                else None
+                            ),
+                            "detail": risk.sentence(
+                                partition_log.topic, partition_log.partition, iso_ms(risk.removal_ms)
+                            ),
+                        }
+                        for risk in risks
+                    ],
+                }
+            )
+        return {"now_ms": now_ms, "partitions": out}
 
     # ------------------------------------------------------------------ roll, compact, retry
 
@@ -512,5 +555,17 @@ def explain_live(
             log_start_offset=partition_log.log_start_offset,
             cleaner_checkpoint=checkpoint,
             uncleanable_reason=reason,
+            readers=readers_of(partition_log, cleaner),
         )
         return explain_partition(source, configs, now_ms).to_dict()
+
+
+def readers_of(partition_log: PartitionLog, cleaner: LogCleaner | None) -> PartitionReaders | None:
+    """The live reader positions of a partition (None without a cleaner: explain then assumes
+    the named groups have read nothing, as offline)."""
+    if cleaner is None:
+        return None
+    config = partition_log.config
+    return cleaner.positions(
+        partition_log.topic, partition_log.partition, config.kompakt_tombstone_retain_for_groups
+    )

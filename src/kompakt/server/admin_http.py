@@ -11,6 +11,7 @@ Routes (query parameters; ``POST`` bodies may instead be a JSON object with the 
 =========================================  =====================================================
 ``GET  /v1/partitions[?topic=T]``          offsets, sizes, segments, dirty ratio, cleaning state
 ``GET  /v1/explain?topic=T[&partition=P]`` the explain report, live
+``GET  /v1/readers[?topic=T]``             reader hold and unread tombstones per group (compacted)
 ``POST /v1/roll?topic=T[&partition=P]``    roll the active segment
 ``POST /v1/compact?topic=T[&partition=P][&wait=true]``  compact now (202 without ``wait``)
 ``POST /v1/retry?topic=T&partition=P``     clear an uncleanable mark
@@ -144,6 +145,10 @@ def _partitions(api: AdminApi, p: Params) -> HttpResponse:
 
 def _explain(api: AdminApi, p: Params) -> HttpResponse:
     return json_response(200, api.explain(_topic(p), p.get_int("partition")))
+
+
+def _readers(api: AdminApi, p: Params) -> HttpResponse:
+    return json_response(200, api.readers(p.get_str("topic")))
 
 
 def _roll(api: AdminApi, p: Params) -> HttpResponse:
@@ -294,6 +299,7 @@ def _topic(p: Params) -> str:
 ROUTES: dict[str, dict[str, Route]] = {
     "/v1/partitions": {"GET": _partitions},
     "/v1/explain": {"GET": _explain},
+    "/v1/readers": {"GET": _readers},
     "/v1/roll": {"POST": _roll},
     "/v1/compact": {"POST": _compact},
     "/v1/retry": {"POST": _retry},

@@ -61,6 +61,7 @@ class _Collector:
         yield from self._cleaner_metrics(now_ms)
         yield from self._broker_metrics()
         yield from self._partition_metrics()
+        yield from self._reader_metrics()
         yield from self._request_metrics()
         clock = GaugeMetricFamily(
             "kompakt_clock_now_ms", "The broker's wall-clock time for log rules.", labels=["mode"]
@@ -94,6 +95,41 @@ class _Collector:
             )
             family.add_metric([], float(value))
             yield family
+
+    def _reader_metrics(self) -> Iterator[Metric]:
+        """kompakt's unread-tombstone report (beyond Kafka): per group with a committed offset on a
+        compacted partition, the stamped tombstones it has not read and the time left before the
+        first of them may be removed."""
+        labels = ["topic", "partition", "group"]
+        unread = GaugeMetricFamily(
+            "kompakt_tombstones_unread_by_group",
+            "Tombstones scheduled for removal (delete horizon stamped) at or above the group's "
+            "committed offset.",
+            labels=labels,
+        )
+        seconds = GaugeMetricFamily(
+            "kompakt_tombstones_unread_first_removal_seconds",
+            "Seconds until the first tombstone the group has not read may be removed (0: at the next "
+            "clean); absent when it has read them all.",
+            labels=labels,
+        )
+        held = GaugeMetricFamily(
+            "kompakt_tombstones_hold_offset",
+            "The offset from which the partition's readers (kompakt.tombstone.retain.for.groups, "
+            "backups) hold tombstones past their delete horizon.",
+            labels=["topic", "partition"],
+        )
+        for p in self._api.readers()["partitions"]:
+            tp = [p["topic"], str(p["partition"])]
+            if p["hold_offset"] is not None:
+                held.add_metric(tp, float(p["hold_offset"]))
+            for g in p["groups"]:
+                unread.add_metric([*tp, g["group"]], float(g["unread_tombstones"]))
+                if g["seconds_until_removal"] is not None:
+                    seconds.add_metric([*tp, g["group"]], float(g["seconds_until_removal"]))
+        yield unread
+        yield seconds
+        yield held
 
     def _partition_metrics(self) -> Iterator[Metric]:
         info = self._api.partitions()["partitions"]

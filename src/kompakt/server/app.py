@@ -24,6 +24,7 @@ from kompakt.broker.groups import GroupConfig
 from kompakt.broker.groups.config import ConsumerGroupConfig
 from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC, TopicOffsetStore
 from kompakt.broker.producer_ids import ProducerIdManager
+from kompakt.broker.readers import GroupReaderPositions
 from kompakt.broker.topic_admin import load_dynamic_broker_config
 from kompakt.broker.txn.coordinator import TransactionCoordinator
 from kompakt.broker.txn.state_manager import TxnConfig
@@ -409,6 +410,7 @@ class BrokerApp:
             self.settings.data_dir,
             self.clock,
             kernels_ready=warmup.wait,
+            readers=GroupReaderPositions(offsets, broker.groups),
         )
         broker.cleaner = cleaner
         self.services.insert(0, CleanerService(cleaner, warmup))

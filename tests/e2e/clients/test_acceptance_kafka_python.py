@@ -104,6 +104,18 @@ def partitions_of(consumer: KafkaConsumer) -> set[int]:
     return {tp.partition for tp in consumer.assignment()}
 
 
+def settled(consumer: KafkaConsumer) -> bool:
+    """No join of this consumer is in flight.
+
+    kafka-python 3.0 finishes a join (re-enables its heartbeats) only inside a ``poll`` that awaits
+    it: a JoinGroup/SyncGroup round trip that completes while the test is busy elsewhere (creating
+    the second consumer) leaves the member without heartbeats, and the broker rightly expires it
+    after ``session.timeout.ms``. So the test keeps polling a consumer until its join is done.
+    """
+    coordinator: Any = consumer._coordinator  # noqa: SLF001 (the client has no public signal)
+    return coordinator._join_task is None and not coordinator.need_rejoin()  # noqa: SLF001
+
+
 def poll_until(consumers: list[KafkaConsumer], done: Callable[[], bool]) -> None:
     deadline = time.monotonic() + DEADLINE_S
     while not done():
@@ -121,10 +133,10 @@ def test_two_consumers_rebalance_and_commit(kompakt_broker: BrokerProcess) -> No
         a = group_consumer(bootstrap, group, topic)
         b: KafkaConsumer | None = None
         try:
-            poll_until([a], lambda: partitions_of(a) == {0, 1})
+            poll_until([a], lambda: partitions_of(a) == {0, 1} and settled(a))
             b = group_consumer(bootstrap, group, topic)
             both = [a, b]
-            poll_until(both, lambda: all(len(partitions_of(c)) == 1 for c in both))
+            poll_until(both, lambda: all(len(partitions_of(c)) == 1 and settled(c) for c in both))
             assert partitions_of(a) | partitions_of(b) == {0, 1}
             (pa,), (pb,) = partitions_of(a), partitions_of(b)
             a.commit({TopicPartition(topic, pa): OffsetAndMetadata(3, "", -1)})

@@ -24,7 +24,7 @@ from kompakt.inspect.explain_report import ConfigInput, PartitionSource, Segment
 from kompakt.inspect.log_map import TIER_ELIGIBLE, build_map, partition_entry, segment_tombstones
 from kompakt.log.partition_log import PartitionLog
 from kompakt.records.record import decode_records
-from kompakt.server.admin_api import AdminApi
+from kompakt.server.admin_api import AdminApi, readers_of
 
 #: Explain reports are reused while the partition's files and state are unchanged, for this long.
 CACHE_TTL_S = 2.0
@@ -158,6 +158,7 @@ class LiveMap:
         reason = cleaner.manager.uncleanable().get(tp) if cleaner is not None else None
         meta = api.broker.logs.topics().get(partition_log.topic)
         overrides = dict(meta.configs) if meta is not None else {}
+        readers = readers_of(partition_log, cleaner)
         with partition_log.lock:
             segments = tuple(
                 SegmentSource(seg.base_offset, seg.log_path, seg.size, seg.created_ms)
@@ -169,6 +170,7 @@ class LiveMap:
                 checkpoint,
                 reason,
                 tuple(sorted(overrides.items())),
+                readers,
             )
             with self._lock:
                 cached = self._cache.get(tp)
@@ -186,6 +188,7 @@ class LiveMap:
                 log_start_offset=partition_log.log_start_offset,
                 cleaner_checkpoint=checkpoint,
                 uncleanable_reason=reason,
+                readers=readers,
             )
             configs = ConfigInput(
                 overrides=overrides,
