@@ -68,6 +68,23 @@ def consumer(bootstrap: str, group: str = GROUP, **extra: Any) -> Consumer:
     )
 
 
+def describe_group(admin: AdminClient, consumers: list[Consumer]) -> Any:
+    """DescribeConsumerGroups, asked again until it answers within the deadline.
+
+    Right after a broker restart the admin client may still be in its reconnect backoff (up to
+    ``reconnect.backoff.max.ms``), so one 10 s attempt can time out on a loaded machine; the
+    members keep polling meanwhile so their sessions stay alive.
+    """
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        try:
+            return admin.describe_consumer_groups([GROUP])[GROUP].result(5)
+        except (TimeoutError, confluent_kafka.KafkaException):
+            assert time.monotonic() < deadline, "DescribeConsumerGroups did not answer before the deadline"
+            for c in consumers:
+                c.poll(0.05)
+
+
 def until(consumers: list[Consumer], done: Callable[[], bool]) -> None:
     deadline = time.monotonic() + DEADLINE_S
     while not done():
@@ -153,7 +170,7 @@ def test_consumer_group_lifecycle_and_restart(tmp_path: Path) -> None:
         broker = serve(data_dir, port)
         # the members carry on with their assignments; nothing is rebalanced away
         until(members, lambda: owned(first) == partitions(A, 6) and owned(third) == partitions(B, 2))
-        after = admin.describe_consumer_groups([GROUP])[GROUP].result(10)
+        after = describe_group(admin, members)
         assert sorted(m.member_id for m in after.members) == sorted(m.member_id for m in epoch_before.members)
         committed = first.committed([TopicPartition(A, p) for p in range(6)], timeout=10)
         assert sorted((tp.partition, tp.offset) for tp in committed) == [(p, 2) for p in range(6)]
