@@ -97,3 +97,21 @@ def test_unreachable_endpoint_is_one_line_and_exit_1() -> None:
         from kompakt.admin.client import AdminClient
 
         AdminClient("http://127.0.0.1:1").clock()
+
+
+def test_compact_says_when_it_waits_for_the_first_compile(
+    broker: InProcessBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 17: on a fresh install the first compaction waits for the background compile of the
+    native kernels; the command says so instead of hanging silently for 10-40 s."""
+    produce(broker.bootstrap_servers, COMPACTED, [(b"a", b"1"), (b"a", b"2")])
+    quiet = run(broker, "compact", COMPACTED, "-p", "0")
+    assert "waiting for the native kernels" not in quiet
+    cleaner = broker.admin.cleaner
+    assert cleaner is not None and cleaner.kernels_compiling is False
+    assert json.loads(run(broker, "partitions", "-o", "json"))["kernels_compiling"] is False
+    monkeypatch.setattr(type(cleaner), "kernels_compiling", property(lambda _self: True))
+    assert json.loads(run(broker, "partitions", "-o", "json"))["kernels_compiling"] is True
+    said = run(broker, "compact", COMPACTED, "-p", "0")
+    assert "waiting for the native kernels to finish compiling (first run only" in said
+    assert "kompakt warmup" in said

@@ -57,7 +57,15 @@ def test_the_cleaner_waits_for_the_background_compile(tmp_path: Path) -> None:
     gate = tmp_path / "go"
     script = f"import pathlib, time\nwhile not pathlib.Path({str(gate)!r}).exists(): time.sleep(0.01)\n"
     warmup = BackgroundWarmup(command=[sys.executable, "-c", script], cached=lambda: False)
-    cleaner = LogCleaner(BrokerConfig(), dict, tmp_path, FakeClock(), kernels_ready=warmup.wait)
+    cleaner = LogCleaner(
+        BrokerConfig(),
+        dict,
+        tmp_path,
+        FakeClock(),
+        kernels_ready=warmup.wait,
+        kernels_pending=lambda: warmup.running,
+    )
+    assert not cleaner.kernels_compiling
     warmup.start()
     built: list[object] = []
     worker = threading.Thread(target=lambda: built.append(cleaner.new_cleaner(0)))
@@ -68,9 +76,10 @@ def test_the_cleaner_waits_for_the_background_compile(tmp_path: Path) -> None:
         time.sleep(0.01)
     worker.join(0.3)
     assert worker.is_alive() and not built  # still waiting for the compile
+    assert cleaner.kernels_compiling  # what `kompakt admin compact` tells the user
     gate.write_text("")
     worker.join(20)
-    assert built and not warmup.running
+    assert built and not warmup.running and not cleaner.kernels_compiling
 
 
 def test_stopping_the_broker_stops_an_unfinished_compile(tmp_path: Path) -> None:

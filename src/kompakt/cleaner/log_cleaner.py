@@ -137,15 +137,19 @@ class LogCleaner:
         readers: ReaderPositions | None = None,
         *,
         kernels_ready: Callable[[], object] | None = None,
+        kernels_pending: Callable[[], bool] | None = None,
     ) -> None:
         """``kernels_ready`` blocks until the native kernels are compiled (a background compile
         on a fresh install, :class:`kompakt.cleaner.warmup.BackgroundWarmup`); called before
-        the first use of the kernels, so a cleaner thread loads them instead of compiling too."""
+        the first use of the kernels, so a cleaner thread loads them instead of compiling too.
+        ``kernels_pending`` says whether that compile is still running, so the tools can tell a
+        user why the first compaction waits."""
         #: Where the readers tombstone removal waits for are (the broker's consumer groups and
         #: backups, injected by the server: the cleaner does not import the broker). None: no hold.
         self.readers = readers
         self.settings = CleanerSettings.from_broker(config)
         self._kernels_ready = kernels_ready
+        self._kernels_pending = kernels_pending
         self.clock = clock
         self._logs = logs
         self.manager = CleanerManager(
@@ -176,6 +180,11 @@ class LogCleaner:
 
     def _views(self) -> list[LogView]:
         return [LogView(log) for log in self._logs().values()]
+
+    @property
+    def kernels_compiling(self) -> bool:
+        """Whether the first compile of the native kernels is still running (a clean waits for it)."""
+        return self._kernels_pending is not None and self._kernels_pending()
 
     def new_cleaner(self, thread_id: int) -> Cleaner:
         # The native kernels (numba) load here, with the first cleaner, not at broker startup.

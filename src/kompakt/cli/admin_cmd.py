@@ -14,7 +14,8 @@ from typing import Annotated, Any
 import typer
 
 from kompakt.admin.client import DEFAULT_ADMIN_URL, AdminClient
-from kompakt.cli.output import CliUsageError, OutputFormat, console, emit_json, emit_table
+from kompakt.cleaner.warmup import COMPILE_ESTIMATE
+from kompakt.cli.output import CliUsageError, OutputFormat, console, emit_json, emit_table, err_console
 
 URL_OPTION = typer.Option("--admin-url", envvar="KOMPAKT_ADMIN_URL", help="The broker's admin endpoint.")
 OUTPUT_OPTION = typer.Option("--output", "-o", help="table or json.")
@@ -145,7 +146,14 @@ def compact(
     output: OutputArg = OutputFormat.TABLE,
 ) -> None:
     """Compact now, whatever the dirty ratio (the active segment is never cleaned)."""
-    data = AdminClient(admin_url).compact(topic, partition, wait=not no_wait)
+    client = AdminClient(admin_url)
+    if not no_wait and client.partitions(topic).get("kernels_compiling"):
+        err_console.print(
+            f"waiting for the native kernels to finish compiling (first run only, {COMPILE_ESTIMATE}; "
+            "`kompakt warmup` does it ahead of time)",
+            highlight=False,
+        )
+    data = client.compact(topic, partition, wait=not no_wait)
     if output is OutputFormat.JSON:
         emit_json(data)
     elif no_wait:

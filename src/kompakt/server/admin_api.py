@@ -160,7 +160,8 @@ class AdminApi:
                     partition_log, now_ms, checkpoints.get(tp), uncleanable.get(tp), last_cleans.get(tp)
                 )
             )
-        return {"now_ms": now_ms, "partitions": out}
+        compiling = cleaner is not None and cleaner.kernels_compiling
+        return {"now_ms": now_ms, "kernels_compiling": compiling, "partitions": out}
 
     def _partition_info(
         self,

@@ -410,6 +410,7 @@ class BrokerApp:
             self.settings.data_dir,
             self.clock,
             kernels_ready=warmup.wait,
+            kernels_pending=lambda: warmup.running,
             readers=GroupReaderPositions(offsets, broker.groups),
         )
         broker.cleaner = cleaner
