@@ -204,6 +204,6 @@ def test_offline_tools_say_when_the_first_run_compiles(
     monkeypatch.setattr(warmup, "kernels_cached", lambda sources=None: False)
     result = cli("log", "explain", str(kafka_dir(tmp_path / "kafka")))
     assert result.code == 0, result.err
-    assert "compiling native kernels, first run only (typically 10-40 s;" in result.err
+    assert "compiling native kernels, first run only (typically 5-20 s;" in result.err
     monkeypatch.setattr(warmup, "kernels_cached", lambda sources=None: True)
     assert "compiling native kernels" not in cli("log", "explain", str(tmp_path / "kafka")).err

@@ -1,7 +1,7 @@
 """Compile (or load from numba's on-disk cache) every cleaner kernel by cleaning a tiny log.
 
 numba compiles a kernel on its first call and caches the machine code on disk (``cache=True``),
-so the first compaction after ``pip install`` spends 10-40 s compiling (15 s on the 2-core
+so the first compaction after ``pip install`` spends 5-20 s compiling (8 s on the idle 2-core
 development machine) and every later one loads the cache in a fraction of a second. Three ways
 move that cost out of the first real clean:
 
@@ -33,8 +33,8 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-COMPILE_ESTIMATE = "typically 10-40 s"
-"""What the first compile costs, for messages (15 s measured on the 2-core development machine)."""
+COMPILE_ESTIMATE = "typically 5-20 s"
+"""What the first compile costs, for messages (7.9 s measured on the idle 2-core development machine)."""
 WAIT_LIMIT_S = 300.0
 """How long a cleaner thread waits for the background compile before compiling itself."""
 

@@ -136,7 +136,7 @@ class BatchTable:
 # Batch headers
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _next_batch(buf: U8Array, pos: Scalar, end: Scalar) -> tuple[Scalar, Scalar]:
     """``(size, reason)`` of the batch at ``pos``; reason -1 means a usable batch."""
     remaining = end - pos
@@ -248,7 +248,7 @@ class RecordTable:
     batch = _Column(R_BATCH)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def parse_fields(buf: U8Array, pos: Scalar, limit: Scalar) -> tuple[Scalar, ...]:
     """Parse and validate one record at ``pos``. Returns ``(next_pos, error_code, offset_delta,
     timestamp_delta, key_start, key_len, value_start, value_len)``; error 0 = ok, and on an error

@@ -2,7 +2,7 @@
 
 The digest stands in for the key in the offset map, as MD5 does in Kafka's ``SkimpyOffsetMap``, so
 two keys with equal digests would be deduplicated as one (see :func:`hash_keys` for the odds).
-:func:`hash_one` is the inlined building block the fused map and retain passes of
+:func:`hash_one` is the building block (inlined by LLVM) the fused map and retain passes of
 :mod:`kompakt.cleaner.kernels.offset_table` call per record.
 """
 
@@ -32,12 +32,12 @@ _SEED1 = np.uint64(0x2545F4914F6CDD1D)
 _SEED2 = np.uint64(0x5851F42D4C957F2D)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _rotl(x: Scalar, r: Scalar) -> Scalar:
     return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _final(x: Scalar) -> Scalar:
     x ^= x >> np.uint64(31)
     x *= _F1
@@ -47,12 +47,12 @@ def _final(x: Scalar) -> Scalar:
     return x
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _absorb(h1: Scalar, h2: Scalar, w: Scalar) -> tuple[Scalar, Scalar]:
     return _rotl((h1 ^ w) * _M1, 31) * _M2, _rotl((h2 ^ w) * _M3, 29) * _M4
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def hash_one(p: Scalar, start: Scalar, length: Scalar) -> tuple[Scalar, Scalar]:
     """Digest of the ``length`` bytes at ``p + start``; ``p`` is a byte pointer from ``ptr``."""
     # Two lanes absorb the same little-endian 8-byte words through different bijective

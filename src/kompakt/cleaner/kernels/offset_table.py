@@ -51,7 +51,7 @@ MAX_SLOTS: Final = (1 << 32) - 1  # _home maps 32 hash bits onto [0, cap)
 _AHEAD: Final = 16  # probe loops prefetch the home slot of the key this many places ahead
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _prefetch_slot(tp: Scalar, cap: Scalar, hi: Scalar) -> None:
     """Prefetch the cache line of the home slot of digest ``hi`` and the line after it (a slot may
     straddle two lines, and the first probes are adjacent)."""
@@ -60,13 +60,13 @@ def _prefetch_slot(tp: Scalar, cap: Scalar, hi: Scalar) -> None:
     prefetch(tp, row + 8)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _home(h: Scalar, cap: Scalar) -> Scalar:
     """Map the top 32 bits of ``h`` onto ``[0, cap)`` with a multiply (no division)."""
     return np.int64(((h >> np.uint64(32)) * np.uint64(cap)) >> np.uint64(32))
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _step(lo: Scalar, cap: Scalar) -> Scalar:
     """Double-hashing step in ``[1, cap - 1]`` (1 if ``cap <= 2``)."""
     if cap <= 2:
@@ -74,7 +74,7 @@ def _step(lo: Scalar, cap: Scalar) -> Scalar:
     return np.int64(1) + _home(lo, cap - 1)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _next_step(attempt: Scalar, lo: Scalar, cap: Scalar) -> Scalar:
     """How far probe ``attempt`` moves on: 1, then a double-hashing step, then 1 again."""
     if attempt < _LINEAR_PROBES - 1 or attempt >= _LINEAR_PROBES + _DOUBLE_PROBES:
@@ -82,7 +82,7 @@ def _next_step(attempt: Scalar, lo: Scalar, cap: Scalar) -> Scalar:
     return _step(lo, cap)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _grow_at(cap: Scalar, slots: Scalar) -> Scalar:
     """The size at which a table using ``cap`` of ``slots`` slots grows (never, once all are used)."""
     if cap >= slots:
@@ -90,7 +90,7 @@ def _grow_at(cap: Scalar, slots: Scalar) -> Scalar:
     return cap * _GROW_NUM // _GROW_DEN
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _probe(tp: Scalar, cap: Scalar, hi: Scalar, lo: Scalar) -> Scalar:
     """Slot holding digest (hi, lo), else the free slot where it would go; -1 if neither exists.
 
@@ -111,7 +111,7 @@ def _probe(tp: Scalar, cap: Scalar, hi: Scalar, lo: Scalar) -> Scalar:
     return -1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _lookup_p(tp: Scalar, cap: Scalar, hi: Scalar, lo: Scalar) -> Scalar:
     idx = _probe(tp, cap, hi, lo)
     if idx < 0:
@@ -119,7 +119,7 @@ def _lookup_p(tp: Scalar, cap: Scalar, hi: Scalar, lo: Scalar) -> Scalar:
     return np.int64(tp[idx * 3 + 2]) - 1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _put_p(tp: Scalar, cap: Scalar, hi: Scalar, lo: Scalar, offset: Scalar) -> Scalar:
     """Store and return the size increment (1 for a new key, 0 for an overwrite). A free slot must
     exist (the callers' size checks guarantee one)."""
@@ -274,7 +274,7 @@ DONE: Final = 0
 FULL: Final = -1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _parse_key(buf: Scalar, pos: Scalar, limit: Scalar) -> tuple[Scalar, Scalar, Scalar, Scalar, Scalar]:
     """Just what the map pass needs: ``(record_end, error, offset_delta, key_start, key_len)``.
 
@@ -374,7 +374,7 @@ def map_spans(
     return DONE, starts.shape[0], 0, size, last_put, 0, cap
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _check_spans(
     buf: U8Array, starts: I64Array, ends: I64Array, counts: I64Array
 ) -> tuple[Scalar, Scalar, Scalar, Scalar]:
@@ -390,7 +390,7 @@ def _check_spans(
     return 0, 0, 0, most
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _parse_span(
     bp: Scalar,
     pos: Scalar,
@@ -430,7 +430,7 @@ def _parse_span(
     return 0, pos
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _lookup_span(
     tp: Scalar,
     cap: Scalar,
@@ -452,7 +452,7 @@ def _lookup_span(
             found[j] = _lookup_p(tp, cap, hi[j], lo[j])
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _emit_span(
     b: Scalar,
     n: Scalar,
@@ -507,7 +507,7 @@ def retain_spans(
     index.
 
     Per span: parse every record in full and hash the keys that need a lookup, then look them up,
-    then decide and emit. The steps are inlined helpers (one compiled loop nest, as before).
+    then decide and emit. The steps are helpers LLVM inlines (one compiled loop nest, as before).
     """
     err, b, pos, most = _check_spans(buf, starts, ends, counts)
     if err != 0:
