@@ -68,15 +68,16 @@ def consumer(bootstrap: str, group: str = GROUP, **extra: Any) -> Consumer:
     )
 
 
-def describe_group(admin: AdminClient, consumers: list[Consumer]) -> Any:
-    """DescribeConsumerGroups, asked again until it answers within the deadline.
+def describe_group(bootstrap: str, consumers: list[Consumer]) -> Any:
+    """DescribeConsumerGroups from a new admin client, asked again until the deadline.
 
-    Right after a broker restart the admin client may still be in its reconnect backoff (up to
-    ``reconnect.backoff.max.ms``), so one 10 s attempt can time out on a loaded machine; the
-    members keep polling meanwhile so their sessions stay alive.
+    Right after a broker restart an admin client that was connected before can sit in its
+    reconnect backoff for longer than one attempt on a loaded machine, so each attempt uses a new
+    client; the members keep polling meanwhile so their sessions stay alive.
     """
     deadline = time.monotonic() + DEADLINE_S
     while True:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
         try:
             return admin.describe_consumer_groups([GROUP])[GROUP].result(5)
         except (TimeoutError, confluent_kafka.KafkaException):
@@ -170,7 +171,7 @@ def test_consumer_group_lifecycle_and_restart(tmp_path: Path) -> None:
         broker = serve(data_dir, port)
         # the members carry on with their assignments; nothing is rebalanced away
         until(members, lambda: owned(first) == partitions(A, 6) and owned(third) == partitions(B, 2))
-        after = describe_group(admin, members)
+        after = describe_group(bootstrap, members)
         assert sorted(m.member_id for m in after.members) == sorted(m.member_id for m in epoch_before.members)
         committed = first.committed([TopicPartition(A, p) for p in range(6)], timeout=10)
         assert sorted((tp.partition, tp.offset) for tp in committed) == [(p, 2) for p in range(6)]
