@@ -33,6 +33,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from kompakt.broker.schema_reader import SchemaReader
 from kompakt.errors import KompaktError
 
 CONSUMER_GROUP_METADATA = 3
@@ -117,7 +118,7 @@ def member_key(record_type: int, group_id: str, member_id: str) -> ConsumerGroup
 
 def decode_key(data: bytes) -> ConsumerGroupRecordKey | None:
     """Parse a consumer-group key; None when the record type is not one of the consumer group's."""
-    reader = _Reader(data)
+    reader = SchemaReader(data, ConsumerRecordFormatError)
     record_type = reader.i16()
     if record_type not in CONSUMER_GROUP_RECORD_TYPES:
         return None
@@ -303,126 +304,28 @@ def encode_value(value: ConsumerGroupRecordValue) -> bytes:
     return w.finish()
 
 
-class _Reader:
-    """A cursor over one key or value; every read checks the bytes that are left first."""
-
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def remaining(self) -> int:
-        return len(self.data) - self.pos
-
-    def take(self, size: int) -> bytes:
-        if size < 0 or size > self.remaining():
-            raise ConsumerRecordFormatError(
-                f"field of {size} bytes at byte {self.pos} of a {len(self.data)}-byte record"
-            )
-        chunk = self.data[self.pos : self.pos + size]
-        self.pos += size
-        return chunk
-
-    def expect_end(self) -> None:
-        if self.pos != len(self.data):
-            raise ConsumerRecordFormatError(f"{self.remaining()} unexpected bytes after the record")
-
-    def i8(self) -> int:
-        return int(_I8.unpack(self.take(1))[0])
-
-    def i16(self) -> int:
-        return int(_I16.unpack(self.take(2))[0])
-
-    def i32(self) -> int:
-        return int(_I32.unpack(self.take(4))[0])
-
-    def i64(self) -> int:
-        return int(_I64.unpack(self.take(8))[0])
-
-    def uvarint(self) -> int:
-        result = shift = 0
-        while True:
-            if shift > 28:
-                raise ConsumerRecordFormatError(f"uvarint longer than 5 bytes at byte {self.pos}")
-            byte = self.take(1)[0]
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-
-    def classic_string(self) -> str:
-        length = self.i16()
-        if length < 0:
-            raise ConsumerRecordFormatError("null where a key string is required")
-        return self._decode(self.take(length))
-
-    def nullable_string(self) -> str | None:
-        length = self.uvarint()
-        if length == 0:
-            return None
-        return self._decode(self.take(length - 1))
-
-    def string(self) -> str:
-        value = self.nullable_string()
-        if value is None:
-            raise ConsumerRecordFormatError(f"null where a string is required at byte {self.pos}")
-        return value
-
-    def count(self, min_element_size: int) -> int:
-        """An array count, refused unless the bytes left could hold that many elements."""
-        raw = self.uvarint()
-        if raw == 0:
-            raise ConsumerRecordFormatError(f"null where an array is required at byte {self.pos}")
-        count = raw - 1
-        if count * min_element_size > self.remaining():
-            raise ConsumerRecordFormatError(
-                f"array of {count} elements but only {self.remaining()} bytes left at byte {self.pos}"
-            )
-        return count
-
-    def tags(self) -> dict[int, bytes]:
-        """The tagged-field section: ``tag -> raw value`` (callers pick the tags they know)."""
-        found: dict[int, bytes] = {}
-        count = self.uvarint()  # a plain count, not count + 1 like arrays
-        if count * 2 > self.remaining():
-            raise ConsumerRecordFormatError(f"{count} tagged fields but only {self.remaining()} bytes left")
-        for _ in range(count):
-            tag = self.uvarint()
-            found[tag] = self.take(self.uvarint())
-        return found
-
-    def topic_id(self) -> uuid.UUID:
-        return uuid.UUID(bytes=self.take(16))
-
-    def topic_partitions(self) -> dict[uuid.UUID, frozenset[int]]:
-        result: dict[uuid.UUID, frozenset[int]] = {}
-        for _ in range(self.count(16 + 1 + 1)):
-            topic_id = self.topic_id()
-            partitions = [self.i32() for _ in range(self.count(4))]
-            self.tags()
-            if partitions:
-                result[topic_id] = result.get(topic_id, frozenset()) | frozenset(partitions)
-        return result
-
-    @staticmethod
-    def _decode(raw: bytes) -> str:
-        try:
-            return raw.decode()
-        except UnicodeDecodeError as exc:
-            raise ConsumerRecordFormatError(f"string is not UTF-8: {exc}") from None
+def _topic_partitions(reader: SchemaReader) -> dict[uuid.UUID, frozenset[int]]:
+    """A compact array of ``(topic id, partitions)`` (the assignment fields of the member records)."""
+    result: dict[uuid.UUID, frozenset[int]] = {}
+    for _ in range(reader.compact_array_count(16 + 1 + 1)):
+        topic_id = uuid.UUID(bytes=reader.take(16))
+        partitions = [reader.i32() for _ in range(reader.compact_array_count(4))]
+        reader.tagged_fields()
+        if partitions:
+            result[topic_id] = result.get(topic_id, frozenset()) | frozenset(partitions)
+    return result
 
 
 def decode_value(record_type: int, data: bytes) -> ConsumerGroupRecordValue:
     """Parse a value of ``record_type``; raises :class:`ConsumerRecordFormatError` when malformed."""
-    reader = _Reader(data)
+    reader = SchemaReader(data, ConsumerRecordFormatError)
     version = reader.i16()
     if version != VALUE_VERSION:
         raise ConsumerRecordFormatError(f"unsupported version {version} of record type {record_type}")
     value: ConsumerGroupRecordValue
     if record_type == CONSUMER_GROUP_METADATA:
         epoch = reader.i32()
-        tags = reader.tags()
+        tags = reader.tagged_fields()
         metadata_hash = 0
         if 0 in tags:
             if len(tags[0]) != 8:
@@ -430,15 +333,15 @@ def decode_value(record_type: int, data: bytes) -> ConsumerGroupRecordValue:
             metadata_hash = int(_I64.unpack(tags[0])[0])
         value = GroupMetadataValue(epoch, metadata_hash)
     elif record_type == CONSUMER_GROUP_MEMBER_METADATA:
-        instance_id = reader.nullable_string()
-        rack_id = reader.nullable_string()
-        client_id = reader.string()
-        client_host = reader.string()
-        names = tuple(reader.string() for _ in range(reader.count(1)))
-        regex = reader.nullable_string()
+        instance_id = reader.compact_nullable_string()
+        rack_id = reader.compact_nullable_string()
+        client_id = reader.compact_string()
+        client_host = reader.compact_string()
+        names = tuple(reader.compact_string() for _ in range(reader.compact_array_count(1)))
+        regex = reader.compact_nullable_string()
         rebalance_timeout_ms = reader.i32()
-        server_assignor = reader.nullable_string()
-        classic = reader.tags().get(0)
+        server_assignor = reader.compact_nullable_string()
+        classic = reader.tagged_fields().get(0)
         value = MemberMetadataValue(
             instance_id,
             rack_id,
@@ -452,17 +355,17 @@ def decode_value(record_type: int, data: bytes) -> ConsumerGroupRecordValue:
         )
     elif record_type == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
         value = TargetAssignmentMetadataValue(reader.i32())
-        reader.tags()
+        reader.tagged_fields()
     elif record_type == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
-        value = TargetAssignmentMemberValue(reader.topic_partitions())
-        reader.tags()
+        value = TargetAssignmentMemberValue(_topic_partitions(reader))
+        reader.tagged_fields()
     elif record_type == CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT:
         member_epoch = reader.i32()
         previous_epoch = reader.i32()
         state = reader.i8()
-        assigned = reader.topic_partitions()
-        revoking = reader.topic_partitions()
-        reader.tags()
+        assigned = _topic_partitions(reader)
+        revoking = _topic_partitions(reader)
+        reader.tagged_fields()
         value = CurrentMemberAssignmentValue(member_epoch, previous_epoch, state, assigned, revoking)
     elif record_type == CONSUMER_GROUP_PARTITION_METADATA:
         return PartitionMetadataValue()

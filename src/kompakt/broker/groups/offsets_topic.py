@@ -40,6 +40,7 @@ from kompakt.broker.groups import consumer_records
 from kompakt.broker.groups.offsets import CommittedOffset, apply_consumer_records, select_offsets
 from kompakt.broker.groups.offsets import GroupMemberRecord as GroupMemberRecord
 from kompakt.broker.groups.offsets import GroupMetadataRecord as GroupMetadataRecord
+from kompakt.broker.schema_reader import SchemaReader
 from kompakt.clock import Clock
 from kompakt.errors import KompaktError, TopicExistsError
 from kompakt.log.manager import LogManager
@@ -112,46 +113,6 @@ def _bytes(value: bytes) -> bytes:
     return _I32.pack(len(value)) + value
 
 
-class _Reader:
-    """A cursor over one key or value; raises :class:`OffsetsTopicFormatError` when short."""
-
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def _take(self, size: int) -> bytes:
-        end = self.pos + size
-        if size < 0 or end > len(self.data):
-            raise OffsetsTopicFormatError(f"truncated field at byte {self.pos} of {len(self.data)}")
-        chunk = self.data[self.pos : end]
-        self.pos = end
-        return chunk
-
-    def i16(self) -> int:
-        return int(_I16.unpack(self._take(2))[0])
-
-    def i32(self) -> int:
-        return int(_I32.unpack(self._take(4))[0])
-
-    def i64(self) -> int:
-        return int(_I64.unpack(self._take(8))[0])
-
-    def nullable_string(self) -> str | None:
-        length = self.i16()
-        return None if length < 0 else self._take(length).decode()
-
-    def string(self) -> str:
-        value = self.nullable_string()
-        if value is None:
-            raise OffsetsTopicFormatError("null where a string is required")
-        return value
-
-    def bytes_(self) -> bytes:
-        return self._take(self.i32())
-
-
 def encode_offset_commit_key(group: str, topic: str, partition: int) -> bytes:
     """Version 1 key of an offset commit."""
     return _I16.pack(OFFSET_COMMIT_KEY_VERSION) + _string(group) + _string(topic) + _I32.pack(partition)
@@ -187,13 +148,13 @@ def encode_offset_commit_value(entry: CommittedOffset) -> bytes:
 
 def decode_offset_commit_value(data: bytes) -> CommittedOffset:
     """Parse value versions 0–3 (version 4 is flexible and never written by kompakt)."""
-    reader = _Reader(data)
+    reader = SchemaReader(data, OffsetsTopicFormatError)
     version = reader.i16()
     if not 0 <= version <= 3:
         raise OffsetsTopicFormatError(f"unsupported OffsetCommitValue version {version}")
     offset = reader.i64()
     leader_epoch = reader.i32() if version >= 3 else -1
-    metadata = reader.string()
+    metadata = reader.classic_string()
     commit_ts = reader.i64()
     expire_ts = reader.i64() if version == 1 else None
     if expire_ts is not None and expire_ts < 0:
@@ -228,21 +189,21 @@ def encode_group_metadata_value(record: GroupMetadataRecord) -> bytes:
 
 def decode_group_metadata_value(data: bytes) -> GroupMetadataRecord:
     """Parse GroupMetadataValue versions 0–3."""
-    reader = _Reader(data)
+    reader = SchemaReader(data, OffsetsTopicFormatError)
     version = reader.i16()
     if not 0 <= version <= 3:
         raise OffsetsTopicFormatError(f"unsupported GroupMetadataValue version {version}")
-    protocol_type = reader.string()
+    protocol_type = reader.classic_string()
     generation = reader.i32()
-    protocol = reader.nullable_string()
-    leader = reader.nullable_string()
+    protocol = reader.nullable_classic_string()
+    leader = reader.nullable_classic_string()
     state_ts = reader.i64() if version >= 2 else -1
     members = []
     for _ in range(reader.i32()):
-        member_id = reader.string()
-        instance_id = reader.nullable_string() if version >= 3 else None
-        client_id = reader.string()
-        client_host = reader.string()
+        member_id = reader.classic_string()
+        instance_id = reader.nullable_classic_string() if version >= 3 else None
+        client_id = reader.classic_string()
+        client_host = reader.classic_string()
         session_timeout = reader.i32()
         rebalance_timeout = session_timeout
         if version >= 1:
@@ -255,8 +216,8 @@ def decode_group_metadata_value(data: bytes) -> GroupMetadataRecord:
                 client_host,
                 rebalance_timeout,
                 session_timeout,
-                reader.bytes_(),
-                reader.bytes_(),
+                reader.int32_bytes(),
+                reader.int32_bytes(),
             )
         )
     return GroupMetadataRecord(protocol_type, generation, protocol, leader, state_ts, tuple(members))
@@ -280,12 +241,12 @@ class GroupKey:
 
 def decode_key(data: bytes) -> OffsetKey | GroupKey | None:
     """Parse a classic record key; None for other record types (consumer groups' are parsed elsewhere)."""
-    reader = _Reader(data)
+    reader = SchemaReader(data, OffsetsTopicFormatError)
     version = reader.i16()
     if version in (0, 1):
-        return OffsetKey(reader.string(), reader.string(), reader.i32())
+        return OffsetKey(reader.classic_string(), reader.classic_string(), reader.i32())
     if version == 2:
-        return GroupKey(reader.string())
+        return GroupKey(reader.classic_string())
     return None
 
 
@@ -627,7 +588,7 @@ class TopicOffsetStore:
             if isinstance(key, OffsetKey) and value is not None:
                 pending = self._pending_txn.setdefault(producer_id, {}).setdefault(key.group, {})
                 pending[(key.topic, key.partition)] = decode_offset_commit_value(value)
-        except (OffsetsTopicFormatError, UnicodeDecodeError) as exc:
+        except OffsetsTopicFormatError as exc:
             log.warning("Skipping unreadable record at %s offset %d: %s", where, offset, exc)
 
     def _apply(self, key_bytes: bytes, value: bytes | None, where: str, offset: int) -> None:
@@ -658,11 +619,7 @@ class TopicOffsetStore:
                     self._group_metadata.pop(key.group, None)
                 else:
                     self._group_metadata[key.group] = decode_group_metadata_value(value)
-        except (
-            OffsetsTopicFormatError,
-            consumer_records.ConsumerRecordFormatError,
-            UnicodeDecodeError,
-        ) as exc:
+        except (OffsetsTopicFormatError, consumer_records.ConsumerRecordFormatError) as exc:
             log.warning("Skipping unreadable record at %s offset %d: %s", where, offset, exc)
 
 

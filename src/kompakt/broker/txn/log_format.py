@@ -27,6 +27,7 @@ import struct
 from dataclasses import dataclass
 from typing import Final
 
+from kompakt.broker.schema_reader import SchemaReader
 from kompakt.errors import KompaktError
 
 TRANSACTION_LOG_KEY_TYPE: Final = 0
@@ -152,92 +153,18 @@ def encode_value(value: TransactionLogValue, version: int = VALUE_VERSION_FLEXIB
 # reading
 
 
-class _Reader:
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def take(self, size: int) -> bytes:
-        end = self.pos + size
-        if size < 0 or end > len(self.data):
-            raise TransactionLogFormatError(
-                f"field of {size} bytes at byte {self.pos} runs past the end ({len(self.data)} bytes)"
-            )
-        chunk = self.data[self.pos : end]
-        self.pos = end
-        return chunk
-
-    def i8(self) -> int:
-        return int(_I8.unpack(self.take(1))[0])
-
-    def i16(self) -> int:
-        return int(_I16.unpack(self.take(2))[0])
-
-    def i32(self) -> int:
-        return int(_I32.unpack(self.take(4))[0])
-
-    def i64(self) -> int:
-        return int(_I64.unpack(self.take(8))[0])
-
-    def uvarint(self) -> int:
-        result = shift = 0
-        while True:
-            if shift > 28:
-                raise TransactionLogFormatError(f"varint longer than 5 bytes at byte {self.pos}")
-            byte = self.take(1)[0]
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-
-    def count(self, raw: int, element_size: int) -> int:
-        """An array count checked against the bytes left (each element takes ``element_size``+)."""
-        if raw < 0:
-            raise TransactionLogFormatError(f"negative array count {raw} at byte {self.pos}")
-        if raw * element_size > len(self.data) - self.pos:
-            raise TransactionLogFormatError(
-                f"array of {raw} elements at byte {self.pos} is longer than the {len(self.data) - self.pos} "
-                "bytes left"
-            )
-        return raw
-
-    def classic_string(self) -> str:
-        length = self.i16()
-        if length < 0:
-            raise TransactionLogFormatError("null where a string is required")
-        return self.take(length).decode()
-
-    def compact_string(self) -> str:
-        length = self.uvarint() - 1
-        if length < 0:
-            raise TransactionLogFormatError("null where a string is required")
-        return self.take(length).decode()
-
-    def skip_tagged_fields(self) -> dict[int, bytes]:
-        fields: dict[int, bytes] = {}
-        for _ in range(self.count(self.uvarint(), 2)):
-            tag = self.uvarint()
-            fields[tag] = self.take(self.uvarint())
-        return fields
-
-
 def decode_key(data: bytes) -> str | None:
     """The transactional id of a key; None for a record type this schema does not know."""
-    reader = _Reader(data)
+    reader = SchemaReader(data, TransactionLogFormatError)
     record_type = reader.i16()
     if record_type != TRANSACTION_LOG_KEY_TYPE:
         return None
-    try:
-        return reader.classic_string()
-    except UnicodeDecodeError as exc:
-        raise TransactionLogFormatError(f"transactional id is not UTF-8: {exc}") from exc
+    return reader.classic_string()
 
 
 def decode_value(data: bytes) -> TransactionLogValue:
     """``TransactionLog.readTxnRecordValue`` for versions 0 and 1 (tombstones are the caller's)."""
-    reader = _Reader(data)
+    reader = SchemaReader(data, TransactionLogFormatError)
     version = reader.i16()
     if version not in (VALUE_VERSION_CLASSIC, VALUE_VERSION_FLEXIBLE):
         raise TransactionLogFormatError(f"unknown TransactionLogValue version {version}")
@@ -246,25 +173,22 @@ def decode_value(data: bytes) -> TransactionLogValue:
     timeout_ms = reader.i32()
     state_id = reader.i8()
     partitions: list[tuple[str, int]] = []
-    try:
-        if version == VALUE_VERSION_CLASSIC:
-            topics = reader.i32()
-            for _ in range(reader.count(topics, 6) if topics >= 0 else 0):
-                topic = reader.classic_string()
-                for _ in range(reader.count(reader.i32(), 4)):
-                    partitions.append((topic, reader.i32()))
-        else:
-            topics = reader.uvarint() - 1
-            for _ in range(reader.count(topics, 3) if topics >= 0 else 0):
-                topic = reader.compact_string()
-                for _ in range(reader.count(reader.uvarint() - 1, 4)):
-                    partitions.append((topic, reader.i32()))
-                reader.skip_tagged_fields()
-    except UnicodeDecodeError as exc:
-        raise TransactionLogFormatError(f"topic name is not UTF-8: {exc}") from exc
+    if version == VALUE_VERSION_CLASSIC:
+        topics = reader.i32()
+        for _ in range(reader.bounded_count(topics, 6) if topics >= 0 else 0):
+            topic = reader.classic_string()
+            for _ in range(reader.bounded_count(reader.i32(), 4)):
+                partitions.append((topic, reader.i32()))
+    else:
+        topics = reader.uvarint() - 1
+        for _ in range(reader.bounded_count(topics, 3) if topics >= 0 else 0):
+            topic = reader.compact_string()
+            for _ in range(reader.bounded_count(reader.uvarint() - 1, 4)):
+                partitions.append((topic, reader.i32()))
+            reader.tagged_fields()
     last_update = reader.i64()
     start = reader.i64()
-    tags: dict[int, bytes] = reader.skip_tagged_fields() if version == VALUE_VERSION_FLEXIBLE else {}
+    tags: dict[int, bytes] = reader.tagged_fields() if version == VALUE_VERSION_FLEXIBLE else {}
 
     def tagged(tag: int, fmt: struct.Struct, default: int) -> int:
         raw = tags.get(tag)
