@@ -166,6 +166,23 @@ def test_compact_deletes_retired_segments_and_merged_away_snapshots(build: Any, 
     assert table.code == 0 and "bytes_reclaimed" in table.out
 
 
+def test_compacting_an_empty_partition_reclaims_nothing_and_writes_no_snapshot(build: Any, cli: Any) -> None:
+    """Kafka's ``takeSnapshot`` writes only past the newest snapshot (``lastMapOffset >
+    lastSnapOffset``, both 0 for a new log); offline compaction used to leave a 10-byte
+    ``00000000000000000000.snapshot`` in an empty partition and report ``bytes_reclaimed`` -10."""
+    b = build()
+    b.topic("empty", cleanup_policy="compact")
+    path = b.close()
+    part = path / "empty-0"
+    files_before = sorted(p.name for p in part.iterdir())
+    result = cli("log", "compact", str(path), "-o", "json")
+    assert result.code == 0, result.err
+    [row] = result.json()
+    assert row["bytes_reclaimed"] == 0
+    assert sorted(p.name for p in part.iterdir()) == files_before
+    assert not list(part.glob("*.snapshot"))
+
+
 # --------------------------------------------------------------------------------------------
 # Transactional logs: a marker that straddles the header-scan window (issue 14 item 8)
 

@@ -276,13 +276,17 @@ class PartitionLog:
 
         Kafka's ``takeSnapshot``: written to a ``.tmp`` file and renamed (a torn write leaves no
         snapshot, and a corrupt one fails its CRC and is ignored), then all but the newest
-        :data:`SNAPSHOTS_KEPT` are deleted.
+        :data:`SNAPSHOTS_KEPT` are deleted. As Kafka's, it writes nothing unless the offset is past
+        the newest snapshot (``lastMapOffset > lastSnapOffset``, both 0 for a new log): an empty
+        log gets no snapshot, and a close right after a roll does not rewrite the roll's.
         """
         with self.lock:
             state = self._producer_state
             if state is None:
                 return None
             at = self._log_end_offset if offset is None else offset
+            if at <= max(self._snapshot_files(), default=0):
+                return None
             path = self.directory / f"{at:020d}{SNAPSHOT_SUFFIX}"
             data = encode_snapshot(state.producers.values())
             tmp = path.with_name(path.name + ".tmp")
