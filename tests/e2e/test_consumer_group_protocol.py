@@ -256,3 +256,33 @@ def test_compacted_offsets_topic_after_churn_restores(broker: tuple[BrokerProces
         back.close()
     finally:
         restarted.stop()
+
+
+def test_exactly_once_with_a_consumer_protocol_member(broker: tuple[BrokerProcess, Path, int]) -> None:
+    """send_offsets_to_transaction with KIP-848 consumer group metadata (the member epoch as its
+    generation): the TxnOffsetCommit is checked against the consumer group, as Kafka's
+    ``ConsumerGroup.validateOffsetCommit`` does, and the offsets appear on commit."""
+    process, _, _ = broker
+    bootstrap = process.bootstrap
+    source, group = "eos-848-in", "eos-848-group"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(source, 1, 1)])[source].result(10)
+    plain = Producer({"bootstrap.servers": bootstrap})
+    for i in range(5):
+        plain.produce(source, value=b"%d" % i)
+    assert plain.flush(10) == 0
+    member = consumer(bootstrap, group)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "eos-848"})
+    try:
+        member.subscribe([source])
+        until([member], lambda: owned(member) == partitions(source, 1))
+        producer.init_transactions(10)
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction(
+            [TopicPartition(source, 0, 5)], member.consumer_group_metadata(), 10
+        )
+        producer.commit_transaction(10)
+        committed = member.committed([TopicPartition(source, 0)], timeout=10)
+        assert [(tp.partition, tp.offset) for tp in committed] == [(0, 5)]
+    finally:
+        member.close()

@@ -795,15 +795,24 @@ class ConsumerGroupCoordinator:
 
     # -- offsets -----------------------------------------------------------------------------
 
-    def check_commit(self, group_id: str, member_id: str, member_epoch: int, api_version: int) -> None:
-        """Kafka's ``ConsumerGroup.validateOffsetCommit``."""
+    def check_commit(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        api_version: int,
+        *,
+        transactional: bool = False,
+    ) -> None:
+        """Kafka's ``ConsumerGroup.validateOffsetCommit``; a transactional commit (TxnOffsetCommit,
+        from a producer's ``send_offsets_to_transaction``) is not held to OffsetCommit v9."""
         group = self._groups[group_id]
         if member_epoch < 0 and group.is_empty():
             return
         member = group.members.get(member_id)
         if member is None:
             raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group_id}.")
-        if api_version < MIN_OFFSET_COMMIT_VERSION:
+        if not transactional and api_version < MIN_OFFSET_COMMIT_VERSION:
             raise UnsupportedGroupVersionError(
                 "OffsetCommit version 9 or above must be used by members using the modern group protocol"
             )

@@ -19,15 +19,14 @@ from collections.abc import Sequence
 from typing import Protocol, cast
 
 from kompakt.broker.context import HandlerSpec, RequestContext
+from kompakt.broker.error_codes import error_code_for
 from kompakt.broker.groups import CommittedOffset
+from kompakt.broker.groups.errors import GroupError
 from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC, TopicOffsetStore, partition_for
 from kompakt.broker.handlers.add_offsets_to_txn import offsets_partitions
 from kompakt.errors import KompaktError
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
-
-#: Kafka's ``offset.metadata.max.bytes`` default.
-_MAX_METADATA_BYTES = 4096
 
 
 class _Partition(Protocol):
@@ -50,7 +49,18 @@ class _Request(Protocol):
 
 
 def _group_error(ctx: RequestContext, group_id: str, generation_id: int, member_id: str) -> codec.ErrorCode:
-    """``ClassicGroup.validateOffsetCommit`` for a transactional commit."""
+    """``validateOffsetCommit`` of the group's type for a transactional commit: a KIP-848 group
+    checks the member epoch (the consumer group metadata's generation), a classic group the
+    generation."""
+    consumer_groups = ctx.broker.groups.consumer
+    if consumer_groups.has_group(group_id):
+        try:
+            consumer_groups.check_commit(
+                group_id, member_id, generation_id, ctx.api_version, transactional=True
+            )
+        except GroupError as exc:
+            return error_code_for(exc)
+        return codec.ErrorCode.none
     group = ctx.broker.groups.group(group_id)
     if generation_id < 0 and not member_id:
         return codec.ErrorCode.none
@@ -89,15 +99,14 @@ def _commit(ctx: RequestContext, req: _Request) -> dict[tuple[str, int], codec.E
         if error is not codec.ErrorCode.none:
             return dict.fromkeys(keys, error)
         errors: dict[tuple[str, int], codec.ErrorCode] = {}
+        max_metadata = broker.groups.config.offset_metadata_max_bytes  # offset.metadata.max.bytes
         now_ms = broker.clock.now_ms()
         entries: list[tuple[str, int, CommittedOffset]] = []
         for topic, p in wanted:
             key = (topic, p.partition_index)
             if not broker.partition_exists(topic, p.partition_index):
                 errors[key] = codec.ErrorCode.unknown_topic_or_partition
-            elif (
-                p.committed_metadata is not None and len(p.committed_metadata.encode()) > _MAX_METADATA_BYTES
-            ):
+            elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > max_metadata:
                 errors[key] = codec.ErrorCode.offset_metadata_too_large
             else:
                 epoch: int = getattr(p, "committed_leader_epoch", -1)
