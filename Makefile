@@ -8,7 +8,12 @@ DATA_DIR ?= ./kompakt-data
 PORT ?= 9092
 ADMIN_PORT ?= 9192
 
-.PHONY: run test fuzz lint bench clean system-deps js-deps
+.PHONY: run test fuzz lint bench clean system-deps js-deps native
+
+# The kernels compiled ahead of time into the source tree (a wheel install gets them from its
+# build hook, hatch_build.py; an editable install does not), rebuilt when a kernel source changed.
+native: $(STAMP)
+	env -u KOMPAKT_KERNELS $(PY) -m kompakt.aot_build --inplace --if-stale
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,9 +22,6 @@ $(STAMP): pyproject.toml
 	# quixstreams (the exactly-once e2e test) pins confluent-kafka<2.13; its other dependencies are
 	# in the test extra, so it is installed alone on top of kompakt's confluent-kafka 2.16.1.
 	$(PY) -m pip install --quiet --no-deps quixstreams==3.28.1
-	@echo "compiling the native kernels, once (typically 10-40 s)"
-	$(PY) -m kompakt.cleaner.warmup
-	$(PY) -m kompakt.table.warmup
 	touch $(STAMP)
 
 # Debian packages and npm modules used by the tests: kcat (client compatibility), chromium (the
@@ -42,20 +44,22 @@ js-deps:
 # `make run PORT=19092 ADMIN_PORT=19192 DATA_DIR=/tmp/k` for other ports or another directory.
 # Byte-compile first: an editable install has no cached bytecode, and where PYTHONDONTWRITEBYTECODE
 # is set (CI images, this project's sandboxes) every start would compile ~150 modules (0.16 s).
-run: $(STAMP)
+run: native
 	$(PY) -m compileall -q src/kompakt
 	$(VENV)/bin/kompakt serve --data-dir $(DATA_DIR) --port $(PORT) --admin-port $(ADMIN_PORT)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check src tests bench hatch_build.py
+	$(VENV)/bin/ruff format --check src tests bench hatch_build.py
 	$(VENV)/bin/mypy src/kompakt
 	$(VENV)/bin/lint-imports
 
-test: $(STAMP) system-deps js-deps lint
+# The suite runs the precompiled kernels, as an install does; the JIT cache is warmed too, for the
+# tests that compare the two and those that run with KOMPAKT_KERNELS=jit.
+test: native system-deps js-deps lint
 	$(PY) -m compileall -q src/kompakt
-	$(PY) -m kompakt.cleaner.warmup
-	$(PY) -m kompakt.table.warmup
+	KOMPAKT_KERNELS=jit $(PY) -m kompakt.cleaner.warmup
+	KOMPAKT_KERNELS=jit $(PY) -m kompakt.table.warmup
 	$(PY) -m pytest -q -n 2 --dist loadgroup tests
 
 # The property tests (hypothesis's own ``hypothesis`` mark) under the long "fuzz" profile of
@@ -63,13 +67,12 @@ test: $(STAMP) system-deps js-deps lint
 # more for sized ones, PROTOCOL_FUZZ_EXAMPLES per served protocol version, no per-test timeout.
 FUZZ_EXAMPLES ?= 1000
 PROTOCOL_FUZZ_EXAMPLES ?= 200
-fuzz: $(STAMP)
+fuzz: native
 	$(PY) -m compileall -q src/kompakt
-	$(PY) -m kompakt.cleaner.warmup
 	KOMPAKT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) KOMPAKT_PROTOCOL_FUZZ_EXAMPLES=$(PROTOCOL_FUZZ_EXAMPLES) \
 		$(PY) -m pytest -q -n 2 --hypothesis-profile=fuzz --timeout=0 -m hypothesis tests
 
-bench: $(STAMP)
+bench: native
 	$(PY) -m compileall -q src/kompakt
 	$(PY) bench/run_all.py
 

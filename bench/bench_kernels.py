@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from kompakt.cleaner.kernels import rewrite as kr  # noqa: E402
 from kompakt.cleaner.offset_map import HashedOffsetMap, RecordKeys  # noqa: E402
+from kompakt.records import precompiled  # noqa: E402
 from kompakt.records import scan as k  # noqa: E402
 from kompakt.records.native import Workspace  # noqa: E402
 from workload import build_log  # noqa: E402
@@ -211,6 +212,7 @@ def main() -> None:
         "distinct_keys": omap.size,
         "build_seconds": round(build_s, 2),
         "first_call_seconds_incl_jit_or_cache_load": round(warmup, 2),
+        "kernels": precompiled.status().reason,
         "target_map_plus_copy_MB_per_s": 800,
         **results,
         "crc_check_all_batches": {"seconds": round(crc_s, 4), "MB_per_s": round(nbytes / crc_s / 1e6, 1)},

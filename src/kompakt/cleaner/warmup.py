@@ -13,9 +13,11 @@ move that cost out of the first real clean:
   their first clean, then load the cache;
 * the offline tools say so before they compile (``compiling native kernels, first run only``).
 
-numba has no ahead-of-time path for ``@njit(cache=True)`` dispatchers short of its deprecated
-``pycc``, and a cache shipped in the wheel would be keyed to the build machine's source mtimes and
-CPU, so compiling once on the user's machine is the reliable way.
+All of this is the fallback now: a wheel install carries the kernels compiled ahead of time
+(:mod:`kompakt.records.precompiled`), and :func:`kernels_ready` is then true from the first
+second, so nothing compiles and nothing waits. The JIT path remains for installs without them
+(an editable install before ``make native``, a platform the build could not compile for) and
+for ``KOMPAKT_KERNELS=jit``.
 """
 
 from __future__ import annotations
@@ -140,6 +142,14 @@ def kernels_cached(sources: list[Path] | None = None) -> bool:
     return False
 
 
+def kernels_ready() -> bool:
+    """Whether a clean can start without compiling: the kernels are precompiled in this install
+    and usable (:mod:`kompakt.records.precompiled`), or numba's cache is warm."""
+    from kompakt.records import precompiled
+
+    return precompiled.status().precompiled or kernels_cached()
+
+
 class BackgroundWarmup:
     """``python -m kompakt.cleaner.warmup --background`` in a child process, started when the
     cache is missing; :meth:`wait` blocks a cleaner thread until it has finished.
@@ -148,7 +158,7 @@ class BackgroundWarmup:
     broker's request handling.
     """
 
-    def __init__(self, command: list[str] | None = None, cached: Callable[[], bool] = kernels_cached) -> None:
+    def __init__(self, command: list[str] | None = None, cached: Callable[[], bool] = kernels_ready) -> None:
         self._command = command or [sys.executable, "-m", "kompakt.cleaner.warmup", "--background"]
         self._cached = cached
         self._process: subprocess.Popen[bytes] | None = None

@@ -12,9 +12,9 @@ from kompakt.cli.output import console, err_console
 
 def announce_kernel_compile() -> bool:
     """Say so on stderr when the next clean must compile the kernels first; True if it must."""
-    from kompakt.cleaner.warmup import COMPILE_ESTIMATE, kernels_cached
+    from kompakt.cleaner.warmup import COMPILE_ESTIMATE, kernels_ready
 
-    if kernels_cached():
+    if kernels_ready():
         return False
     err_console.print(
         f"compiling native kernels, first run only ({COMPILE_ESTIMATE}; "
@@ -27,11 +27,18 @@ def announce_kernel_compile() -> bool:
 
 
 def warmup_command() -> None:
-    """Compile the native kernels now (the cleaner's and the table index's), so the first
-    compaction takes under a second."""
+    """Make sure the native kernels are ready (the cleaner's and the table index's), so the first
+    compaction takes under a second: a wheel install has them precompiled and there is nothing
+    to do; otherwise numba compiles them now."""
     from kompakt.cleaner.warmup import warm_up
+    from kompakt.records import precompiled
     from kompakt.table.warmup import warm_up as warm_up_table
 
+    state = precompiled.status()
+    if state.precompiled:
+        console.print(f"native kernels {state.reason}: nothing to compile", markup=False, highlight=False)
+        return
+    err_console.print(f"not precompiled: {state.reason}", markup=False, highlight=False, soft_wrap=True)
     cold = announce_kernel_compile()
     seconds = warm_up() + warm_up_table()
     verb = "compiled" if cold else "loaded (already compiled)"

@@ -66,6 +66,7 @@ from kompakt.records.native import (
     read_varint,
     take_array,
 )
+from kompakt.records.precompiled import entry_point
 
 #: Bytes of a v2 header up to and including the magic byte: what must be there to tell a torn
 #: tail from a batch of another format.
@@ -154,6 +155,7 @@ def _next_batch(buf: U8Array, pos: Scalar, end: Scalar) -> tuple[Scalar, Scalar]
     return size, -1
 
 
+@entry_point("Tuple((i8[:,::1], i8, i8))(u1[::1], i8, i8)")
 @njit(cache=True, nogil=True)
 def _scan_batches(buf: U8Array, start: Scalar, end: Scalar) -> tuple[I64Array, Scalar, Scalar]:
     # Two hops: counting first costs one cache line per batch and avoids over-allocating the
@@ -297,6 +299,7 @@ def parse_fields(buf: U8Array, pos: Scalar, limit: Scalar) -> tuple[Scalar, ...]
     return rec_end, 0, off_delta, ts_delta, key_start, key_len, value_start, value_len
 
 
+@entry_point("UniTuple(i8, 3)(u1[::1], i8[::1], i8[::1], i8[::1], i8[::1], i8[::1], i8[::1], i8[:,::1])")
 @njit(cache=True, nogil=True)
 def _scan_records(
     buf: U8Array,

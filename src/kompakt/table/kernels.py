@@ -29,6 +29,7 @@ from numba import njit
 
 from kompakt.cleaner.kernels.hashing import hash_one
 from kompakt.records.native import prefetch, ptr
+from kompakt.records.precompiled import entry_point
 from kompakt.records.scan import parse_fields
 
 U64Array = npt.NDArray[np.uint64]
@@ -94,6 +95,7 @@ def _find(table: U64Array, cap: Scalar, hi: Scalar, lo: Scalar) -> Scalar:
             idx = 0
 
 
+@entry_point("UniTuple(i8, 4)(u8[:,::1], u8[::1], u8[::1], i8[::1], i8[::1], i8[::1], i8, i8, i8, i8)")
 @njit(cache=True, nogil=True)
 def apply_records(
     table: U64Array,
@@ -142,6 +144,7 @@ def apply_records(
     return APPLIED, n, size, tombstones
 
 
+@entry_point("void(u8[:,::1], u8[:,::1])")
 @njit(cache=True, nogil=True)
 def rehash(old: U64Array, new: U64Array) -> None:
     """Insert every entry of ``old`` into the empty table ``new`` (capacities may differ)."""
@@ -160,6 +163,7 @@ def rehash(old: U64Array, new: U64Array) -> None:
             new[idx, 2] = old[i, 2]
 
 
+@entry_point("u8(u8[:,::1], u8, u8)")
 @njit(cache=True, nogil=True)
 def lookup(table: U64Array, hi: Scalar, lo: Scalar) -> Scalar:
     """The stored word of digest (hi, lo): 0 when the key is not in the index."""
@@ -167,6 +171,7 @@ def lookup(table: U64Array, hi: Scalar, lo: Scalar) -> Scalar:
     return table[idx, 2]
 
 
+@entry_point("b1[::1](u8[:,::1], u8[::1], u8[::1], i8[::1], i8[::1], b1)")
 @njit(cache=True, nogil=True)
 def latest_mask(
     table: U64Array,
@@ -213,6 +218,7 @@ def decode_word(word: int) -> tuple[int, bool]:
     return v >> 1, bool(v & 1)
 
 
+@entry_point("Tuple((i8[::1], u1[::1]))(u1[::1], i8[::1], i8[::1])")
 @njit(cache=True, nogil=True)
 def gather(
     buf: npt.NDArray[np.uint8], starts: I64Array, lengths: I64Array
@@ -238,6 +244,9 @@ def gather(
     return offsets, data
 
 
+@entry_point(
+    "UniTuple(i8, 7)(u1[::1], i8[::1], i8[::1], i8[::1], i8[::1], i8, i8, i8, u8[:,::1], i8, i8, i8)"
+)
 @njit(cache=True, nogil=True)
 def apply_spans(
     buf: npt.NDArray[np.uint8],

@@ -21,6 +21,7 @@ from kompakt.records.native import (
     ptr,
     take_array,
 )
+from kompakt.records.precompiled import entry_point
 
 _M1 = np.uint64(0x9E3779B97F4A7C15)
 _M2 = np.uint64(0xBF58476D1CE4E5B9)
@@ -80,11 +81,13 @@ def hash_one(p: Scalar, start: Scalar, length: Scalar) -> tuple[Scalar, Scalar]:
     return _final(h1), _final(h2 + h1)
 
 
+@entry_point("UniTuple(u8, 2)(u1[::1])")
 @njit(cache=True, nogil=True)
 def _hash_bytes(buf: U8Array) -> tuple[Scalar, Scalar]:
     return hash_one(ptr(buf), 0, buf.shape[0])
 
 
+@entry_point("i8(u1[::1], i8[::1], i8[::1], u8[::1], u8[::1])")
 @njit(cache=True, nogil=True)
 def _hash_keys(buf: U8Array, key_start: I64Array, key_len: I64Array, hi: U64Array, lo: U64Array) -> Scalar:
     """Fill ``hi``/``lo``; returns the index of the first key outside ``buf``, or -1."""

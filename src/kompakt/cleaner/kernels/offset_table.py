@@ -37,6 +37,7 @@ from kompakt.records.layout import (
     R_VALUE_START,
 )
 from kompakt.records.native import BoolArray, I64Array, Scalar, U8Array, U64Array, prefetch, ptr, read_varint
+from kompakt.records.precompiled import entry_point
 from kompakt.records.scan import parse_fields
 
 _LINEAR_PROBES: Final = 8  # first probe this many adjacent slots (about three cache lines), then
@@ -184,11 +185,13 @@ def _maybe_grow(tp: Scalar, cap: Scalar, slots: Scalar, size: Scalar) -> Scalar:
     return cap
 
 
+@entry_point("i8(u8[:,::1], i8, u8, u8)")
 @njit(cache=True, nogil=True)
 def lookup(table: U64Array, cap: Scalar, hi: Scalar, lo: Scalar) -> Scalar:
     return _lookup_p(ptr(table), cap, hi, lo)
 
 
+@entry_point("UniTuple(i8, 2)(u8[:,::1], i8, i8, i8, u8, u8, i8)")
 @njit(cache=True, nogil=True)
 def put_one(
     table: U64Array, cap: Scalar, slots: Scalar, size: Scalar, hi: Scalar, lo: Scalar, offset: Scalar
@@ -199,6 +202,7 @@ def put_one(
     return _put_p(tp, cap, hi, lo, offset), cap
 
 
+@entry_point("Tuple((i8, i8, b1, i8, i8))(u8[:,::1], i8, u8[::1], u8[::1], i8[::1], i8[::1], i8, i8, i8)")
 @njit(cache=True, nogil=True)
 def put_records(
     table: U64Array,
@@ -229,6 +233,7 @@ def put_records(
     return offsets.shape[0], size, False, last_put, cap
 
 
+@entry_point("i8[::1](u8[:,::1], i8, u8[::1], u8[::1], i8[::1])")
 @njit(cache=True, nogil=True)
 def get_many(table: U64Array, cap: Scalar, hi: U64Array, lo: U64Array, key_len: I64Array) -> I64Array:
     tp = ptr(table)
@@ -238,6 +243,7 @@ def get_many(table: U64Array, cap: Scalar, hi: U64Array, lo: U64Array, key_len: 
     return out
 
 
+@entry_point("Tuple((b1[::1], i8))(u8[:,::1], i8, u8[::1], u8[::1], i8[::1], i8[::1], i8[::1], b1[::1], i8)")
 @njit(cache=True, nogil=True)
 def retain(
     table: U64Array,
@@ -301,6 +307,7 @@ def _parse_key(buf: Scalar, pos: Scalar, limit: Scalar) -> tuple[Scalar, Scalar,
     return rec_end, 0, off_delta, p, key_len
 
 
+@entry_point("UniTuple(i8, 7)(u1[::1], i8[::1], i8[::1], i8[::1], i8[::1], u8[:,::1], i8, i8, i8, i8)")
 @njit(cache=True, nogil=True)
 def map_spans(
     buf: U8Array,
@@ -486,6 +493,10 @@ def _emit_span(
     return n_kept, invalid, tombstones
 
 
+@entry_point(
+    "UniTuple(i8, 5)"
+    "(u1[::1], i8[::1], i8[::1], i8[::1], i8[::1], i8[::1], b1[::1], u8[:,::1], i8, i8, i8[:,::1], i8[::1])"
+)
 @njit(cache=True, nogil=True)
 def retain_spans(
     buf: U8Array,

@@ -24,6 +24,7 @@ from kompakt.records.native import (
     varint_size,
     write_varint,
 )
+from kompakt.records.precompiled import entry_point
 from kompakt.records.scan import RecordTable
 
 
@@ -75,6 +76,7 @@ def _rewrite_span(
     return out_pos
 
 
+@entry_point("i8(u1[::1], i8[::1], i8[::1], i8[::1], b1[::1], i8, u1[::1], i8)")
 @njit(cache=True, nogil=True)
 def _rewrite_one(
     src: U8Array,
@@ -105,6 +107,10 @@ def _rewrite_one(
     )
 
 
+@entry_point(
+    "Tuple((i8[::1], i8[::1], i8))"
+    "(u1[::1], i8[::1], i8[::1], i8[::1], b1[::1], i8[::1], i8[::1], i8[::1], u1[::1], i8, i8)"
+)
 @njit(cache=True, nogil=True)
 def _rewrite_batches(
     src: U8Array,
