@@ -201,9 +201,9 @@ def test_offline_tools_say_when_the_first_run_compiles(
 ) -> None:
     import kompakt.cleaner.warmup as warmup
 
-    monkeypatch.setattr(warmup, "kernels_cached", lambda sources=None: False)
+    monkeypatch.setattr(warmup, "kernels_ready", lambda: False)  # no precompiled kernels, cold cache
     result = cli("log", "explain", str(kafka_dir(tmp_path / "kafka")))
     assert result.code == 0, result.err
     assert "compiling native kernels, first run only (typically 5-20 s;" in result.err
-    monkeypatch.setattr(warmup, "kernels_cached", lambda sources=None: True)
+    monkeypatch.setattr(warmup, "kernels_ready", lambda: True)
     assert "compiling native kernels" not in cli("log", "explain", str(tmp_path / "kafka")).err

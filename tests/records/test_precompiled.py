@@ -66,11 +66,25 @@ def compared(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
 
         return both
 
+    # Import every user of the kernels first: some bind an entry point by name at import
+    # (``from kompakt.table.kernels import gather``), so each binding is replaced, not only the
+    # kernel module's own.
+    for name in (
+        "kompakt.cleaner.warmup",
+        "kompakt.table.warmup",
+        "kompakt.table.diff",
+        "kompakt.table.export",
+    ):
+        importlib.import_module(name)
+    wrappers = {}
     for symbol, entry in precompiled.ENTRY_POINTS.items():
         module = sys.modules[entry.dispatcher.__module__]
-        name = entry.dispatcher.__name__
-        assert getattr(module, name) is getattr(native, symbol), f"{symbol} is not the precompiled one"
-        monkeypatch.setattr(module, name, wrap(symbol, getattr(native, symbol), entry.dispatcher))
+        assert getattr(module, entry.dispatcher.__name__) is getattr(native, symbol), symbol
+        wrappers[id(getattr(native, symbol))] = wrap(symbol, getattr(native, symbol), entry.dispatcher)
+    for module in [m for name, m in sys.modules.items() if name.startswith("kompakt.")]:
+        for attr, value in list(vars(module).items()):
+            if id(value) in wrappers:
+                monkeypatch.setattr(module, attr, wrappers[id(value)])
     yield calls
     assert not failures, failures[:5]
 
@@ -174,6 +188,7 @@ def test_a_stale_or_missing_build_falls_back_to_the_jit(monkeypatch: pytest.Monk
     monkeypatch.setattr(precompiled, "EXTENSION", "kompakt._no_such_native")
     loaded, state = precompiled._try_load()
     assert loaded is None and "has no precompiled kernels" in state.reason
+    assert not precompiled.check().precompiled
 
 
 @pytest.mark.parametrize(

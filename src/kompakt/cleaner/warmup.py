@@ -144,10 +144,11 @@ def kernels_cached(sources: list[Path] | None = None) -> bool:
 
 def kernels_ready() -> bool:
     """Whether a clean can start without compiling: the kernels are precompiled in this install
-    and usable (:mod:`kompakt.records.precompiled`), or numba's cache is warm."""
+    and usable (:mod:`kompakt.records.precompiled`, checked without loading them), or numba's
+    cache is warm."""
     from kompakt.records import precompiled
 
-    return precompiled.status().precompiled or kernels_cached()
+    return precompiled.check().precompiled or kernels_cached()
 
 
 class BackgroundWarmup:

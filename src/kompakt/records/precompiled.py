@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import json
 import os
 from collections.abc import Callable
@@ -107,28 +108,39 @@ def mode() -> str:
     return value
 
 
-def _try_load() -> tuple[ModuleType | None, Status]:
+def check() -> Status:
+    """Whether the precompiled kernels can be used, without loading them (no numpy import: the
+    broker asks this at start-up). Finds the extension's file and compares its manifest's digest
+    with the kernel sources on disk."""
     if mode() == "jit":
-        return None, Status(False, f"{MODE_ENV}=jit: numba compiles the kernels for this CPU on first use")
+        return Status(False, f"{MODE_ENV}=jit: numba compiles the kernels for this CPU on first use")
     try:
-        module = importlib.import_module(EXTENSION)
-    except ImportError as exc:
-        return None, Status(False, f"this install has no precompiled kernels ({exc})")
-    manifest_path = Path(module.__file__ or "").with_name(MANIFEST)
+        spec = importlib.util.find_spec(EXTENSION)
+    except (ImportError, ValueError) as exc:
+        return Status(False, f"this install has no precompiled kernels ({exc})")
+    if spec is None or not spec.origin:
+        return Status(False, f"this install has no precompiled kernels (no {EXTENSION})")
+    manifest_path = Path(spec.origin).with_name(MANIFEST)
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         sources = [PACKAGE / name for name in manifest["sources"]]
         stale = sources_digest(sources) != manifest["digest"] or set(sources) != set(kernel_sources())
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        return None, Status(False, f"{manifest_path.name} beside {EXTENSION} is unreadable ({exc})")
+        return Status(False, f"{manifest_path.name} beside {EXTENSION} is unreadable ({exc})")
     if stale:
-        return None, Status(
-            False, f"{EXTENSION} was built from other kernel sources (rebuild it: make native)"
-        )
+        return Status(False, f"{EXTENSION} was built from other kernel sources (rebuild it: make native)")
     built = manifest.get("numba", "?")
-    return module, Status(
-        True, f"precompiled ahead of time (numba {built}, {manifest.get('cpu', 'generic')} CPU)"
-    )
+    return Status(True, f"precompiled ahead of time (numba {built}, {manifest.get('cpu', 'generic')} CPU)")
+
+
+def _try_load() -> tuple[ModuleType | None, Status]:
+    state = check()
+    if not state.precompiled:
+        return None, state
+    try:
+        return importlib.import_module(EXTENSION), state
+    except ImportError as exc:
+        return None, Status(False, f"{EXTENSION} does not load ({exc})")
 
 
 def _load() -> tuple[ModuleType | None, Status]:
