@@ -1,14 +1,15 @@
 """The first compaction after ``pip install`` on a fresh venv (issue 17): a benchmark, not a test.
 
-numba compiles the cleaner kernels on first use; this measures what a new user sees. For each
-source tree given (default: this one) it
+The wheel build compiles the kernels ahead of time (``hatch_build.py``); before that, numba
+compiled them on first use. This measures what a new user sees. For each source tree given
+(default: this one) it
 
 1. creates a fresh venv and ``pip install``s the tree (a wheel build, not editable, so numba's
    cache lands in the venv's ``site-packages`` as it does for a user);
 2. starts ``kompakt serve`` on free ports and times ``kompakt ready``;
 3. creates a compacted topic, produces 2,000 keyed records, rolls, and times ``kompakt admin
-   compact`` right away (``immediate``: on this tree the broker is still compiling in the
-   background and the clean waits for it) and, on a second topic, after the background compile
+   compact`` right away (``immediate``: with JIT-only kernels the broker is still compiling in
+   the background then and the clean waits for it) and, on a second topic, after the background compile
    has finished (``after_warmup``); with ``--idle-first`` the first compaction itself comes after
    that wait (``after_idle``: what a user sees who starts the broker and writes for a while).
 
