@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kompakt.testing.broker import InProcessBroker
-from tests.support.cli import run
+from tests.support.cli import run, run_cli
 
 LINES = "".join(f"user_{i}:{'x' * 40}\n" for i in range(500))
 KEYED = ("--property", "parse.key=true", "--property", "key.separator=:")
@@ -109,3 +109,34 @@ def test_batches_are_capped_at_max_message_bytes_and_the_note_is_one_line(broker
     )
     assert len(broker.records("small-3")) == 500
     assert all(batch["size"] <= 2000 for batch in _dump(broker.data_dir / "small-3-0"))
+
+
+def test_a_topic_that_does_not_exist_is_created_as_kafka_s_console_producer_has_it(
+    broker: InProcessBroker,
+) -> None:
+    bootstrap = broker.bootstrap_servers
+    produced = run(bootstrap, "produce", "made-on-first-use", *KEYED, stdin="a:1\nb:2\n")
+    assert produced.code == 0, produced.stderr
+    assert "topic 'made-on-first-use' did not exist; the broker created it with 1 partition(s)" in (
+        produced.stderr
+    )
+    assert [(r.key, r.value) for r in broker.records("made-on-first-use")] == [(b"a", b"1"), (b"b", b"2")]
+    typed = run_cli(
+        "kafka-console-producer", "--bootstrap-server", bootstrap, "--topic", "typed-on-first-use",
+        "--property", "parse.key=true", "--property", "key.separator=:", stdin="k:v\n",
+    )  # fmt: skip
+    assert typed.code == 0, typed.stderr
+    assert [r.value for r in broker.records("typed-on-first-use")] == [b"v"]
+    again = run(bootstrap, "produce", "made-on-first-use", *KEYED, stdin="c:3\n")
+    assert again.code == 0 and "did not exist" not in again.stderr
+
+
+def test_a_broker_that_does_not_auto_create_says_how_to_create_the_topic(tmp_path: Path) -> None:
+    with InProcessBroker(tmp_path / "data", overrides={"auto.create.topics.enable": "false"}) as strict:
+        refused = run(strict.bootstrap_servers, "produce", "nowhere", stdin="x\n")
+        assert refused.code == 1
+        assert "topic 'nowhere' does not exist and the broker does not create topics on first use" in (
+            refused.stderr
+        )
+        assert "kompakt topic create" in refused.stderr
+        assert not (strict.data_dir / "nowhere-0").exists()

@@ -253,6 +253,34 @@ def producer_settings(properties: list[str], option: str = "--producer-property"
     return settings
 
 
+def _partitions_creating_if_allowed(cluster: Cluster, topic: str) -> list[int]:
+    """The topic's partitions. A topic that does not exist is created by the broker when its
+    ``auto.create.topics.enable`` is on (Kafka's default), as Kafka's console producer has it
+    created by its first metadata request; the note says so, since a typo makes a topic too."""
+    try:
+        return cluster.topic_partitions(cluster.producer({"allow.auto.create.topics": False}), topic)
+    except CliError as missing:
+        if not str(missing).endswith("does not exist"):
+            raise
+    try:
+        partitions = cluster.topic_partitions(cluster.producer({"allow.auto.create.topics": True}), topic)
+    except CliError as still_missing:
+        if not str(still_missing).endswith("does not exist"):
+            raise
+        raise CliError(
+            f"topic {topic!r} does not exist and the broker does not create topics on first use "
+            "(auto.create.topics.enable=false); create it with `kompakt topic create`"
+        ) from None
+    err_console.print(
+        f"note: topic {topic!r} did not exist; the broker created it with {len(partitions)} "
+        "partition(s) and its default configs (auto.create.topics.enable)",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    return partitions
+
+
 def topic_batch_limit(cluster: Cluster, topic: str) -> tuple[int, str] | None:
     """The largest batch the topic accepts and the config that sets it (``segment.bytes`` or
     ``max.message.bytes``), from DescribeConfigs; None when the cluster does not say."""
@@ -339,8 +367,7 @@ def produce_command(
     fmt = build_format(key_separator, null_marker, header or [], prop or [])
     settings = producer_settings(producer_property or [])
     cluster = Cluster(bootstrap, timeout)
-    probe = cluster.producer({"allow.auto.create.topics": False})
-    partitions = cluster.topic_partitions(probe, topic)
+    partitions = _partitions_creating_if_allowed(cluster, topic)
     for note in _bounded_batches(settings, topic_batch_limit(cluster, topic)):
         err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     try:
