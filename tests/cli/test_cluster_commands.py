@@ -278,6 +278,13 @@ def test_reset_offsets_refuses_an_active_group(broker: BrokerProcess) -> None:
         assert described["members"][0]["assignment"] == [{"topic": "busy", "partition": 0}]
         refused = run(broker, "group", "reset-offsets", "busy-group", "--topic", "busy", "--to-earliest")
         assert refused.code == 1 and "inactive" in refused.stderr and "STABLE" in refused.stderr
+        tool = ("kafka-consumer-groups", "--bootstrap-server", broker.bootstrap, "--describe", "--group")
+        members = run_cli(*tool, "busy-group", "--members", "--verbose", "--output", "json")
+        assert members.code == 0, members.stderr
+        [row] = json.loads(members.stdout)
+        assert row["group"] == "busy-group" and row["partitions"] == 1 and row["assignment"] == "busy-0"
+        state = run_cli(*tool, "busy-group", "--state", "--output", "json")
+        assert [(r["state"], r["members"]) for r in json.loads(state.stdout)] == [("STABLE", 1)]
     finally:
         consumer.close()
 

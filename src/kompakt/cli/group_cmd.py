@@ -103,7 +103,36 @@ def describe_command(
     output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """State, protocol, members with assignments, and committed / end offsets with lag."""
-    cluster = Cluster(bootstrap, timeout)
+    info = group_info(Cluster(bootstrap, timeout), group)
+    if output is OutputFormat.JSON:
+        emit_json(info)
+        return
+    members = info["members"]
+    console.print(
+        Text(
+            f"group {group}: state {info['state']}, protocol {info['protocol'] or '-'}, "
+            f"coordinator {info['coordinator'] or '-'}, {len(members)} members"
+        )
+    )
+    if members:
+        emit(
+            _member_rows(info, verbose=True),
+            output,
+            columns=["member_id", "client_id", "host", "assignment"],
+            title="members",
+        )
+    emit(
+        info["offsets"],
+        output,
+        columns=["topic", "partition", "committed", "end", "lag", "member_id"],
+        title="offsets",
+    )
+
+
+def group_info(cluster: Cluster, group: str) -> dict[str, Any]:
+    """What ``describe`` shows of one group: state, members and their assignments, and per
+    partition the committed offset, the end offset and the lag; a group that is neither known
+    nor has offsets is a :class:`CliError`."""
     admin = cluster.admin()
     cluster.metadata(admin)
     description = _describe_group(cluster, admin, group)
@@ -141,43 +170,67 @@ def describe_command(
             }
         )
     coordinator = description.coordinator
-    info = {
+    return {
         "group": group,
         "state": _state_name(description.state),
         "protocol": description.partition_assignor or None,
         "simple": bool(description.is_simple_consumer_group),
         "coordinator": None if coordinator is None else f"{coordinator.host}:{coordinator.port}",
+        "coordinator_id": None if coordinator is None else coordinator.id,
         "members": members,
         "offsets": offsets,
     }
+
+
+def _member_rows(info: dict[str, Any], *, verbose: bool) -> list[dict[str, Any]]:
+    rows = []
+    for m in info["members"]:
+        row = {**m, "group": info["group"], "partitions": len(m["assignment"])}
+        if verbose:
+            row["assignment"] = ", ".join(f"{a['topic']}-{a['partition']}" for a in m["assignment"])
+        else:
+            del row["assignment"]
+        rows.append(row)
+    return rows
+
+
+def describe_view(
+    groups: list[str], view: str, *, verbose: bool, bootstrap: str, timeout: float, output: OutputFormat
+) -> None:
+    """``kafka-consumer-groups --describe`` with ``--offsets`` (the default), ``--members``
+    (``--verbose`` adds each member's assignment) or ``--state``: one table over the groups,
+    with the rows and columns Kafka's ``ConsumerGroupCommand`` prints for that view."""
+    cluster = Cluster(bootstrap, timeout)
+    infos = [group_info(cluster, group) for group in groups]
+    if view == "state":
+        rows = [
+            {
+                "group": i["group"],
+                "coordinator": f"{i['coordinator']} ({i['coordinator_id']})" if i["coordinator"] else None,
+                "assignment_strategy": i["protocol"],
+                "state": i["state"],
+                "members": len(i["members"]),
+            }
+            for i in infos
+        ]
+        columns = ["group", "coordinator", "assignment_strategy", "state", "members"]
+    elif view == "members":
+        rows = [row for i in infos for row in _member_rows(i, verbose=verbose)]
+        columns = ["group", "member_id", "host", "client_id", "partitions"] + (
+            ["assignment"] if verbose else []
+        )
+    else:
+        rows = [{"group": i["group"], **o} for i in infos for o in i["offsets"]]
+        columns = ["group", "topic", "partition", "committed", "end", "lag", "member_id"]
     if output is OutputFormat.JSON:
-        emit_json(info)
+        emit_json(rows)
         return
-    console.print(
-        Text(
-            f"group {group}: state {info['state']}, protocol {info['protocol'] or '-'}, "
-            f"coordinator {info['coordinator'] or '-'}, {len(members)} members"
-        )
-    )
-    if members:
-        emit(
-            [
-                {
-                    **m,
-                    "assignment": ", ".join(f"{a['topic']}-{a['partition']}" for a in m["assignment"]),
-                }
-                for m in members
-            ],
-            output,
-            columns=["member_id", "client_id", "host", "assignment"],
-            title="members",
-        )
-    emit(
-        offsets,
-        output,
-        columns=["topic", "partition", "committed", "end", "lag", "member_id"],
-        title="offsets",
-    )
+    if view == "members":
+        for i in infos:
+            if not i["members"]:
+                console.print(Text(f"Consumer group '{i['group']}' has no active members."))
+    if rows:
+        emit(rows, output, columns=columns)
 
 
 def _topic_specs(cluster: Cluster, admin: Any, topics: list[str]) -> list[tuple[str, int]]:

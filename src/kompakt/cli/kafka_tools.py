@@ -839,8 +839,17 @@ def kafka_consumer_groups(argv: list[str]) -> None:
     if not groups:
         raise CliUsageError(f"kafka-consumer-groups --{action} needs --group (or --all-groups)")
     if action == "describe":
-        for group in groups:
-            group_cmd.describe_command(group, bootstrap=bootstrap, timeout=timeout, output=output)
+        views = [v for v in ("members", "offsets", "state") if getattr(args, v)]
+        if len(views) > 1:
+            raise CliUsageError("kafka-consumer-groups --describe takes one of --members, --offsets, --state")
+        group_cmd.describe_view(
+            groups,
+            views[0] if views else "offsets",
+            verbose=args.verbose,
+            bootstrap=bootstrap,
+            timeout=timeout,
+            output=output,
+        )
         return
     if action == "delete":
         _delete_groups(Cluster(bootstrap, timeout), groups, output)

@@ -283,10 +283,16 @@ def test_kafkas_consumer_group_and_dump_log_examples(
         "bin/kafka-consumer-groups.sh --bootstrap-server localhost:9092 --describe --group my-group"
     )
     assert "topic1" in described.out
-    for view in ("--members", "--members --verbose", "--state"):
-        guide.ok(
+    views = {}
+    for view in ("--members", "--members --verbose", "--state", "--offsets"):
+        views[view] = guide.ok(
             f"bin/kafka-consumer-groups.sh --bootstrap-server localhost:9092 --describe --group my-group {view}"
-        )
+        ).out
+    # Each view prints what Kafka's ConsumerGroupCommand prints for it (the consumer has left).
+    assert "Consumer group 'my-group' has no active members." in views["--members"]
+    assert "state" in views["--state"] and "EMPTY" in views["--state"] and "topic1" not in views["--state"]
+    assert "topic1" in views["--offsets"] and "lag" in views["--offsets"]
+    assert "members" not in described.out.split("\n")[0]  # the default view is the offsets table
     plan = guide.ok(
         "bin/kafka-consumer-groups.sh --bootstrap-server localhost:9092 --reset-offsets --group my-group "
         "--topic topic1 --to-latest"
