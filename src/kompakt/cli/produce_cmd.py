@@ -24,6 +24,7 @@ largest request are capped at the smaller of the two, which the topic's Describe
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Annotated, Any
@@ -256,21 +257,36 @@ def producer_settings(properties: list[str], option: str = "--producer-property"
 def _partitions_creating_if_allowed(cluster: Cluster, topic: str) -> list[int]:
     """The topic's partitions. A topic that does not exist is created by the broker when its
     ``auto.create.topics.enable`` is on (Kafka's default), as Kafka's console producer has it
-    created by its first metadata request; the note says so, since a typo makes a topic too."""
+    created by its first metadata request; the note says so, since a typo makes a topic too.
+
+    Kafka answers that first request before the topic has a leader (LEADER_NOT_AVAILABLE, or
+    UNKNOWN_TOPIC_OR_PARTITION while the controller creates it), so the metadata is asked again
+    until the partitions are there, within ``--timeout``. The broker's setting is read first, so
+    a broker that does not auto-create is an error at once rather than after the timeout.
+    """
     try:
         return cluster.topic_partitions(cluster.producer({"allow.auto.create.topics": False}), topic)
     except CliError as missing:
         if not str(missing).endswith("does not exist"):
             raise
-    try:
-        partitions = cluster.topic_partitions(cluster.producer({"allow.auto.create.topics": True}), topic)
-    except CliError as still_missing:
-        if not str(still_missing).endswith("does not exist"):
-            raise
+    if _broker_setting(cluster, "auto.create.topics.enable") == "false":
         raise CliError(
             f"topic {topic!r} does not exist and the broker does not create topics on first use "
             "(auto.create.topics.enable=false); create it with `kompakt topic create`"
-        ) from None
+        )
+    creator = cluster.producer({"allow.auto.create.topics": True})
+    deadline = time.monotonic() + cluster.timeout_s
+    while True:
+        try:
+            partitions = cluster.topic_partitions(creator, topic)
+            break
+        except CliError as pending:
+            if time.monotonic() >= deadline:
+                raise CliError(
+                    f"topic {topic!r} does not exist and the broker did not create it within "
+                    f"{cluster.timeout_s:g} s ({pending})"
+                ) from None
+            time.sleep(0.1)
     err_console.print(
         f"note: topic {topic!r} did not exist; the broker created it with {len(partitions)} "
         "partition(s) and its default configs (auto.create.topics.enable)",
@@ -279,6 +295,24 @@ def _partitions_creating_if_allowed(cluster: Cluster, topic: str) -> list[int]:
         soft_wrap=True,
     )
     return partitions
+
+
+def _broker_setting(cluster: Cluster, name: str) -> str | None:
+    """One broker config's value (DescribeConfigs of the lowest broker id), None if unknown."""
+    from kompakt.cli.cluster import KAFKA_ADMIN
+
+    admin = cluster.admin()
+    brokers = sorted(cluster.metadata(admin).brokers)
+    if not brokers:
+        return None
+    resource = KAFKA_ADMIN.ConfigResource(KAFKA_ADMIN.ResourceType.BROKER, str(brokers[0]))
+    futures = admin.describe_configs([resource], request_timeout=cluster.timeout_s)
+    try:
+        entries = cluster.wait(next(iter(futures.values())), "cannot describe the broker's configs")
+    except CliError:
+        return None
+    entry = entries.get(name)
+    return None if entry is None or entry.value is None else str(entry.value).lower()
 
 
 def topic_batch_limit(cluster: Cluster, topic: str) -> tuple[int, str] | None:
