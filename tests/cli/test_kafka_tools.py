@@ -7,12 +7,14 @@ consumer's DefaultMessageFormatter lines.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from kompakt.cli import kafka_tools
+from kompakt.cli import kafka_tools, topic_cmd
 from kompakt.cli.app import app, register_commands
 from kompakt.cli.consume_cmd import KafkaMessageFormatter
 from kompakt.cli.output import CliUsageError
@@ -175,12 +177,30 @@ def test_the_brokers_layer_goes_back_in_front_of_the_default_one() -> None:
         {"name": "log.cleanup.policy", "value": "delete", "source": "DEFAULT_CONFIG"},
     ]
     broker = {"log.cleanup.policy": ("STATIC_BROKER_CONFIG", "compact")}
-    assert kafka_tools.restore_broker_layer(collapsed, broker) == [
+    assert topic_cmd.restore_broker_layer(collapsed, broker) == [
         collapsed[0],
         {"name": "log.cleanup.policy", "value": "compact", "source": "STATIC_BROKER_CONFIG"},
         collapsed[1],
     ]
     # A broker at its defaults has nothing to put back; nor has a name the broker does not set.
-    assert kafka_tools.restore_broker_layer(collapsed, {}) == collapsed
+    assert topic_cmd.restore_broker_layer(collapsed, {}) == collapsed
     unrelated = {"log.retention.ms": ("STATIC_BROKER_CONFIG", "1")}
-    assert kafka_tools.restore_broker_layer(collapsed, unrelated) == collapsed
+    assert topic_cmd.restore_broker_layer(collapsed, unrelated) == collapsed
+
+
+def test_topic_describe_shows_the_broker_layer_of_each_synonym(tmp_path: Path) -> None:
+    """``kompakt topic describe -o json`` (not only the Kafka-spelled tools) puts back the broker's
+    layer that confluent-kafka drops: a broker started with ``log.cleanup.policy=compact``."""
+    from kompakt.testing.broker import InProcessBroker
+    from tests.support.cli import run
+
+    with InProcessBroker(tmp_path / "data", overrides={"log.cleanup.policy": "compact"}) as broker:
+        assert run(broker.bootstrap_servers, "topic", "create", "inherits").code == 0
+        described = run(broker.bootstrap_servers, "topic", "describe", "inherits", "-o", "json")
+        assert described.code == 0, described.stderr
+        [policy] = [c for c in json.loads(described.stdout)["configs"] if c["name"] == "cleanup.policy"]
+        assert policy["value"] == "compact"
+        assert policy["synonyms"] == [
+            {"name": "log.cleanup.policy", "value": "compact", "source": "STATIC_BROKER_CONFIG"},
+            {"name": "log.cleanup.policy", "value": "delete", "source": "DEFAULT_CONFIG"},
+        ]

@@ -300,9 +300,10 @@ def _describe_topics(
     cluster: Cluster, admin: Any, names: list[str], args: argparse.Namespace, output: OutputFormat
 ) -> None:
     """Kafka's describe lines: a topic line with its overridden configs, then one per partition."""
-    from kompakt.cli.topic_cmd import describe_topic
+    from kompakt.cli.topic_cmd import broker_layers, describe_topic
 
-    infos = [describe_topic(cluster, admin, name) for name in names]
+    layers = broker_layers(cluster, admin)
+    infos = [describe_topic(cluster, admin, name, layers) for name in names]
     if args.topics_with_overrides:
         infos = [i for i in infos if any(c["source"] == "DYNAMIC_TOPIC_CONFIG" for c in i["configs"])]
     infos = [_filter_partitions(i, args) for i in infos]
@@ -444,64 +445,21 @@ def _synonyms(entry: dict[str, Any]) -> str:
     return "{" + inner + "}"
 
 
-def restore_broker_layer(
-    synonyms: list[dict[str, Any]], broker_values: dict[str, tuple[str, str | None]]
-) -> list[dict[str, Any]]:
-    """Put back the broker's effective layer of each synonym that confluent-kafka dropped.
-
-    librdkafka returns a config's synonyms as a list (``DescribeConfigsSynonym``, in
-    ``ConfigEntry.synonyms`` precedence order), but confluent-kafka keys them by name, so the layers
-    of one name collapse into the last, ``DEFAULT_CONFIG``: a broker started with
-    ``log.cleanup.policy=compact`` in ``server.properties`` would print
-    ``synonyms={..., DEFAULT_CONFIG:log.cleanup.policy=delete}``, the opposite of what it does.
-    The BROKER resource's own entry for that name carries its effective value and source, so that
-    layer goes back in front of the default one (a layer shadowed by it stays lost).
-    """
-    restored: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for synonym in synonyms:
-        name = synonym["name"]
-        layer = broker_values.get(name)
-        if synonym["source"] == "DEFAULT_CONFIG" and name not in seen and layer is not None:
-            restored.append({"name": name, "value": layer[1], "source": layer[0]})
-        restored.append(synonym)
-        seen.add(name)
-    return restored
-
-
-def _broker_values(cluster: Cluster, admin: Any, broker: str) -> dict[str, tuple[str, str | None]]:
-    """The broker's configs that are not at their default: ``{name: (source, value)}``."""
-    from kompakt.cli.topic_cmd import source_name
-
-    resource = KAFKA_ADMIN.ConfigResource(KAFKA_ADMIN.ResourceType.BROKER, broker)
-    futures = admin.describe_configs([resource], request_timeout=cluster.timeout_s)
-    entries = cluster.wait(next(iter(futures.values())), f"cannot describe configs of broker {broker}")
-    values: dict[str, tuple[str, str | None]] = {}
-    for entry in entries.values():
-        source = source_name(entry.source)
-        if source != "DEFAULT_CONFIG":
-            values[entry.name] = (source, entry.value)
-    return values
-
-
 def _describe_topic_configs(cluster: Cluster, names: list[str], show_all: bool, output: OutputFormat) -> None:
-    from kompakt.cli.topic_cmd import describe_topic
+    from kompakt.cli.topic_cmd import broker_layers, describe_topic
 
     admin = cluster.admin()
     if not names:
         names = _topics_matching(cluster, admin, None, exclude_internal=False)
     results = []
-    brokers = _broker_ids(cluster, admin)
-    broker_values = _broker_values(cluster, admin, brokers[0]) if brokers else {}
+    layers = broker_layers(cluster, admin)
     for name in names:
-        info = describe_topic(cluster, admin, name)
+        info = describe_topic(cluster, admin, name, layers)
         entries = (
             info["configs"]
             if show_all
             else [c for c in info["configs"] if c["source"] == "DYNAMIC_TOPIC_CONFIG"]
         )
-        for entry in entries:
-            entry["synonyms"] = restore_broker_layer(entry["synonyms"], broker_values)
         results.append((name, entries))
     if output is OutputFormat.JSON:
         emit_json(dict(results))
@@ -524,7 +482,7 @@ def _broker_ids(cluster: Cluster, admin: Any) -> list[str]:
 def _describe_broker_configs(
     cluster: Cluster, names: list[str], default: bool, show_all: bool, output: OutputFormat
 ) -> None:
-    from kompakt.cli.topic_cmd import source_name
+    from kompakt.cli.topic_cmd import restore_broker_layer, source_name
 
     admin = cluster.admin()
     brokers = names or _broker_ids(cluster, admin)

@@ -106,9 +106,56 @@ def list_command(
     emit(rows, output, columns=["topic", "partitions", "internal"])
 
 
-def describe_topic(cluster: Cluster, admin: Any, name: str) -> dict[str, Any]:
+def restore_broker_layer(
+    synonyms: list[dict[str, Any]], broker_values: dict[str, tuple[str, str | None]]
+) -> list[dict[str, Any]]:
+    """Put back the broker's effective layer of each synonym that confluent-kafka dropped.
+
+    librdkafka returns a config's synonyms as a list (``DescribeConfigsSynonym``, in
+    ``ConfigEntry.synonyms`` precedence order), but confluent-kafka keys them by name, so the layers
+    of one name collapse into the last, ``DEFAULT_CONFIG``: a broker started with
+    ``log.cleanup.policy=compact`` in ``server.properties`` would print
+    ``synonyms={..., DEFAULT_CONFIG:log.cleanup.policy=delete}``, the opposite of what it does.
+    The BROKER resource's own entry for that name carries its effective value and source, so that
+    layer goes back in front of the default one (a layer shadowed by it stays lost).
+    """
+    restored: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for synonym in synonyms:
+        name = synonym["name"]
+        layer = broker_values.get(name)
+        if synonym["source"] == "DEFAULT_CONFIG" and name not in seen and layer is not None:
+            restored.append({"name": name, "value": layer[1], "source": layer[0]})
+        restored.append(synonym)
+        seen.add(name)
+    return restored
+
+
+def broker_layers(cluster: Cluster, admin: Any) -> dict[str, tuple[str, str | None]]:
+    """The broker's configs that are not at their default, ``{name: (source, value)}``, from
+    DescribeConfigs of the lowest broker id (what :func:`restore_broker_layer` puts back)."""
+    brokers = sorted(cluster.metadata(admin).brokers)
+    if not brokers:
+        return {}
+    broker = str(brokers[0])
+    resource = KAFKA_ADMIN.ConfigResource(KAFKA_ADMIN.ResourceType.BROKER, broker)
+    futures = admin.describe_configs([resource], request_timeout=cluster.timeout_s)
+    entries = cluster.wait(next(iter(futures.values())), f"cannot describe configs of broker {broker}")
+    values: dict[str, tuple[str, str | None]] = {}
+    for entry in entries.values():
+        source = source_name(entry.source)
+        if source != "DEFAULT_CONFIG":
+            values[entry.name] = (source, entry.value)
+    return values
+
+
+def describe_topic(
+    cluster: Cluster, admin: Any, name: str, layers: dict[str, tuple[str, str | None]] | None = None
+) -> dict[str, Any]:
     """A topic's partitions and every config with value, source and synonyms (also what
-    ``kafka-topics --describe`` and ``kafka-configs --describe`` print)."""
+    ``kafka-topics --describe`` and ``kafka-configs --describe`` print), with the broker's layer
+    of each synonym restored (``layers``: :func:`broker_layers`, fetched when not given)."""
+    layers = broker_layers(cluster, admin) if layers is None else layers
     cluster.metadata(admin)
     described = admin.describe_topics(TopicCollection([name]), request_timeout=cluster.timeout_s)
     description = cluster.wait(described[name], f"cannot describe topic {name!r}")
@@ -133,10 +180,13 @@ def describe_topic(cluster: Cluster, admin: Any, name: str) -> dict[str, Any]:
             or source_name(entry.source) == KAFKA_ADMIN.ConfigSource.DEFAULT_CONFIG.name,
             "read_only": bool(entry.is_read_only),
             "sensitive": bool(entry.is_sensitive),
-            "synonyms": [
-                {"name": s.name, "value": s.value, "source": source_name(s.source)}
-                for s in entry.synonyms.values()
-            ],
+            "synonyms": restore_broker_layer(
+                [
+                    {"name": s.name, "value": s.value, "source": source_name(s.source)}
+                    for s in entry.synonyms.values()
+                ],
+                layers,
+            ),
         }
         for entry in sorted(entries.values(), key=lambda e: e.name)
     ]
