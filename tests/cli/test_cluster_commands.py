@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, TopicPartition
 
 from tests.support.cli import run, run_cli
 from tests.support.serve import BrokerProcess
@@ -319,3 +319,46 @@ def test_unreachable_bootstrap_every_command(command: list[str]) -> None:
 def test_unreachable_bootstrap_produce() -> None:
     outcome = run("127.0.0.1:1", "produce", "t", "--timeout", "0.5", stdin="a\n")
     assert outcome.code == 1 and "cannot reach the cluster" in outcome.stderr
+
+
+def test_kafka_consumer_groups_delete_offsets(broker: BrokerProcess) -> None:
+    """``--delete-offsets`` (OffsetDelete, KIP-496), which confluent-kafka's AdminClient lacks:
+    the committed offsets go, a topic the members still subscribe to is refused."""
+    ok(broker, "topic", "create", "trimmed", "--partitions", "2")
+    ok(broker, "produce", "trimmed", stdin="a\nb\n")
+    tool = ("kafka-consumer-groups", "--bootstrap-server", broker.bootstrap)
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "trimmers", "auto.offset.reset": "earliest"}
+    )
+    try:
+        consumer.subscribe(["trimmed"])
+        deadline = time.monotonic() + DEADLINE_S
+        while not consumer.assignment():
+            assert time.monotonic() < deadline, "no assignment before the deadline"
+            consumer.poll(0.2)
+        consumer.commit(
+            offsets=[TopicPartition("trimmed", 0, 1), TopicPartition("trimmed", 1, 0)], asynchronous=False
+        )
+        busy = run_cli(*tool, "--delete-offsets", "--group", "trimmers", "--topic", "trimmed")
+        assert busy.code == 1
+        assert "Request failed for deleting offsets from group trimmers." in busy.stdout
+        assert "GROUP_SUBSCRIBED_TO_TOPIC" in busy.stdout
+    finally:
+        consumer.close()
+    done = run_cli(
+        *tool, "--delete-offsets", "--group", "trimmers", "--topic", "trimmed:0", "--output", "json"
+    )
+    assert done.code == 0, done.stderr
+    assert json.loads(done.stdout) == [
+        {
+            "group": "trimmers",
+            "error": None,
+            "ok": True,
+            "partitions": [{"topic": "trimmed", "partition": 0, "status": "Successful"}],
+        }
+    ]
+    left = as_json(broker, "group", "describe", "trimmers")
+    assert [(o["partition"], o["committed"]) for o in left["offsets"]] == [(1, 0)]
+    unknown = run_cli(*tool, "--delete-offsets", "--group", "nobody", "--topic", "trimmed")
+    assert unknown.code == 1 and "GROUP_ID_NOT_FOUND" in unknown.stdout
+    assert run_cli(*tool, "--delete-offsets", "--group", "trimmers").code == 2  # --topic is required

@@ -233,7 +233,7 @@ def describe_view(
         emit(rows, output, columns=columns)
 
 
-def _topic_specs(cluster: Cluster, admin: Any, topics: list[str]) -> list[tuple[str, int]]:
+def topic_specs(cluster: Cluster, admin: Any, topics: list[str]) -> list[tuple[str, int]]:
     """``T`` (every partition) or ``T:0,2`` (those partitions), as Kafka's ``--topic`` accepts."""
     result: list[tuple[str, int]] = []
     meta = cluster.metadata(admin)
@@ -305,7 +305,7 @@ def reset_offsets_command(
         if not partitions:
             raise CliError(f"group {group!r} has no committed offsets to reset")
     else:
-        partitions = _topic_specs(cluster, admin, topic or [])
+        partitions = topic_specs(cluster, admin, topic or [])
     earliest = _offsets(cluster, admin, partitions, KAFKA_ADMIN.OffsetSpec.earliest())
     latest = _offsets(cluster, admin, partitions, KAFKA_ADMIN.OffsetSpec.latest())
     if to_earliest:

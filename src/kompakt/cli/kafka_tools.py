@@ -812,6 +812,9 @@ def kafka_consumer_groups(argv: list[str]) -> None:
     if action == "delete":
         _delete_groups(Cluster(bootstrap, timeout), groups, output)
         return
+    if action == "delete-offsets":
+        _delete_offsets(Cluster(bootstrap, timeout), groups, args.topic, output)
+        return
     for group in groups:
         group_cmd.reset_offsets_command(
             group,
@@ -863,8 +866,8 @@ def _check_groups_args(args: argparse.Namespace, action: str) -> None:
             raise CliUsageError(
                 f"--{unsupported.replace('_', '-')} is not supported by kompakt's reset-offsets"
             )
-    if action == "delete-offsets":
-        raise CliUsageError("--delete-offsets is not supported; use --reset-offsets")
+    if action == "delete-offsets" and not args.topic:
+        raise CliUsageError("kafka-consumer-groups --delete-offsets needs --topic TOPIC[:P,...]")
     if args.dry_run and args.execute:
         raise CliUsageError("give one of --dry-run and --execute")
 
@@ -891,6 +894,40 @@ def _delete_groups(cluster: Cluster, groups: list[str], output: OutputFormat) ->
             + ", ".join(f"'{g}'" for g in groups)
             + ") was successful.\n"
         )
+
+
+def _delete_offsets(cluster: Cluster, groups: list[str], topics: list[str], output: OutputFormat) -> None:
+    """OffsetDelete (KIP-496) of the groups' committed offsets on ``--topic T[:P,...]``; the
+    broker refuses partitions the group's members still subscribe to (GROUP_SUBSCRIBED_TO_TOPIC)."""
+    from kompakt.cli.group_cmd import topic_specs
+    from kompakt.cli.output import emit
+    from kompakt.cli.wire_client import delete_offsets
+
+    partitions = topic_specs(cluster, cluster.admin(), topics)
+    reports: list[dict[str, Any]] = []
+    failed: list[str] = []
+    for group in groups:
+        group_error, results = delete_offsets(cluster.bootstrap, group, partitions, cluster.timeout_s)
+        rows = [
+            {"topic": r.topic, "partition": r.partition, "status": r.error or "Successful"}
+            for r in sorted(results, key=lambda r: (r.topic, r.partition))
+        ]
+        first = group_error or next((r.error for r in results if r.error), None)
+        if first is not None:
+            failed.append(f"{group}: {first}")
+        reports.append({"group": group, "error": group_error, "ok": first is None, "partitions": rows})
+    if output is OutputFormat.JSON:
+        emit_json(reports)
+    else:
+        for report in reports:
+            verdict = "succeeded" if report["ok"] else "failed"
+            console.file.write(f"Request {verdict} for deleting offsets from group {report['group']}.\n")
+            if report["error"]:
+                console.file.write(f"Error: {report['error']}\n")
+            if report["partitions"]:
+                emit(report["partitions"], output, columns=["topic", "partition", "status"])
+    if failed:
+        raise CliError("could not delete offsets of " + "; ".join(failed))
 
 
 # --------------------------------------------------------------------------------------------
