@@ -78,12 +78,12 @@ def zeroed_table(capacity: int) -> U64Array:
     return table
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _home(hi: Scalar, cap: Scalar) -> Scalar:
     return np.int64(((hi >> np.uint64(32)) * np.uint64(cap)) >> np.uint64(32))
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _find(table: U64Array, cap: Scalar, hi: Scalar, lo: Scalar) -> Scalar:
     """Slot of digest (hi, lo), or the free slot where it would go (the table is never full)."""
     idx = _home(hi, cap)
@@ -308,7 +308,7 @@ def apply_spans(
     return APPLIED, starts.shape[0], size, tombstones, records, max_offset, 0
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _parse_span(
     bp: Scalar,
     pos: Scalar,
@@ -344,7 +344,7 @@ def _parse_span(
     return 0, pos
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _put(
     table: U64Array, cap: Scalar, h: Scalar, g: Scalar, offset: Scalar, tomb: Scalar
 ) -> tuple[Scalar, Scalar]:
