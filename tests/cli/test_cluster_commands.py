@@ -328,7 +328,12 @@ def test_kafka_consumer_groups_delete_offsets(broker: BrokerProcess) -> None:
     ok(broker, "produce", "trimmed", stdin="a\nb\n")
     tool = ("kafka-consumer-groups", "--bootstrap-server", broker.bootstrap)
     consumer = Consumer(
-        {"bootstrap.servers": broker.bootstrap, "group.id": "trimmers", "auto.offset.reset": "earliest"}
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "trimmers",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,  # the committed offsets are exactly the test's
+        }
     )
     try:
         consumer.subscribe(["trimmed"])
