@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from kompakt.cli.serve import run_serve
-from kompakt.server.admin_http import DEFAULT_ADMIN_PORT
+from kompakt.server.ports import DEFAULT_ADMIN_PORT
 
 
 def serve_command(

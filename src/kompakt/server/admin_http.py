@@ -53,6 +53,7 @@ from kompakt.lazy_import import LazyModule
 from kompakt.server.admin_api import AdminApi, AdminApiError
 from kompakt.server.listener import Listener
 from kompakt.server.manual_clock import parse_duration_ms
+from kompakt.server.ports import DEFAULT_ADMIN_PORT
 
 if TYPE_CHECKING:
     import h11
@@ -64,8 +65,6 @@ else:  # loaded by the first admin request: ~13 ms of broker start-up otherwise
 
 log = logging.getLogger(__name__)
 
-#: The admin endpoint's default port: Kafka's 9092 plus 100, used by no Kafka component.
-DEFAULT_ADMIN_PORT = 9192
 MAX_BODY_BYTES = 1024 * 1024
 _READ_SIZE = 64 * 1024
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
