@@ -269,7 +269,13 @@ def _partitions_creating_if_allowed(cluster: Cluster, topic: str) -> list[int]:
     except CliError as missing:
         if not str(missing).endswith("does not exist"):
             raise
-    if _broker_setting(cluster, "auto.create.topics.enable") == "false":
+    from kompakt.cli.topic_cmd import broker_layers
+
+    try:
+        layer = broker_layers(cluster, cluster.admin()).get("auto.create.topics.enable")
+    except CliError:
+        layer = None  # a cluster that does not describe its broker: ask it to create, and see
+    if layer is not None and str(layer[1]).lower() == "false":
         raise CliError(
             f"topic {topic!r} does not exist and the broker does not create topics on first use "
             "(auto.create.topics.enable=false); create it with `kompakt topic create`"
@@ -295,24 +301,6 @@ def _partitions_creating_if_allowed(cluster: Cluster, topic: str) -> list[int]:
         soft_wrap=True,
     )
     return partitions
-
-
-def _broker_setting(cluster: Cluster, name: str) -> str | None:
-    """One broker config's value (DescribeConfigs of the lowest broker id), None if unknown."""
-    from kompakt.cli.cluster import KAFKA_ADMIN
-
-    admin = cluster.admin()
-    brokers = sorted(cluster.metadata(admin).brokers)
-    if not brokers:
-        return None
-    resource = KAFKA_ADMIN.ConfigResource(KAFKA_ADMIN.ResourceType.BROKER, str(brokers[0]))
-    futures = admin.describe_configs([resource], request_timeout=cluster.timeout_s)
-    try:
-        entries = cluster.wait(next(iter(futures.values())), "cannot describe the broker's configs")
-    except CliError:
-        return None
-    entry = entries.get(name)
-    return None if entry is None or entry.value is None else str(entry.value).lower()
 
 
 def topic_batch_limit(cluster: Cluster, topic: str) -> tuple[int, str] | None:

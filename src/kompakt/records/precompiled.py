@@ -175,8 +175,3 @@ def entry_point(signature: str) -> Callable[[F], F]:
         return dispatcher if found is None else found
 
     return declare
-
-
-def jit_dispatcher(symbol: str) -> Any:
-    """The numba dispatcher behind an entry point (what the equivalence tests compare against)."""
-    return ENTRY_POINTS[symbol].dispatcher
