@@ -78,6 +78,7 @@ class FileOps(Protocol):
     def rename(self, src: Path, dst: Path) -> None: ...
     def unlink(self, path: Path) -> None: ...
     def fsync_dir(self, path: Path) -> None: ...
+    def mkdir(self, path: Path) -> None: ...
 
 
 class OsFileOps:
@@ -120,6 +121,10 @@ class OsFileOps:
             pass  # some platforms and file systems cannot fsync a directory
         finally:
             os.close(fd)
+
+    def mkdir(self, path: Path) -> None:
+        """Create one directory; an existing one is fine (creation is idempotent on recovery)."""
+        path.mkdir(exist_ok=True)
 
 
 DEFAULT_FILE_OPS: Final[FileOps] = OsFileOps()

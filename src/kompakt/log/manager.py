@@ -6,7 +6,8 @@ Data directory layout (Kafka's, see :mod:`kompakt.log.files`)::
       .lock                               fcntl lock: one process per directory
       meta.properties                     cluster id and node id (written when missing)
       .kafka_cleanshutdown                present only while the directory is closed cleanly
-      kompakt-topics.json                 topic ids, partition counts, config overrides
+      kompakt-topics.json                 topic ids, partition counts, config overrides, and
+                                          the intent of a creation or deletion in progress
       recovery-point-offset-checkpoint    per partition: everything below is fsynced
       log-start-offset-checkpoint         per partition whose log start offset > first base offset
       replication-offset-checkpoint       per partition: the high watermark
@@ -20,6 +21,12 @@ recovery point, and what recovery cuts off is quarantined beside the segment
 point) is listed in ``offline_partitions`` and the others open. Its checkpoint entries are written
 back unchanged while it is offline: dropping its recovery point would let the next start treat
 the damaged, flushed data as unflushed and cut it without the operator (``kompakt log repair``).
+
+Creating, growing and deleting a topic span ``kompakt-topics.json`` and a directory per
+partition. Each records its intent in ``kompakt-topics.json`` before it touches a directory
+(:class:`~kompakt.log.topic_store.PendingChange`), and :meth:`LogManager.open` finishes what an
+intent names, as Kafka's brokers create or delete the logs its metadata log says they should
+have: after a crash at any file operation a topic exists with all its partitions, or not at all.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import os
 import random
 import shutil
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from kompakt.clock import Clock
@@ -72,7 +79,7 @@ from kompakt.log.metadata_files import (
 )
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segments import ManualScheduler, Scheduler
-from kompakt.log.topic_store import TopicMetadata, TopicStore, validate_topic_name
+from kompakt.log.topic_store import PendingChange, TopicMetadata, TopicStore, validate_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +142,10 @@ class LogManager:
         #: Checkpoint entries of offline partitions as read at open, per checkpoint file name.
         self._offline_checkpoints: dict[str, dict[TopicPartition, int]] = {}
         self._file_ops = file_ops
-        self._store = TopicStore(self.data_dir)
+        self._store = TopicStore(self.data_dir, file_ops)
+        #: Deleted topics whose partition directories are not all renamed yet: kept in the topic
+        #: store (``pending: delete``) until they are, so the next start finishes the deletion.
+        self._deleting: dict[str, TopicMetadata] = {}
         self._lock_fd: int | None = None
         self.had_clean_shutdown = False
         self._config_cache: dict[tuple[tuple[str, str], ...], LogConfig] = {}
@@ -157,11 +167,70 @@ class LogManager:
             self.had_clean_shutdown = read_clean_shutdown(self.data_dir) is not None
             recovery_points = self._read_checkpoint(RECOVERY_POINT_OFFSET_CHECKPOINT_FILE)
             start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT_FILE)
-            self._topics = self._store.load()
+            stored = self._store.load()
+            self._deleting = {n: m for n, m in stored.items() if m.pending is PendingChange.DELETE}
+            self._topics = {n: m for n, m in stored.items() if m.pending is not PendingChange.DELETE}
             for entry in sorted(os.scandir(self.data_dir), key=lambda e: e.name):
                 if entry.is_dir():
                     self._load_partition_dir(Path(entry.path), recovery_points, start_offsets)
+            self._finish_pending_changes(set(stored), recovery_points)
             remove_clean_shutdown(self.data_dir)
+
+    def _finish_pending_changes(
+        self, stored: set[str], recovery_points: Mapping[TopicPartition, int]
+    ) -> None:
+        """Finish the creations and deletions a crash interrupted (the intents in the topic store).
+
+        A pending creation gets its missing partitions, as Kafka's broker creates the logs the
+        metadata log assigns it; a pending deletion gets its remaining directories renamed
+        ``-delete``. A topic without an intent that lacks a partition directory lost it outside
+        kompakt (the creation had finished): the partition is created empty, as Kafka would, and
+        the loss is logged as an error when a checkpoint shows the partition once held data.
+        Topics the store does not list (directories adopted as found, such as a Kafka broker's,
+        which holds only the partitions assigned to it) are never completed.
+        """
+        for name in sorted(self._deleting):
+            log.warning("Finishing the deletion of topic %s, interrupted by a crash", name)
+            self._finish_deletion(self._deleting[name])
+        changed = False
+        for name, meta in sorted(self._topics.items()):
+            if name not in stored:
+                continue
+            missing = [
+                p
+                for p in range(meta.partitions)
+                if (name, p) not in self._logs and (name, p) not in self.offline_partitions
+            ]
+            if meta.pending is PendingChange.CREATE:
+                if missing:
+                    log.warning(
+                        "Finishing the creation of topic %s, interrupted by a crash: creating partitions %s",
+                        name,
+                        missing,
+                    )
+                self._ensure_partition_metadata(meta)
+            elif missing:
+                lost = [p for p in missing if recovery_points.get((name, p), 0) > 0]
+                log.error(
+                    "Topic %s has no directory for partitions %s; creating them empty%s",
+                    name,
+                    missing,
+                    f" (partitions {lost} held data before: it is lost)" if lost else "",
+                )
+            if missing:
+                self._create_partitions(meta, missing)
+            if meta.pending is not None:
+                self._topics[name] = meta.with_pending(None)
+                changed = True
+        if changed:
+            self._save_topics()
+
+    def _ensure_partition_metadata(self, meta: TopicMetadata) -> None:
+        """Write ``partition.metadata`` where a crash came between a directory and its file."""
+        for partition in range(meta.partitions):
+            path = self.data_dir / partition_dir_name(meta.name, partition)
+            if path.is_dir() and not (path / "partition.metadata").exists():
+                write_partition_metadata(path, meta.topic_id, self._file_ops)
 
     def _take_lock(self) -> None:
         self._lock_fd = lock_data_dir(self.data_dir)
@@ -195,6 +264,8 @@ class LogManager:
         except LogDirectoryError:
             log.warning("Skipping directory %s: not a topic-partition directory", path)
             return
+        if topic in self._deleting:
+            return  # renamed -delete by _finish_pending_changes, never opened
         meta = self._topics.get(topic)
         if meta is None:
             try:
@@ -329,32 +400,31 @@ class LogManager:
 
     # ------------------------------------------------------------------ topics
 
+    def _save_topics(self) -> None:
+        """Write the topic store: every live topic and every deletion not finished yet."""
+        self._store.save({**self._deleting, **self._topics})
+
     def create_topic(
         self, name: str, partitions: int, configs: Mapping[str, str] | None = None
     ) -> TopicMetadata:
-        """Validate, persist the topic, then create each partition dir with its partition.metadata."""
+        """Validate, record the intent, create each partition directory, clear the intent.
+
+        A failure part way (a full disk) rolls the creation back as far as it can; whatever it
+        cannot undo is finished at the next start (see :meth:`_finish_pending_changes`).
+        """
         validate_topic_name(name)
         overrides = dict(configs or {})
-        config = self._config_for(overrides)
+        self._config_for(overrides)
         if partitions < 1:
             raise InvalidPartitionsError(f"Number of partitions must be larger than 0 (got {partitions}).")
         with self._lock:
             if name in self._topics:
                 raise TopicExistsError(f"Topic '{name}' already exists.")
-            meta = TopicMetadata(name, random_kafka_uuid(), partitions, overrides)
-            self._topics[name] = meta
-            self._store.save(self._topics)
-            for partition in range(partitions):
-                self._create_partition(meta, partition, config)
-            return meta
-
-    def _create_partition(self, meta: TopicMetadata, partition: int, config: LogConfig) -> None:
-        path = self.data_dir / partition_dir_name(meta.name, partition)
-        path.mkdir(parents=True, exist_ok=True)
-        write_partition_metadata(path, meta.topic_id)
-        self._logs[(meta.name, partition)] = self._open_log(
-            path, meta.name, partition, config, recovery_point=0, log_start_offset=0, had_clean_shutdown=True
-        )
+            if name in self._deleting:
+                self._finish_deletion(self._deleting[name])
+            meta = TopicMetadata(name, random_kafka_uuid(), partitions, overrides, PendingChange.CREATE)
+            self._change_partitions(None, meta)
+            return self._topics[name]
 
     def create_partitions(self, name: str, total: int) -> TopicMetadata:
         with self._lock:
@@ -366,53 +436,148 @@ class LogManager:
                     if total < meta.partitions
                     else f"Topic already has {meta.partitions} partitions."
                 )
-            new_meta = TopicMetadata(meta.name, meta.topic_id, total, dict(meta.configs))
-            self._topics[name] = new_meta
-            self._store.save(self._topics)
-            config = self._config_for(meta.configs)
-            for partition in range(meta.partitions, total):
-                self._create_partition(new_meta, partition, config)
-            return new_meta
+            grown = TopicMetadata(meta.name, meta.topic_id, total, dict(meta.configs), PendingChange.CREATE)
+            self._change_partitions(meta, grown)
+            return self._topics[name]
+
+    def _change_partitions(self, before: TopicMetadata | None, after: TopicMetadata) -> None:
+        """Go from ``before`` (None: no topic) to ``after``'s partitions, with the intent recorded.
+
+        The order is the recovery's contract: the intent is durable before the first directory
+        exists, and cleared only once the last one does.
+        """
+        self._topics[after.name] = after
+        try:
+            self._save_topics()
+        except BaseException:
+            self._restore_topic(before, after.name)
+            raise
+        first_new = 0 if before is None else before.partitions
+        try:
+            self._create_partitions(after, range(first_new, after.partitions))
+        except BaseException:
+            self._roll_back_partitions(before, after, first_new)
+            raise
+        self._topics[after.name] = after.with_pending(None)
+        try:
+            self._save_topics()
+        except Exception:  # noqa: BLE001 - every partition exists: the change has happened
+            log.exception(
+                "Could not clear the pending creation of topic %s; the next start clears it", after.name
+            )
+
+    def _restore_topic(self, before: TopicMetadata | None, name: str) -> None:
+        if before is None:
+            self._topics.pop(name, None)
+        else:
+            self._topics[name] = before
+
+    def _roll_back_partitions(
+        self, before: TopicMetadata | None, after: TopicMetadata, first_new: int
+    ) -> None:
+        """Undo a creation that failed part way: drop the new partitions and the intent.
+
+        The new directories hold no records yet, so they are removed like a deleted topic's. If
+        the undo fails too, the intent stays in the store and the next start finishes the
+        creation instead; in memory the topic is as it was before, which is what the client,
+        told of the failure, expects until then.
+        """
+        self._restore_topic(before, after.name)
+        try:
+            for partition in range(first_new, after.partitions):
+                self._remove_partition(after, partition)
+            self._save_topics()
+        except Exception:  # noqa: BLE001 - the original failure is the one to report
+            log.exception(
+                "Could not roll back the creation of topic %s; the next start finishes it", after.name
+            )
+
+    def _create_partitions(self, meta: TopicMetadata, partitions: Iterable[int]) -> None:
+        """Create and open each partition's directory, then make the directory entries durable."""
+        config = self._config_for(meta.configs)
+        created = False
+        for partition in partitions:
+            path = self.data_dir / partition_dir_name(meta.name, partition)
+            self._file_ops.mkdir(path)
+            write_partition_metadata(path, meta.topic_id, self._file_ops)
+            self._logs[(meta.name, partition)] = self._open_log(
+                path,
+                meta.name,
+                partition,
+                config,
+                recovery_point=0,
+                log_start_offset=0,
+                had_clean_shutdown=True,
+            )
+            created = True
+        if created:
+            self._file_ops.fsync_dir(self.data_dir)
 
     def alter_topic_config(self, name: str, overrides: Mapping[str, str]) -> TopicMetadata:
-        """Replace the topic's overrides (validated first); logs pick them up at their next roll/pass."""
+        """Replace the topic's overrides (validated first); logs pick them up at their next roll/pass.
+
+        One atomic write of the topic store is the whole change on disk.
+        """
         with self._lock:
             meta = self._topic(name)
             config = self._config_for(overrides)
             new_meta = TopicMetadata(meta.name, meta.topic_id, meta.partitions, dict(overrides))
             self._topics[name] = new_meta
-            self._store.save(self._topics)
+            try:
+                self._save_topics()
+            except BaseException:
+                self._topics[name] = meta
+                raise
             for (topic, _p), partition_log in self._logs.items():
                 if topic == name:
                     partition_log.update_config(config)
             return new_meta
 
     def delete_topic(self, name: str) -> None:
-        """Rename each partition dir to ``<topic>-<p>.<uuid>-delete`` and remove it later."""
+        """Record the deletion, rename each partition dir ``<topic>-<p>.<uuid>-delete``, clear it.
+
+        The directories are removed after ``file.delete.delay.ms``. Once the intent is durable
+        the topic is gone for every client; a failure after that is finished at the next start.
+        """
         with self._lock:
             meta = self._topic(name)
+            deleting = meta.with_pending(PendingChange.DELETE)
             del self._topics[name]
-            self._store.save(self._topics)
-            delay = self._config_for(meta.configs).file_delete_delay_ms
-            for partition in range(meta.partitions):
-                tp = (name, partition)
-                self.offline_partitions.pop(tp, None)
-                partition_log = self._logs.pop(tp, None)
-                if partition_log is not None:
-                    partition_log.delete()
-                source = self.data_dir / partition_dir_name(name, partition)
-                if not source.exists():
-                    continue
-                target = self.data_dir / partition_dir_name(name, partition, DELETE_DIR_SUFFIX)
-                rename_durably(source, target)
-                self.scheduler.schedule(
-                    delay, functools.partial(_remove_tree, target), f"delete-dir {target.name}"
-                )
-            # Drop the deleted partitions from the checkpoints now, as Kafka's LogManager.asyncDelete
-            # does: a topic re-created under the same name must not inherit the old recovery point,
-            # which recovery would take for flushed data of the new log.
-            self.checkpoint_recovery_points()
-            self.checkpoint_log_start_offsets()
+            self._deleting[name] = deleting
+            try:
+                self._save_topics()
+            except BaseException:
+                del self._deleting[name]
+                self._topics[name] = meta
+                raise
+            self._finish_deletion(deleting)
+
+    def _finish_deletion(self, meta: TopicMetadata) -> None:
+        """Rename every remaining partition directory of ``meta`` and drop its intent."""
+        for partition in range(meta.partitions):
+            self._remove_partition(meta, partition)
+        del self._deleting[meta.name]
+        self._save_topics()
+        # Drop the deleted partitions from the checkpoints now, as Kafka's LogManager.asyncDelete
+        # does: a topic re-created under the same name must not inherit the old recovery point,
+        # which recovery would take for flushed data of the new log.
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+
+    def _remove_partition(self, meta: TopicMetadata, partition: int) -> None:
+        """Close one partition and rename its directory ``-delete``, removed after the delay."""
+        tp = (meta.name, partition)
+        self.offline_partitions.pop(tp, None)
+        partition_log = self._logs.pop(tp, None)
+        if partition_log is not None:
+            partition_log.delete()
+        source = self.data_dir / partition_dir_name(meta.name, partition)
+        if not source.exists():
+            return
+        target = self.data_dir / partition_dir_name(meta.name, partition, DELETE_DIR_SUFFIX)
+        rename_durably(source, target, self._file_ops)
+        delay = self._config_for(meta.configs).file_delete_delay_ms
+        self.scheduler.schedule(delay, functools.partial(_remove_tree, target), f"delete-dir {target.name}")
 
     def _topic(self, name: str) -> TopicMetadata:
         meta = self._topics.get(name)

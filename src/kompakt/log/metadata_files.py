@@ -31,7 +31,7 @@ from pathlib import Path
 
 from kompakt.errors import CorruptCheckpointError
 from kompakt.log.config_defs import parse_properties_text
-from kompakt.log.files import atomic_write_bytes, delete_file, fsync_dir
+from kompakt.log.files import DEFAULT_FILE_OPS, FileOps, atomic_write_bytes, delete_file, fsync_dir
 
 PARTITION_METADATA_FILE = "partition.metadata"
 META_PROPERTIES_FILE = "meta.properties"
@@ -70,11 +70,13 @@ def random_kafka_uuid() -> uuid.UUID:
 # ---- partition.metadata --------------------------------------------------------------------
 
 
-def write_partition_metadata(partition_dir: str | Path, topic_id: uuid.UUID) -> None:
+def write_partition_metadata(
+    partition_dir: str | Path, topic_id: uuid.UUID, file_ops: FileOps = DEFAULT_FILE_OPS
+) -> None:
     if topic_id == ZERO_UUID:
         raise ValueError("the zero UUID is not a valid topic id")
     path = Path(partition_dir) / PARTITION_METADATA_FILE
-    atomic_write_bytes(path, f"version: 0\ntopic_id: {uuid_to_kafka(topic_id)}\n".encode())
+    atomic_write_bytes(path, f"version: 0\ntopic_id: {uuid_to_kafka(topic_id)}\n".encode(), file_ops)
 
 
 def read_partition_metadata(partition_dir: str | Path) -> uuid.UUID | None:

@@ -8,12 +8,23 @@ atomically on every change (temp file, fsync, rename, fsync directory)::
       "version": 1,
       "topics": [
         {"name": "orders", "topic_id": "<22-char Kafka id>", "partitions": 3,
-         "configs": {"cleanup.policy": "compact"}}
+         "configs": {"cleanup.policy": "compact"}},
+        {"name": "old", "topic_id": "...", "partitions": 2, "configs": {}, "pending": "delete"}
       ]
     }
 
 Only overrides are stored; the effective config is resolved against the broker config at load
 time, so a broker default change reaches every topic without an override.
+
+Creating, growing and deleting a topic change several files (this one and a directory per
+partition), and no sequence of renames makes that atomic. Kafka gets atomicity from its metadata
+log: once the controller has committed a TopicRecord, every broker creates the logs it is
+missing, at start-up too. kompakt does the same with an intent in this file, written before any
+directory is touched: ``"pending": "create"`` (the topic and its partition count are decided; any
+partition directory still missing is created when the directory opens) or ``"pending": "delete"``
+(the topic is gone; any partition directory still present is renamed ``-delete`` when the
+directory opens). The intent is cleared when the change has finished. So after a crash at any
+point a topic exists with all its partitions or not at all.
 """
 
 from __future__ import annotations
@@ -22,12 +33,13 @@ import json
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from kompakt.errors import InvalidTopicError, KompaktError
-from kompakt.log.files import atomic_write_bytes
+from kompakt.log.files import DEFAULT_FILE_OPS, FileOps, atomic_write_bytes
 from kompakt.log.metadata_files import ZERO_UUID, kafka_to_uuid, uuid_to_kafka
 
 TOPICS_FILE = "kompakt-topics.json"
@@ -58,6 +70,15 @@ def validate_topic_name(name: str) -> None:
         )
 
 
+class PendingChange(StrEnum):
+    """A change to a topic's partition directories that was decided but may not have finished."""
+
+    #: Partitions ``0..partitions-1`` must all exist: missing ones are created at start-up.
+    CREATE = "create"
+    #: The topic is deleted: its partition directories still present are renamed ``-delete``.
+    DELETE = "delete"
+
+
 @dataclass(frozen=True, slots=True)
 class TopicMetadata:
     """What kompakt must remember about a topic beyond its partition directories."""
@@ -66,14 +87,21 @@ class TopicMetadata:
     topic_id: uuid.UUID
     partitions: int
     configs: dict[str, str] = field(default_factory=dict)
+    pending: PendingChange | None = None
+
+    def with_pending(self, pending: PendingChange | None) -> TopicMetadata:
+        return replace(self, configs=dict(self.configs), pending=pending)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "name": self.name,
             "topic_id": uuid_to_kafka(self.topic_id),
             "partitions": self.partitions,
             "configs": dict(sorted(self.configs.items())),
         }
+        if self.pending is not None:
+            document["pending"] = self.pending.value
+        return document
 
     @classmethod
     def from_json(cls, raw: Any) -> TopicMetadata:
@@ -90,7 +118,14 @@ class TopicMetadata:
         topic_id = kafka_to_uuid(raw["topic_id"])
         if topic_id == ZERO_UUID:
             raise ValueError(f"topic {name} has the zero topic id")
-        return cls(name=name, topic_id=topic_id, partitions=partitions, configs=dict(configs))
+        pending = raw.get("pending")
+        return cls(
+            name=name,
+            topic_id=topic_id,
+            partitions=partitions,
+            configs=dict(configs),
+            pending=None if pending is None else PendingChange(pending),
+        )
 
 
 class TopicStore:
@@ -99,8 +134,9 @@ class TopicStore:
     Not thread-safe: the log manager serialises topic creation, deletion and config changes.
     """
 
-    def __init__(self, data_dir: str | Path) -> None:
+    def __init__(self, data_dir: str | Path, file_ops: FileOps = DEFAULT_FILE_OPS) -> None:
         self.path = Path(data_dir) / TOPICS_FILE
+        self._file_ops = file_ops
 
     def load(self) -> dict[str, TopicMetadata]:
         """Every topic by name; a missing file means no topics yet."""
@@ -131,4 +167,4 @@ class TopicStore:
             "version": TOPICS_FILE_VERSION,
             "topics": [topics[name].to_json() for name in sorted(topics)],
         }
-        atomic_write_bytes(self.path, (json.dumps(document, indent=2) + "\n").encode())
+        atomic_write_bytes(self.path, (json.dumps(document, indent=2) + "\n").encode(), self._file_ops)

@@ -5,7 +5,11 @@ Hand it to what performs the writes (``file_ops=`` of a log, or of
 :func:`~kompakt.log.files.atomic_write_bytes`), run a scenario once with ``fail_at=None`` to learn
 ``count``, then once per ``0..count-1``, each time reopening the directory and checking recovery.
 ``log`` lists ``(op, target)`` pairs: ``create``/``open`` (a descriptor opened to change a file),
-``write``, ``truncate``, ``fsync``, ``rename``, ``delete``, ``fsync_dir``.
+``write``, ``truncate``, ``fsync``, ``rename``, ``delete``, ``fsync_dir``, ``mkdir``.
+
+With ``kill=True`` the failure is a ``kill -9``: the failing operation and every one after it
+raise, so no clean-up or rollback the code under test attempts can touch the files; what is on
+disk is what the kill left, for a reopen to recover.
 
 Only operations done while it is armed count (from construction, unless ``armed=False``; see
 :meth:`FaultInjectingFileOps.armed`), so a log can be opened through it and only, say, one swap
@@ -37,9 +41,17 @@ class FaultInjectingFileOps:
     """
 
     def __init__(
-        self, fail_at: int | None = None, *, armed: bool = True, inner: FileOps = DEFAULT_FILE_OPS
+        self,
+        fail_at: int | None = None,
+        *,
+        armed: bool = True,
+        kill: bool = False,
+        inner: FileOps = DEFAULT_FILE_OPS,
     ) -> None:
         self.fail_at = fail_at
+        self.kill = kill
+        #: Whether the failure has happened (with ``kill``, every later operation fails too).
+        self.failed = False
         self.count = 0
         self.log: list[tuple[str, str]] = []
         self._armed = armed
@@ -57,10 +69,13 @@ class FaultInjectingFileOps:
             self._armed = False
 
     def _step(self, op: str, target: object) -> None:
+        if self.failed and self.kill:
+            raise SimulatedCrashError(f"{op} {target} after the simulated kill at operation {self.fail_at}")
         if not self._armed:
             return
         if self.fail_at is not None and self.count == self.fail_at:
             self.count += 1
+            self.failed = True
             raise SimulatedCrashError(f"simulated crash at operation {self.fail_at}: {op} {target}")
         self.count += 1
         self.log.append((op, str(target)))
@@ -93,6 +108,10 @@ class FaultInjectingFileOps:
     def fsync_dir(self, path: Path) -> None:
         self._step("fsync_dir", path)
         self._inner.fsync_dir(path)
+
+    def mkdir(self, path: Path) -> None:
+        self._step("mkdir", path)
+        self._inner.mkdir(path)
 
 
 __all__ = ["FaultInjectingFileOps", "SimulatedCrashError"]

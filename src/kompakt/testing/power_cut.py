@@ -80,6 +80,20 @@ class CutReport:
         return "\n".join(lines)
 
 
+def _read_all(fd: int, size: int) -> bytes:
+    """The first ``size`` bytes behind ``fd``, also for a write-only descriptor (atomic writes)."""
+    if not size:
+        return b""
+    try:
+        return os.pread(fd, size, 0)
+    except OSError:
+        reader = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY)
+        try:
+            return os.pread(reader, size, 0)
+        finally:
+            os.close(reader)
+
+
 class PowerCutFileOps:
     """File operations that record durability; :meth:`cut` rewrites the files to what survives.
 
@@ -183,7 +197,7 @@ class PowerCutFileOps:
         f = self._file_of(fd)
         self._inner.fsync(fd)
         size = os.fstat(fd).st_size
-        data = os.pread(fd, size, 0) if size else b""
+        data = _read_all(fd, size)
         f.durable, f.durable_size = data.rstrip(b"\x00"), size
         f.pending.clear()
 
@@ -212,6 +226,11 @@ class PowerCutFileOps:
         self._inner.fsync_dir(path)
         for change in self._pending_dirs.pop(key, []):
             self._apply_entry(self._durable, change)
+
+    def mkdir(self, path: Path) -> None:
+        """Directories are not modelled: one created survives the cut (its entries may not)."""
+        self._step(f"mkdir {os.fspath(path)}")
+        self._inner.mkdir(path)
 
     # ------------------------------------------------------------------ the cut
 
