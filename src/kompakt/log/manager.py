@@ -478,9 +478,12 @@ class LogManager:
         """Undo a creation that failed part way: drop the new partitions and the intent.
 
         The new directories hold no records yet, so they are removed like a deleted topic's. If
-        the undo fails too, the intent stays in the store and the next start finishes the
-        creation instead; in memory the topic is as it was before, which is what the client,
-        told of the failure, expects until then.
+        the undo fails too (the disk is failing), a new topic is kept as a deletion to finish
+        (at the next store write's start-up, or before the name is created again), so no
+        directory of it is left to be adopted as a topic of its own; until some store write
+        succeeds, the intent on disk is still the creation, which the next start completes.
+        Either way the topic exists whole or not at all. In memory the topic is as it was
+        before, which is what the client, told of the failure, expects.
         """
         self._restore_topic(before, after.name)
         try:
@@ -488,9 +491,9 @@ class LogManager:
                 self._remove_partition(after, partition)
             self._save_topics()
         except Exception:  # noqa: BLE001 - the original failure is the one to report
-            log.exception(
-                "Could not roll back the creation of topic %s; the next start finishes it", after.name
-            )
+            if before is None:
+                self._deleting[after.name] = after.with_pending(PendingChange.DELETE)
+            log.exception("Could not roll back the creation of partitions of topic %s", after.name)
 
     def _create_partitions(self, meta: TopicMetadata, partitions: Iterable[int]) -> None:
         """Create and open each partition's directory, then make the directory entries durable."""
