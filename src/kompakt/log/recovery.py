@@ -24,21 +24,24 @@ Steps (Kafka's ``LogLoader.load``, ``LogLoader.removeTempFilesAndCollectSwapFile
    offsets, and ``kompakt log repair``), and nothing is changed.
 7. With no segments left, create one at the log start offset.
 8. At every start, clean shutdown or not, check the active segment's tail: every batch from its
-   last index entry must be whole and valid, CRC included, and the last must end exactly at the
-   end of the file (:meth:`LogSegment.validate_tail`: the few kilobytes that finding the log end
-   offset reads anyway). After a crash, step 6 has made that cut already. After a clean shutdown
-   every byte was flushed, so the checkpointed recovery point (the log end offset at shutdown)
-   says nothing about where damage may be cut; what decides is whether the cut would move intact
-   data aside. The rule (:func:`_check_clean_tail`): the damaged tail of a cleanly shut down log
-   is the active segment from the end of its last whole valid batch to the end of the file, when
-   no valid batch lies anywhere in those bytes. That tail is cut and quarantined as in step 6, with
-   a warning naming the acknowledged offsets that are no longer in the files (a truncated or
-   partially copied file, a torn or zeroed last batch, garbage appended): they were lost before
-   the log was opened, every intact batch is kept, and serving the rest is what the same damage
-   after a crash gets. When a valid batch follows the damage, the damage is in the middle of
-   flushed data and cutting there would quarantine intact, acknowledged batches: the partition
-   goes offline as in step 6, for the operator and ``kompakt log repair``. The recovery point is
-   then the log end offset after a clean shutdown (Kafka's rule), else the checkpointed one.
+   last index entry must be whole and valid, CRC included, and the last must end exactly at the end
+   of the file (:meth:`LogSegment.validate_tail`: a few kilobytes, mostly those that finding the
+   log end offset reads anyway). After a crash, step 6 has made that cut already. After a clean
+   shutdown every byte was flushed, so the checkpointed recovery point (the log end offset at
+   shutdown) lies at or above any damage and cannot say what may be cut; what decides is whether a
+   cut would move intact data aside. The rule (:func:`_check_clean_tail`): the damaged tail of a
+   cleanly shut down log is the active segment from the end of its last whole valid batch to the
+   end of the file, when no valid batch lies anywhere in those bytes (a truncated or partially
+   copied file, a torn or zeroed last batch, a bad CRC in the last batch, garbage appended). That
+   tail is cut and quarantined as in step 6, with a warning naming the acknowledged offsets that
+   are no longer in the file: they were lost before the log was opened, every intact batch is kept,
+   and the rest is served, as the same damage is after a crash (where an active segment lies above
+   the recovery point unless a flush covered it). When a valid batch follows the damage, the damage
+   is in the middle of flushed data and a cut would quarantine intact, acknowledged batches: the
+   partition goes offline as in step 6, for the operator and ``kompakt log repair``. The recovery
+   point is then the log end offset after a clean shutdown (Kafka's rule), else the checkpointed
+   one; :class:`~kompakt.log.manager.LogManager` rewrites the checkpoints at once when a log now
+   ends below them.
 9. The active segment's indexes are preallocated on its first append (an idle partition leaves
    its files as they are).
 """

@@ -520,17 +520,17 @@ class LogSegment:
         whole and valid (magic 2, offsets increasing inside the segment, CRC) and the last must end
         exactly at the end of the file.
 
-        The start-up check of an active segment (no rescan of whole logs: the walk covers at most
-        ``index.interval.bytes`` plus one batch, the bytes the header reads that find the log end
-        offset already touch). A clean shutdown fsynced every byte, yet the end of the file is
-        where a partial copy, a truncated file, blocks a file system zero-filled, or bytes appended
-        after the last batch show; some of that keeps the framing (a zeroed batch body, a torn last
-        write whose header survived) and only the CRC shows it, and a batch served with a bad CRC
-        stalls every consumer at it. Batches before the last index entry are not read: their CRCs
-        are crash recovery's and ``kompakt log verify``'s business (Kafka reads none at a clean
-        start). When the batch at the index entry itself is bad the walk starts again from byte 0,
-        checking frames only up to the entry, so that ``next_offset`` is the offset after the last
-        good batch.
+        The start-up check of an active segment (no rescan of whole logs: by the index rule the
+        walk covers at most ``index.interval.bytes`` plus the last batch, pages the header reads
+        that find the log end offset mostly touch anyway). A clean shutdown fsynced every byte, yet
+        the end of the file is where a partial copy, a truncated file, blocks a file system
+        zero-filled, or bytes appended after the last batch show; some of that keeps the framing (a
+        zeroed batch body, a torn last write whose header survived) and only the CRC shows it, and
+        a batch served with a bad CRC stalls every consumer at it. Batches before the last index
+        entry are not read: their CRCs are crash recovery's and ``kompakt log verify``'s business
+        (Kafka reads none at a clean start). When the batch at the index entry itself is bad the
+        walk starts again from byte 0, checking frames only up to the entry, so that
+        ``next_offset`` is the offset after the last good batch.
         """
         size = self._size
         if size == 0:
