@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ from kompakt.clock import FakeClock
 from kompakt.log.checkpoint import RECOVERY_POINT_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
 from kompakt.log.config import BrokerConfig
 from kompakt.log.manager import LogManager
+from kompakt.log.segment import batch_positions
 from kompakt.records.batch import iter_batches
 from kompakt.records.record import decode_records
 from tests.support.log_dirs import keys
@@ -146,3 +148,62 @@ def test_repair_moves_later_segments_and_rejects_a_segment_file(build: Any, cli:
     assert sorted(p.name for p in (path / "t-0").iterdir() if p.name.endswith(".log")) == [first.name]
     usage = cli("log", "repair", str(first))
     assert usage.code == 2 and "not a segment file" in usage.err
+
+
+def _cut_active_segment(build: Any, name: str, *, clean: bool) -> tuple[Path, Path, bytes]:
+    """3,000 records in 100 batches, closed cleanly or left as a crash leaves them, then the active
+    segment loses all but 50 bytes of its last batch; the directory, the segment and the cut bytes."""
+    b = build(name)
+    log = b.topic("t")
+    for i in range(100):
+        b.put(log, [(f"k{j}".encode(), f"v{j}".encode()) for j in range(30 * i, 30 * i + 30)])
+    if clean:
+        path = b.close()
+        assert (path / ".kafka_cleanshutdown").exists()
+    else:
+        b.manager.close_without_flush()
+        path = b.path
+    segment = path / "t-0" / "00000000000000000000.log"
+    data = segment.read_bytes()
+    last = batch_positions(data)[-1]
+    segment.write_bytes(data[: last + 50])
+    return path, segment, data[last : last + 50]
+
+
+def test_verify_reports_a_cut_active_segment_after_clean_shutdown_as_after_a_crash(
+    build: Any, cli: Any
+) -> None:
+    """Hardening item 2: the clean start quarantines the cut tail and serves 2,970 records (it
+    was offline), and ``log verify`` reports it exactly as it reports the same damage after a
+    crash, while the broker runs (the checkpoints already follow the cut) and after it stops."""
+    reports: dict[bool, list[Any]] = {}
+    for clean in (True, False):
+        path, segment, cut = _cut_active_segment(build, f"clean-{clean}", clean=clean)
+        manager = _manager(path)
+        assert manager.offline_partitions == {}
+        assert manager.get_log("t", 0).log_end_offset == 2_970
+        assert _values(manager) == [(i, f"v{i}".encode()) for i in range(2_970)]
+        quarantine = Path(f"{segment}.corrupt-2970")
+        assert quarantine.read_bytes() == cut
+        running = cli("log", "verify", str(path), "--output", "json")
+        assert running.code == 0, running.out
+        manager.close()
+        stopped = cli("log", "verify", str(path), "--output", "json")
+        assert stopped.code == 0, stopped.out
+        assert stopped.json()["quarantine"] == [
+            {
+                "partition": "t-0",
+                "file": str(quarantine),
+                "bytes": 50,
+                "cut_offset": 2_970,
+                "source": segment.name,
+            }
+        ]
+        [part] = stopped.json()["partitions"]
+        assert (part["records"], part["log_end_offset"], part["defects"]) == (2_970, 2_970, 0)
+        table = cli("log", "verify", str(path))
+        assert table.code == 0, table.out
+        assert "quarantined bytes" in table.out and f"{segment.name}.corrupt-2970" in table.out
+        assert "ok: 1 segment files verified, no defects" in table.out
+        reports[clean] = [json.loads(report.out.replace(str(path), "DATA")) for report in (running, stopped)]
+    assert reports[True] == reports[False]

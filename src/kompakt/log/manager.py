@@ -15,10 +15,12 @@ Data directory layout (Kafka's, see :mod:`kompakt.log.files`)::
       <topic>-<partition>.<hex>-delete/   being removed after file.delete.delay.ms
 
 Opening never scans the ``.log`` files of a cleanly shut down directory (indexes are lazy; only
-each active segment's tail is checked); after a crash every partition re-validates from its
+each active segment's tail is checked, and a damaged tail with no intact batch in it is cut, as
+:mod:`kompakt.log.recovery` step 8 says); after a crash every partition re-validates from its
 recovery point, and what recovery cuts off is quarantined beside the segment
 (:mod:`kompakt.log.quarantine`). A partition whose flushed data is damaged (below its recovery
-point) is listed in ``offline_partitions`` and the others open. Its checkpoint entries are written
+point after a crash; followed by intact batches after a clean shutdown) is listed in
+``offline_partitions`` and the others open. Its checkpoint entries are written
 back unchanged while it is offline: dropping its recovery point would let the next start treat
 the damaged, flushed data as unflushed and cut it without the operator (``kompakt log repair``).
 
@@ -174,6 +176,7 @@ class LogManager:
                 if entry.is_dir():
                     self._load_partition_dir(Path(entry.path), recovery_points, start_offsets)
             self._finish_pending_changes(set(stored), recovery_points)
+            self._rewrite_checkpoints_above_log_end(recovery_points, start_offsets)
             remove_clean_shutdown(self.data_dir)
 
     def _finish_pending_changes(
@@ -231,6 +234,25 @@ class LogManager:
             path = self.data_dir / partition_dir_name(meta.name, partition)
             if path.is_dir() and not (path / "partition.metadata").exists():
                 write_partition_metadata(path, meta.topic_id, self._file_ops)
+
+    def _rewrite_checkpoints_above_log_end(
+        self, recovery_points: Mapping[TopicPartition, int], start_offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        """Write the checkpoints now when loading cut a log below its checkpointed offsets.
+
+        A clean start that cut a damaged tail into quarantine leaves the recovery point checkpointed
+        beyond the new log end offset until the next periodic write. A crash before that write would
+        take the new, unflushed appends at those offsets for flushed data and, finding one torn,
+        take the partition offline (``kompakt log repair`` clamps the checkpoints for the same
+        reason); ``kompakt log verify`` would report them beyond the log end meanwhile.
+        """
+        if any(
+            partition_log.log_end_offset < max(recovery_points.get(tp, 0), start_offsets.get(tp, 0))
+            for tp, partition_log in self._logs.items()
+        ):
+            self.checkpoint_recovery_points()
+            self.checkpoint_log_start_offsets()
+            self.checkpoint_high_watermarks()
 
     def _take_lock(self) -> None:
         self._lock_fd = lock_data_dir(self.data_dir)

@@ -23,16 +23,25 @@ Steps (Kafka's ``LogLoader.load``, ``LogLoader.removeTempFilesAndCollectSwapFile
    partition goes offline instead (:class:`PartitionOfflineError` naming the file, byte and
    offsets, and ``kompakt log repair``), and nothing is changed.
 7. With no segments left, create one at the log start offset.
-8. At every start, clean shutdown or not, check the active segment's tail: the batch frames from
-   its last index entry must end exactly at the end of the file (:meth:`LogSegment.validate_tail`,
-   the same few header reads that find the log end offset). A clean shutdown fsyncs everything
-   and checkpoints the recovery point at the log end offset, so a torn tail found then lies below
-   the checkpointed recovery point: bytes that were acknowledged and flushed are damaged, and the
-   partition goes offline as in step 6 rather than serve a tail that consumers stall at (and that
-   later appends would land behind). Only where the checkpoint is older than the tail (no entry
-   for the partition, a marker that outlived a crash) is the tail cut and quarantined at once,
-   as in step 6. The recovery point is then the log end offset after a clean shutdown (Kafka's
-   rule), else the checkpointed one.
+8. At every start, clean shutdown or not, check the active segment's tail: every batch from its
+   last index entry must be whole and valid, CRC included, and the last must end exactly at the end
+   of the file (:meth:`LogSegment.validate_tail`: a few kilobytes, mostly those that finding the
+   log end offset reads anyway). After a crash, step 6 has made that cut already. After a clean
+   shutdown every byte was flushed, so the checkpointed recovery point (the log end offset at
+   shutdown) lies at or above any damage and cannot say what may be cut; what decides is whether a
+   cut would move intact data aside. The rule (:func:`_check_clean_tail`): the damaged tail of a
+   cleanly shut down log is the active segment from the end of its last whole valid batch to the
+   end of the file, when no valid batch lies anywhere in those bytes (a truncated or partially
+   copied file, a torn or zeroed last batch, a bad CRC in the last batch, garbage appended). That
+   tail is cut and quarantined as in step 6, with a warning naming the acknowledged offsets that
+   are no longer in the file: they were lost before the log was opened, every intact batch is kept,
+   and the rest is served, as the same damage is after a crash (where an active segment lies above
+   the recovery point unless a flush covered it). When a valid batch follows the damage, the damage
+   is in the middle of flushed data and a cut would quarantine intact, acknowledged batches: the
+   partition goes offline as in step 6, for the operator and ``kompakt log repair``. The recovery
+   point is then the log end offset after a clean shutdown (Kafka's rule), else the checkpointed
+   one; :class:`~kompakt.log.manager.LogManager` rewrites the checkpoints at once when a log now
+   ends below them.
 9. The active segment's indexes are preallocated on its first append (an idle partition leaves
    its files as they are).
 """
@@ -331,14 +340,59 @@ def _refuse_below_recovery_point(cut: Cut, recovery_point: int, topic_partition:
     """
     if cut.cut_offset >= recovery_point:
         return
+    raise _offline(cut, topic_partition, found, f"below its recovery point {recovery_point}")
+
+
+def _offline(cut: Cut, topic_partition: str, found: str, why: str) -> PartitionOfflineError:
+    """The error that takes a partition offline over ``cut``: the file, byte, offsets and the tools."""
     directory = cut.segment.directory
-    raise PartitionOfflineError(
+    return PartitionOfflineError(
         f"Partition {topic_partition} is offline: corrupt record batch in {cut.segment.log_path} at byte "
         f"{cut.position} ({cut.reason}), found {found}; the log is valid only up to offset {cut.cut_offset}, "
-        f"below its recovery point {recovery_point}, so flushed data is damaged and recovery will not "
-        f"truncate it. `kompakt log verify {directory}` shows the damage; `kompakt log repair {directory}` "
+        f"{why}, so flushed data is damaged and recovery will not truncate it. "
+        f"`kompakt log verify {directory}` shows the damage; `kompakt log repair {directory}` "
         "shows what cutting the log there would move to quarantine, and `--execute` does it"
     )
+
+
+def _check_clean_tail(cut: Cut, recovery_point: int, topic_partition: str) -> None:
+    """Step 8's rule after a clean shutdown: cut only a tail that holds no intact batch.
+
+    A clean shutdown flushed every byte, so the checkpointed recovery point does not tell flushed
+    from unflushed here. Bytes from the end of the last whole valid batch to the end of the active
+    segment in which no valid batch can be found hold nothing that could still be served: cutting
+    them (into quarantine) loses no intact data, and leaving them would stall consumers at the bad
+    batch and put later appends behind it. A valid batch after the damage is intact data that was
+    acknowledged and flushed: the partition goes offline, as for damaged flushed data after a
+    crash, whatever the checkpoint says. The warning names the acknowledged offsets the files no
+    longer hold (from the cut offset up to the checkpointed log end).
+    """
+    segment = cut.segment
+    with segment.reading_only():
+        beyond = has_valid_data_after(segment, cut.position, cut.cut_offset)
+    if beyond is not None:
+        followed = quarantine.Cut(
+            segment, cut.position, cut.cut_offset, f"{cut.reason}; a valid batch follows at byte {beyond}"
+        )
+        raise _offline(
+            followed,
+            topic_partition,
+            "at start-up after a clean shutdown",
+            "and intact batches written before the clean shutdown follow the damage",
+        )
+    if cut.cut_offset < recovery_point:
+        log.warning(
+            "Partition %s: the active segment %s is damaged at byte %d after a clean shutdown (%s) and no "
+            "valid batch follows; offsets %d..%d were acknowledged but are no longer in the file. Cutting "
+            "the damaged tail into quarantine; the log is served up to offset %d",
+            topic_partition,
+            segment.log_path,
+            cut.position,
+            cut.reason,
+            cut.cut_offset,
+            recovery_point - 1,
+            cut.cut_offset,
+        )
 
 
 def recover_unflushed(
@@ -433,11 +487,13 @@ def load_partition_dir(
     tail = active.validate_tail()
     log_end_offset = tail.next_offset if tail.next_offset is not None else active.base_offset
     if tail.error is not None:
-        # Step 8. Crash recovery (step 6) has validated the active segment already, so in practice
-        # this is a clean start over a torn tail: below the checkpointed recovery point, offline.
+        # Step 8. After a crash step 6 has validated the active segment already, so in practice this
+        # is a clean start over a damaged tail.
         cut = quarantine.Cut(active, tail.valid_bytes, log_end_offset, tail.error)
-        found = "at start-up after a clean shutdown" if had_clean_shutdown else "at start-up"
-        _refuse_below_recovery_point(cut, recovery_point, topic_partition, found)
+        if had_clean_shutdown:
+            _check_clean_tail(cut, recovery_point, topic_partition)
+        else:
+            _refuse_below_recovery_point(cut, recovery_point, topic_partition, "at start-up")
         truncated += tail.file_size - tail.valid_bytes
         quarantined += quarantine.apply_cut(
             cut, segments, topic_partition=topic_partition, now_ms=now_ms, file_ops=file_ops

@@ -516,15 +516,20 @@ class LogSegment:
                 os.close(fd)
 
     def validate_tail(self) -> ValidationResult:
-        """:meth:`read_next_offset`'s walk, checked: the batch frames from the last index entry must
-        end exactly at the end of the file, with magic 2 and offsets increasing inside the segment.
+        """:meth:`read_next_offset`'s walk, checked: every batch from the last index entry on must be
+        whole and valid (magic 2, offsets increasing inside the segment, CRC) and the last must end
+        exactly at the end of the file.
 
-        The start-up check of an active segment after a clean shutdown (no rescan of whole logs:
-        the same few header reads as finding the log end offset). CRCs are not checked here: a
-        clean shutdown fsynced every byte, so what can differ from what was acknowledged is the
-        file's length (a torn or partial copy, bytes appended after the last batch), which the
-        framing shows; CRCs are crash recovery's and ``kompakt log verify``'s business. When the
-        batch at the index entry itself is bad the walk starts again from byte 0, so that
+        The start-up check of an active segment (no rescan of whole logs: by the index rule the
+        walk covers at most ``index.interval.bytes`` plus the last batch, pages the header reads
+        that find the log end offset mostly touch anyway). A clean shutdown fsynced every byte, yet
+        the end of the file is where a partial copy, a truncated file, blocks a file system
+        zero-filled, or bytes appended after the last batch show; some of that keeps the framing (a
+        zeroed batch body, a torn last write whose header survived) and only the CRC shows it, and
+        a batch served with a bad CRC stalls every consumer at it. Batches before the last index
+        entry are not read: their CRCs are crash recovery's and ``kompakt log verify``'s business
+        (Kafka reads none at a clean start). When the batch at the index entry itself is bad the
+        walk starts again from byte 0, checking frames only up to the entry, so that
         ``next_offset`` is the offset after the last good batch.
         """
         size = self._size
@@ -534,13 +539,14 @@ class LogSegment:
         if size > self.index_interval_bytes:  # see read_next_offset: a smaller log has no entries
             index = self._checked_offset_index()
             position = index.lookup(index.last_offset)[1]
-        result = self._walk_frames(position, size)
+        result = self._walk_frames(position, size, crc_from=position)
         if result.error is not None and result.next_offset is None and position > 0:
-            result = self._walk_frames(0, size)
+            result = self._walk_frames(0, size, crc_from=position)
         return result
 
-    def _walk_frames(self, start: int, size: int) -> ValidationResult:
-        """Batch headers from ``start``: where the last whole, plausible batch ends, and why."""
+    def _walk_frames(self, start: int, size: int, *, crc_from: int) -> ValidationResult:
+        """Batch headers from ``start`` (and CRCs from ``crc_from``): where the last whole, valid
+        batch ends, and why the walk stopped there."""
         transient = self._fd is None
         if transient:
             self._fd = os.open(self._file_path("log"), os.O_RDONLY)
@@ -563,6 +569,10 @@ class LogSegment:
                         f"batch offsets {view.base_offset}..{view.last_offset} out of order at byte {pos}",
                         next_offset,
                     )
+                if pos >= crc_from:
+                    crc_error = self._crc_error(pos, view)
+                    if crc_error is not None:
+                        return ValidationResult(pos, size, crc_error, next_offset)
                 prev_next = next_offset = view.next_offset
                 end = pos + view.size
             if end == size:
@@ -581,6 +591,18 @@ class LogSegment:
                 fd, self._fd = self._fd, None
                 if fd is not None:
                     os.close(fd)
+
+    def _crc_error(self, pos: int, view: RecordBatchView) -> str | None:
+        """Why the whole batch at ``pos`` (``view`` may hold only its header) fails its CRC, or None."""
+        if view.position + view.size > len(view.buf):
+            view = RecordBatchView(self.read_bytes(pos, view.size), 0)
+        computed = view.compute_crc()
+        if computed == view.crc:
+            return None
+        return (
+            f"Record is corrupt (stored crc = {view.crc}, computed crc = {computed}) in the batch of "
+            f"offsets {view.base_offset}..{view.last_offset} at byte {pos}"
+        )
 
     # ------------------------------------------------------------------ append
 
