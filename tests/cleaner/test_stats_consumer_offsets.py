@@ -83,14 +83,18 @@ def _commits(groups: list[str], round_: int, now: int) -> list[SimpleRecord]:
 def _write(log: PartitionLog, clock: FakeClock) -> None:
     now = clock.now_ms()
     _append_batches(log, _commits(GROUPS, 1, now))
-    log.append(build_batch([SimpleRecord(encode_group_metadata_key(g), b"generation-1", now) for g in GROUPS]))
+    log.append(
+        build_batch([SimpleRecord(encode_group_metadata_key(g), b"generation-1", now) for g in GROUPS])
+    )
     # A transactional offset commit (TxnOffsetCommit) that its producer aborts.
     txn = [SimpleRecord(encode_offset_commit_key("g2", "orders", p), b"txn", now) for p in range(3)]
     log.append(build_batch(txn, producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True))
     log.append(build_control_batch(ControlType.ABORT, producer_id=7, producer_epoch=0, timestamp=now))
     # Deleting a group writes a tombstone for each of its keys.
     tombstones = [
-        SimpleRecord(encode_offset_commit_key(g, "orders", p), None, now) for g in DELETED for p in range(PARTITIONS)
+        SimpleRecord(encode_offset_commit_key(g, "orders", p), None, now)
+        for g in DELETED
+        for p in range(PARTITIONS)
     ]
     tombstones += [SimpleRecord(encode_group_metadata_key(g), None, now) for g in DELETED]
     _append_batches(log, tombstones)

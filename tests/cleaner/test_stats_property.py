@@ -59,7 +59,9 @@ codec_st = st.sampled_from(list(Compression))
 op_st = st.one_of(
     st.tuples(st.just("append"), st.lists(record_st, min_size=1, max_size=5), codec_st),
     st.tuples(st.just("txn"), st.sampled_from(PIDS), st.lists(record_st, min_size=1, max_size=4), codec_st),
-    st.tuples(st.just("end"), st.sampled_from(PIDS), st.sampled_from([ControlType.COMMIT, ControlType.ABORT])),
+    st.tuples(
+        st.just("end"), st.sampled_from(PIDS), st.sampled_from([ControlType.COMMIT, ControlType.ABORT])
+    ),
     st.tuples(st.just("roll")),
     st.tuples(st.just("advance"), st.sampled_from([1, 4_000, RETENTION_MS, 2 * RETENTION_MS])),
     st.tuples(st.just("compact")),
@@ -161,9 +163,13 @@ def observed(stats: CleanerStats) -> Expected:
     )
 
 
-def _append(log: PartitionLog, model: Model, records: list[tuple[bytes | None, str]], codec: Compression) -> None:
+def _append(
+    log: PartitionLog, model: Model, records: list[tuple[bytes | None, str]], codec: Compression
+) -> None:
     now = log.clock.now_ms()
-    log.append(build_batch([SimpleRecord(k, model.value(kind), now) for k, kind in records], compression=codec))
+    log.append(
+        build_batch([SimpleRecord(k, model.value(kind), now) for k, kind in records], compression=codec)
+    )
 
 
 def _txn(
@@ -309,7 +315,9 @@ def test_compact_log_reports_the_passes_combined(tmp_path: Path) -> None:
     log = lct_log(tmp_path, clock, segment_bytes=300, delete_retention_ms=RETENTION_MS)
     model = Model()
     for i in range(40):
-        _append(log, model, [(f"k{i % 7}".encode(), "tombstone" if i % 5 == 0 else "value")], Compression.NONE)
+        _append(
+            log, model, [(f"k{i % 7}".encode(), "tombstone" if i % 5 == 0 else "value")], Compression.NONE
+        )
     log.roll()
     before = read_below(log, log.log_end_offset)
     results = compact_log(cleaner(log, 4, hashed=True), log, 0)

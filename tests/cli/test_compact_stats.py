@@ -43,7 +43,11 @@ def _counts(cli: Any, path: Path) -> tuple[int, int]:
     batches = [b for part in dump for b in part["batches"]]
     records = [r for b in batches for r in b["records"]]
     tombstones = [
-        r for b in batches if not b["is_control"] for r in b["records"] if r["key"] is not None and r["value"] is None
+        r
+        for b in batches
+        if not b["is_control"]
+        for r in b["records"]
+        if r["key"] is not None and r["value"] is None
     ]
     return len(records), len(tombstones)
 
@@ -51,7 +55,15 @@ def _counts(cli: Any, path: Path) -> tuple[int, int]:
 def test_compact_counts_match_the_dump_across_passes(build: Any, cli: Any) -> None:
     path = _dir(build)
     records_before, tombstones_before = _counts(cli, path)
-    result = cli("log", "compact", str(path), "--broker-config", f"log.cleaner.dedupe.buffer.size={MIN_DEDUPE}", "-o", "json")
+    result = cli(
+        "log",
+        "compact",
+        str(path),
+        "--broker-config",
+        f"log.cleaner.dedupe.buffer.size={MIN_DEDUPE}",
+        "-o",
+        "json",
+    )
     assert result.code == 0, result.err
     [row] = result.json()
     records_after, tombstones_after = _counts(cli, path)
@@ -61,5 +73,9 @@ def test_compact_counts_match_the_dump_across_passes(build: Any, cli: Any) -> No
     assert row["aborted_records_removed"] == ABORTED_TOMBSTONES + 1
     assert row["markers_removed"] == 0  # the abort marker is stamped first, removed a horizon later
     assert row["invalid_records"] == 0
-    table = cli("log", "compact", str(path), "--broker-config", f"log.cleaner.dedupe.buffer.size={MIN_DEDUPE}")
-    assert table.code == 0 and "tombstones_removed" in table.out and "aborted_records_removed" not in table.out
+    table = cli(
+        "log", "compact", str(path), "--broker-config", f"log.cleaner.dedupe.buffer.size={MIN_DEDUPE}"
+    )
+    assert (
+        table.code == 0 and "tombstones_removed" in table.out and "aborted_records_removed" not in table.out
+    )
