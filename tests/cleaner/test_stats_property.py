@@ -17,7 +17,8 @@ is compared with what that reader counts:
 * invalid records: unkeyed records removed from batches that were not aborted (Kafka's
   ``invalidMessagesRead``; an aborted batch is dropped whole, before its records are looked at);
 * markers removed: control records removed; aborted records removed: data records of aborted
-  transactions removed.
+  transactions removed. Once the producers expire, the empty batches kept for them go, and
+  then their markers, so every example ends by removing at least one marker.
 
 The statistics of a whole multi-pass compaction (:func:`~kompakt.cleaner.stats.combine_passes`,
 what ``kompakt log compact`` and compact-now report) are compared with the log before the first
@@ -47,6 +48,7 @@ from tests.support.profiles import examples
 from ._harness import cleaner, lct_log
 
 RETENTION_MS = 10_000
+PRODUCER_EXPIRY_MS = 86_400_001  # past the default producer.id.expiration.ms: producers expire
 _EXAMPLES = int(os.environ.get("KOMPAKT_CLEANER_EXAMPLES", examples(60)))
 KEYS: list[bytes | None] = [None, b"", b"a", b"b", b"c", b"d"]
 PIDS = (1, 2)
@@ -63,7 +65,9 @@ op_st = st.one_of(
         st.just("end"), st.sampled_from(PIDS), st.sampled_from([ControlType.COMMIT, ControlType.ABORT])
     ),
     st.tuples(st.just("roll")),
-    st.tuples(st.just("advance"), st.sampled_from([1, 4_000, RETENTION_MS, 2 * RETENTION_MS])),
+    st.tuples(
+        st.just("advance"), st.sampled_from([1, 4_000, RETENTION_MS, 2 * RETENTION_MS, PRODUCER_EXPIRY_MS])
+    ),
     st.tuples(st.just("compact")),
     st.tuples(st.just("clean_dirty")),
 )
@@ -74,6 +78,7 @@ class Model:
     """What the test wrote: which data offsets belong to which transaction, and each one's fate."""
 
     txn_of: dict[int, int] = field(default_factory=dict)  # data offset -> transaction id
+    markers_removed: int = 0  # by every compaction so far (the test checks the path was taken)
     open_txn: dict[int, int] = field(default_factory=dict)  # pid -> its open transaction id
     aborted: set[int] = field(default_factory=set)  # transaction ids ended by an abort marker
     next_txn: int = 0
@@ -229,6 +234,7 @@ def _check_passes(log: PartitionLog, model: Model, start: int, clock: FakeClock,
     end = results[-1].end_offset
     combined = combine_passes([r.stats for r in results])
     assert observed(combined) == expected(_narrow(initial, end), read_below(log, end), model), "combined"
+    model.markers_removed += combined.markers_removed
     return end
 
 
@@ -280,12 +286,21 @@ def test_every_statistic_matches_an_independent_count(
         dirty = 0
         tail: list[tuple[object, ...]] = [
             ("end", 1, ControlType.COMMIT),
+            # An aborted transaction holding a tombstone: dropped whole by the first compaction,
+            # which stamps its marker; the last one removes the marker.
+            ("txn", 2, [(b"a", "tombstone"), (None, "value")], Compression.GZIP),
             ("end", 2, ControlType.ABORT),
             ("roll",),
             ("compact",),
             ("advance", 2 * RETENTION_MS),
             ("append", [(b"zz", "value")], Compression.NONE),
             ("roll",),
+            ("compact",),
+            ("advance", 2 * RETENTION_MS),
+            ("compact",),
+            # Once the producers expire, their empty batches go, then the markers (stamped first).
+            ("advance", PRODUCER_EXPIRY_MS),
+            ("compact",),
             ("compact",),
             ("advance", 2 * RETENTION_MS),
             ("compact",),
@@ -307,6 +322,7 @@ def test_every_statistic_matches_an_independent_count(
             else:
                 dirty = _check_passes(log, model, dirty, clock, map_slots)
         log.close()
+        assert model.markers_removed > 0
 
 
 def test_compact_log_reports_the_passes_combined(tmp_path: Path) -> None:
