@@ -55,6 +55,11 @@ class CleanerStats:
         self.aborted_records_removed = 0
         self.buffer_utilization = 0.0
 
+    @property
+    def clock(self) -> Clock:
+        """The clock this clean is timed by."""
+        return self._clock
+
     def read_messages(self, messages: int, size_bytes: int) -> None:
         """Count a batch read during the rewrite (kept or discarded)."""
         self.messages_read += messages
@@ -121,7 +126,7 @@ def combine_passes(passes: Sequence[CleanerStats]) -> CleanerStats:
     if not passes:
         raise ValueError("combine_passes needs at least one pass")
     first, last = passes[0], passes[-1]
-    combined = CleanerStats(first._clock)  # noqa: SLF001 - same class: the clock the passes were timed by
+    combined = CleanerStats(first.clock)
     combined.start_ms = first.start_ms
     combined.end_ms = last.end_ms
     index_ms = sum((p.map_complete_ms or p.start_ms) - p.start_ms for p in passes)
