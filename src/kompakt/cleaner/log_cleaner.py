@@ -42,6 +42,7 @@ from kompakt.cleaner.readers import (
     partition_hold,
     reader_risks,
 )
+from kompakt.cleaner.stats import combine_passes
 from kompakt.cleaner.throttler import Throttler
 from kompakt.clock import Clock
 from kompakt.errors import CleaningAbortedError
@@ -379,15 +380,19 @@ class LogCleaner:
                     self.manager.clear_uncleanable(tp)
 
     def _record(self, cleaner: Cleaner, log: PartitionLog, first_dirty: int, result: CleanResult) -> None:
-        now_ms = self.clock.now_ms()
         self.metrics.record_clean(
             cleaner.thread_id,
             (log.topic, log.partition),
             first_dirty,
             result.end_offset,
             result.stats,
-            now_ms,
+            self.clock.now_ms(),
         )
+        self._log_clean(cleaner, log, first_dirty, result)
+
+    @staticmethod
+    def _log_clean(cleaner: Cleaner, log: PartitionLog, first_dirty: int, result: CleanResult) -> None:
+        """Kafka's per-clean INFO message, one per pass (``Cleaner.doClean``)."""
         logger.info(
             "%s",
             format_clean_log_line(
@@ -466,8 +471,21 @@ class LogCleaner:
                 if self._on_demand is None:
                     self._on_demand = self.new_cleaner(-1)
                 results = compact_log(self._on_demand, log, start)
+            first_dirty = start
             for result in results:
-                self._record(self._on_demand, log, start, result)
+                self._log_clean(self._on_demand, log, first_dirty, result)
+                first_dirty = result.end_offset
+            if results:
+                # One compact-now is one clean to the operator: its record (the partition's last
+                # clean, its metrics) describes the passes combined, not only the last pass.
+                self.metrics.record_clean(
+                    self._on_demand.thread_id,
+                    tp,
+                    start,
+                    results[-1].end_offset,
+                    combine_passes([r.stats for r in results]),
+                    self.clock.now_ms(),
+                )
             end_offset = (
                 results[-1].end_offset
                 if results

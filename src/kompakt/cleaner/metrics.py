@@ -107,6 +107,8 @@ class PartitionCleanRecord:
     records_removed: int
     tombstones_removed: int
     invalid_records: int
+    markers_removed: int
+    aborted_records_removed: int
     duration_s: float
     mb_per_s: float
     cleaned_at_ms: int
@@ -177,6 +179,8 @@ class CleanerMetrics:
             records_removed=stats.messages_read - stats.messages_written,
             tombstones_removed=stats.tombstones_removed,
             invalid_records=stats.invalid_messages_read,
+            markers_removed=stats.markers_removed,
+            aborted_records_removed=stats.aborted_records_removed,
             duration_s=stats.elapsed_secs,
             mb_per_s=stats.mb_per_sec,
             cleaned_at_ms=now_ms,

@@ -36,6 +36,7 @@ from kompakt.cleaner.log_cleaner import CleanerSettings
 from kompakt.cleaner.manager import CleanerCheckpointFile
 from kompakt.cleaner.offset_map import HashedOffsetMap
 from kompakt.cleaner.readers import AssumeUnread, ReaderPositions
+from kompakt.cleaner.stats import combine_passes
 from kompakt.clock import Clock
 from kompakt.errors import LogDirectoryError
 from kompakt.log.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE
@@ -87,6 +88,9 @@ class PartitionCompaction:
     end_offset: int
     #: How many bytes smaller the partition directory is on disk than before the run (file sizes).
     bytes_reclaimed: int = 0
+    markers_removed: int = 0
+    aborted_records_removed: int = 0
+    invalid_records: int = 0
 
 
 def resolve_data_dir(path: Path) -> tuple[Path, tuple[str, int] | None]:
@@ -223,15 +227,20 @@ def _compact_one(
     )
     end = passes[-1].end_offset if passes else offsets.get((log.topic, log.partition), log.log_start_offset)
     offsets[(log.topic, log.partition)] = end
+    # Later passes read again what earlier ones wrote: combined, not summed (combine_passes).
+    stats = combine_passes([p.stats for p in passes]) if passes else None
     return PartitionCompaction(
         topic=log.topic,
         partition=log.partition,
         bytes_before=before,
         bytes_after=log.size_bytes,
-        records_read=sum(p.stats.messages_read for p in passes),
-        records_written=sum(p.stats.messages_written for p in passes),
-        tombstones_removed=sum(p.stats.tombstones_removed for p in passes),
+        records_read=stats.messages_read if stats else 0,
+        records_written=stats.messages_written if stats else 0,
+        tombstones_removed=stats.tombstones_removed if stats else 0,
         passes=len(passes),
         seconds=time.monotonic() - started,
         end_offset=end,
+        markers_removed=stats.markers_removed if stats else 0,
+        aborted_records_removed=stats.aborted_records_removed if stats else 0,
+        invalid_records=stats.invalid_messages_read if stats else 0,
     )

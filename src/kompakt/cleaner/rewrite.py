@@ -48,7 +48,7 @@ from kompakt.records.compression import Compression, compress
 from kompakt.records.control import control_type_of
 from kompakt.records.layout import B_BASE_OFFSET, B_BASE_SEQ, B_EPOCH, B_LAST_DELTA, B_PEPOCH, B_PID
 from kompakt.records.native import BoolArray, I64Array, U8Array, Workspace
-from kompakt.records.scan import BatchTable, RecordTable, Spans
+from kompakt.records.scan import BatchTable, RecordTable, Spans, scan_records
 
 _U32 = struct.Struct(">I")
 
@@ -265,6 +265,7 @@ def filter_chunk(chunk: Chunk, ctx: FilterContext) -> _Output:
         table.last_offset + 1 == ctx.upper_bound_offset
     )
     ctx.stats.read_messages(int(counts.sum()), chunk.length)
+    _count_discarded(chunk, is_control, discard_records, ctx.stats)
 
     kept_count = np.where(discard_records, 0, counts)  # control batches keep their one record
     rebuilt: dict[int, tuple[bytes, int, int]] = {}
@@ -298,6 +299,38 @@ def filter_chunk(chunk: Chunk, ctx: FilterContext) -> _Output:
     for i in stamp_markers.tolist():
         rebuilt[i] = _stamp_marker(chunk, i, ctx)
     return _assemble(chunk, ctx, kept_count, retain_empty, rebuilt)
+
+
+def _count_discarded(chunk: Chunk, is_control: BoolArray, discard: BoolArray, stats: CleanerStats) -> None:
+    """Count what the batches dropped whole held: markers, and the records of aborted transactions.
+
+    These batches never reach the record filter (Kafka drops them on their header alone), so the
+    filter's counts cannot see them; an aborted batch's tombstones are parsed here so that
+    ``tombstones_removed`` counts every keyed null the clean removed, as a reader of the files
+    before and after would. Aborted data is rare: this costs nothing on the common path.
+    """
+    counts = chunk.table.records_count
+    stats.markers_dropped(int(counts[is_control & discard].sum()))
+    aborted = np.flatnonzero(~is_control & discard & (counts > 0))
+    if len(aborted) == 0:
+        return
+    stats.aborted_dropped(int(counts[aborted].sum()), _tombstones_in(chunk, aborted))
+
+
+def _tombstones_in(chunk: Chunk, which: I64Array) -> int:
+    """Keyed records with a null value in batches ``which`` of the chunk (compressed or not)."""
+    table = chunk.table
+    compressed = (table.attributes[which] & ATTR_COMPRESSION_MASK) != 0
+    parts: list[tuple[U8Array, Spans]] = []
+    raw = which[~compressed]
+    if len(raw):
+        parts.append((chunk.buf, Spans.of_batches(table, raw)))
+    parts.extend(decompressed_spans(chunk.buf, table, i, i + 1) for i in which[compressed].tolist())
+    total = 0
+    for buf, spans in parts:
+        records = scan_records(buf, *spans.arrays())
+        total += int(((records.key_len >= 0) & (records.value_len < 0)).sum())
+    return total
 
 
 def _stamp_marker(chunk: Chunk, i: int, ctx: FilterContext) -> tuple[bytes, int, int]:

@@ -918,6 +918,9 @@ def compact_command(
             "passes": r.passes,
             "seconds": round(r.seconds, 3),
             "end_offset": r.end_offset,
+            "invalid_records": r.invalid_records,
+            "markers_removed": r.markers_removed,
+            "aborted_records_removed": r.aborted_records_removed,
         }
         for r in results
     ]
@@ -927,7 +930,8 @@ def compact_command(
     if not rows:
         console.print("no compacted partitions (cleanup.policy without compact): nothing done", markup=False)
         return
-    emit_table(rows, title=f"compacted {target.path}")
+    # The table keeps to the columns an operator reads first; JSON has every count.
+    emit_table(rows, columns=list(rows[0])[:10], title=f"compacted {target.path}")
 
 
 __all__ = ["log_app", "register"]

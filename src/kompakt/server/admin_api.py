@@ -24,6 +24,7 @@ from kompakt.cleaner.adapter import LogView
 from kompakt.cleaner.log_cleaner import LogCleaner
 from kompakt.cleaner.planning import cleanable_offsets, log_to_clean
 from kompakt.cleaner.readers import PartitionReaders
+from kompakt.cleaner.stats import combine_passes
 from kompakt.clock import Clock, FakeClock
 from kompakt.log.partition_log import PartitionLog
 from kompakt.records.record import decode_records
@@ -71,16 +72,20 @@ class HasBroker(Protocol):
 
 
 def _clean_stats(results: Sequence[CleanResult], seconds: float) -> dict[str, Any]:
-    stats = [r.stats for r in results]
+    """A compact-now's statistics: its passes combined (a later pass reads again what an earlier
+    one wrote, so a sum would count those records twice), describing the log before and after."""
+    stats = combine_passes([r.stats for r in results]) if results else None
     return {
         "passes": len(results),
         "end_offset": results[-1].end_offset if results else None,
-        "bytes_read": sum(s.bytes_read for s in stats),
-        "bytes_written": sum(s.bytes_written for s in stats),
-        "records_read": sum(s.messages_read for s in stats),
-        "records_written": sum(s.messages_written for s in stats),
-        "tombstones_removed": sum(s.tombstones_removed for s in stats),
-        "invalid_records": sum(s.invalid_messages_read for s in stats),
+        "bytes_read": stats.bytes_read if stats else 0,
+        "bytes_written": stats.bytes_written if stats else 0,
+        "records_read": stats.messages_read if stats else 0,
+        "records_written": stats.messages_written if stats else 0,
+        "tombstones_removed": stats.tombstones_removed if stats else 0,
+        "invalid_records": stats.invalid_messages_read if stats else 0,
+        "markers_removed": stats.markers_removed if stats else 0,
+        "aborted_records_removed": stats.aborted_records_removed if stats else 0,
         "seconds": round(seconds, 6),
     }
 
