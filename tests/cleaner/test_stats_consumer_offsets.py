@@ -27,6 +27,7 @@ from kompakt.clock import FakeClock
 from kompakt.log.config import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.log.partition_log import PartitionLog
+from kompakt.records.batch import write_crc
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.control import ControlType, build_control_batch
 from kompakt.records.record import decode_records
@@ -164,3 +165,40 @@ def _check(
         assert (read, written, tombstones) == (before.records, after.records, tombstones_removed), name
         assert (size_before, size_after) == (before.size, after.size), name
     assert last.records_removed == before.records - after.records
+
+
+def test_an_aborted_batch_whose_records_do_not_parse_is_still_dropped(
+    manager: tuple[LogManager, FakeClock],
+) -> None:
+    """Kafka drops an aborted batch on its header alone; counting its tombstones must not fail the
+    clean (and leave the partition uncleanable) when its records are garbage under a valid CRC."""
+    mgr, clock = manager
+    mgr.create_topic("t", 1, {"cleanup.policy": "compact"})
+    log = mgr.get_log("t", 0)
+    now = clock.now_ms()
+    txn = bytearray(
+        build_batch(
+            [SimpleRecord(b"k", None, now), SimpleRecord(b"j", b"v", now)],
+            producer_id=7,
+            producer_epoch=0,
+            base_sequence=0,
+            is_transactional=True,
+        )
+    )
+    txn[61:] = b"\xff" * (len(txn) - 61)  # the records: varint lengths that run off the batch
+    write_crc(txn, 0)
+    log.append(bytes(txn))
+    log.append(build_control_batch(ControlType.ABORT, producer_id=7, producer_epoch=0, timestamp=now))
+    log.append(build_batch([SimpleRecord(b"k", b"kept", now)]))
+    log.roll()
+    service = LogCleaner(mgr.broker_config, mgr.logs, mgr.data_dir, clock)
+    results = service.compact_now(log)
+    combined = combine_passes([r.stats for r in results])
+    assert combined.aborted_records_removed == 2
+    kept = [
+        (r.key, r.value)
+        for s in log.segments.values()
+        for _p, v in s.iter_batches()
+        for r in decode_records(v)
+    ]
+    assert (b"k", b"kept") in kept and all(value != b"v" for _key, value in kept)

@@ -16,6 +16,7 @@ handled one by one because they drive the transaction tracker.
 
 from __future__ import annotations
 
+import logging
 import struct
 from dataclasses import dataclass, field
 
@@ -29,6 +30,7 @@ from kompakt.cleaner.readers import TombstoneHold
 from kompakt.cleaner.segment_reader import Chunk, iter_chunks
 from kompakt.cleaner.stats import CleanerStats
 from kompakt.cleaner.transactions import TransactionTracker
+from kompakt.errors import CompressionError, CorruptRecordError
 from kompakt.log.segment import LogSegment
 from kompakt.log.txn_index import AbortedTxn
 from kompakt.records.batch import (
@@ -51,6 +53,8 @@ from kompakt.records.native import BoolArray, I64Array, U8Array, Workspace
 from kompakt.records.scan import BatchTable, RecordTable, Spans, scan_records
 
 _U32 = struct.Struct(">I")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -318,17 +322,27 @@ def _count_discarded(chunk: Chunk, is_control: BoolArray, discard: BoolArray, st
 
 
 def _tombstones_in(chunk: Chunk, which: I64Array) -> int:
-    """Keyed records with a null value in batches ``which`` of the chunk (compressed or not)."""
+    """Keyed records with a null value in batches ``which`` of the chunk (compressed or not).
+
+    Kafka drops an aborted batch on its header alone, so a batch whose records do not parse is
+    still dropped: only the count of its tombstones is lost, with a warning, never the clean.
+    """
     table = chunk.table
-    compressed = (table.attributes[which] & ATTR_COMPRESSION_MASK) != 0
-    parts: list[tuple[U8Array, Spans]] = []
-    raw = which[~compressed]
-    if len(raw):
-        parts.append((chunk.buf, Spans.of_batches(table, raw)))
-    parts.extend(decompressed_spans(chunk.buf, table, i, i + 1) for i in which[compressed].tolist())
     total = 0
-    for buf, spans in parts:
-        records = scan_records(buf, *spans.arrays())
+    for i in which.tolist():
+        try:
+            if table.attributes[i] & ATTR_COMPRESSION_MASK:
+                buf, spans = decompressed_spans(chunk.buf, table, i, i + 1)
+            else:
+                buf, spans = chunk.buf, Spans.of_batches(table, np.array([i], dtype=np.int64))
+            records = scan_records(buf, *spans.arrays())
+        except (CorruptRecordError, CompressionError) as exc:
+            log.warning(
+                "Aborted batch at offset %d is dropped without counting its tombstones: %s",
+                int(table.base_offset[i]),
+                exc,
+            )
+            continue
         total += int(((records.key_len >= 0) & (records.value_len < 0)).sum())
     return total
 
