@@ -431,7 +431,7 @@ def startup(data_dir: Path) -> tuple[float, list[float]]:
 
 def prepare_partitions(data_dir: Path, partitions: int) -> None:
     from kompakt.clock import SystemClock
-    from kompakt.log.config import BrokerConfig
+    from kompakt.config.broker import BrokerConfig
     from kompakt.log.manager import LogManager
 
     manager = LogManager(data_dir, BrokerConfig(), SystemClock())

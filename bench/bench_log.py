@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 from kompakt.clock import SystemClock
-from kompakt.log.config import BrokerConfig, LogConfig
+from kompakt.config.broker import BrokerConfig
+from kompakt.log.config import LogConfig
 from kompakt.log.manager import LogManager
 from kompakt.log.partition_log import PartitionLog
 from kompakt.records.builder import SimpleRecord, build_batch

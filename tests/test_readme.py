@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kompakt.log.config_doc import broker_config_table, topic_config_table
+from kompakt.config.doc import broker_config_table, topic_config_table
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

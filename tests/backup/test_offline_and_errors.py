@@ -12,7 +12,7 @@ from kompakt.backup.errors import BackupError, StorageError
 from kompakt.backup.offline import run_offline_restore
 from kompakt.backup.restore import plan_restore, run_restore
 from kompakt.clock import SystemClock
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.records.batch import iter_batches
 from kompakt.records.record import decode_records

@@ -11,7 +11,7 @@ from kompakt.broker.context import Broker, ManualTimers
 from kompakt.broker.dispatch import Dispatcher
 from kompakt.broker.producer_ids import ProducerIdManager
 from kompakt.clock import FakeClock
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
 
 NOW_MS = 1_700_000_000_000

@@ -112,7 +112,7 @@ def test_broker_fetch_max_bytes_caps_the_request(
     clock: FakeClock, log_manager: LogManager, timers: ManualTimers
 ) -> None:
     """``fetch.max.bytes`` bounds the response below what the client asked (Kafka's min rule)."""
-    from kompakt.log.config import BrokerConfig
+    from kompakt.config.broker import BrokerConfig
 
     log_manager.create_topic("big", 1)
     partition_log = log_manager.get_log("big", 0)

@@ -23,7 +23,7 @@ from kompakt.broker.producer_ids import ProducerIdManager
 from kompakt.broker.txn.coordinator import TransactionCoordinator
 from kompakt.broker.txn.state_manager import TRANSACTION_STATE_TOPIC, TxnConfig
 from kompakt.clock import FakeClock
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.codec import ErrorCode

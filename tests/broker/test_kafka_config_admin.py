@@ -8,7 +8,7 @@ import pytest
 
 from kompakt.broker.context import Broker
 from kompakt.broker.dispatch import Dispatcher
-from kompakt.log.kafka_configs import NOT_ACTED_ON
+from kompakt.config.kafka import NOT_ACTED_ON
 from kompakt.log.manager import LogManager
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.codec import ErrorCode as E

@@ -11,7 +11,7 @@ from kompakt.broker.context import OFFSETS_TOPIC, Broker
 from kompakt.broker.dispatch import HANDLERS, Dispatcher
 from kompakt.broker.producer_ids import PRODUCER_IDS_FILE, ProducerIdManager
 from kompakt.clock import FakeClock
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.codec import ErrorCode as E

@@ -301,7 +301,7 @@ def test_unknown_partition(dispatcher: Dispatcher, plain: str) -> None:
 def test_no_auto_create_when_disabled(clock: FakeClock, tmp_path: object) -> None:
     from pathlib import Path
 
-    from kompakt.log.config import BrokerConfig
+    from kompakt.config.broker import BrokerConfig
 
     config = BrokerConfig.from_properties({"auto.create.topics.enable": "false"})
     manager = LogManager(Path(str(tmp_path)) / "d2", config, clock)

@@ -11,8 +11,8 @@ import pytest
 
 from kompakt.cleaner.log_cleaner import LogCleaner
 from kompakt.clock import FakeClock
+from kompakt.config.broker import BrokerConfig
 from kompakt.log.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
-from kompakt.log.config import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.log.partition_log import PartitionLog
 from kompakt.records.batch import iter_batches

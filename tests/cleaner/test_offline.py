@@ -11,9 +11,9 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kompakt.cleaner.offline import compact_directory
 from kompakt.clock import FakeClock
+from kompakt.config.broker import BrokerConfig
 from kompakt.errors import LogDirectoryError
 from kompakt.log.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
-from kompakt.log.config import BrokerConfig
 from kompakt.log.files import segment_file_name
 from kompakt.log.manager import LogManager
 from kompakt.records.batch import iter_batches

@@ -16,7 +16,7 @@ from kompakt.cleaner.cleaner import Cleaner
 from kompakt.cleaner.log_cleaner import LogCleaner
 from kompakt.cleaner.readers import FixedPositions, PartitionReaders, TombstoneHold, reader_risks
 from kompakt.clock import FakeClock
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.log.partition_log import PartitionLog
 from kompakt.records.batch import iter_batches

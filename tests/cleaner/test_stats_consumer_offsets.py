@@ -24,7 +24,7 @@ from kompakt.broker.groups.offsets_topic import encode_group_metadata_key, encod
 from kompakt.cleaner.log_cleaner import LogCleaner
 from kompakt.cleaner.stats import combine_passes
 from kompakt.clock import FakeClock
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.log.partition_log import PartitionLog
 from kompakt.records.batch import write_crc

@@ -13,7 +13,7 @@ import pytest
 from kompakt.cleaner.log_cleaner import LogCleaner
 from kompakt.cleaner.planning import REASON_TOMBSTONES
 from kompakt.clock import FakeClock
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.log.partition_log import PartitionLog
 from kompakt.records.batch import iter_batches

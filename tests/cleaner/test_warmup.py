@@ -14,7 +14,7 @@ import pytest
 from kompakt.cleaner.log_cleaner import LogCleaner
 from kompakt.cleaner.warmup import BackgroundWarmup, kernels_cached, write_stamp
 from kompakt.clock import FakeClock
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
 
 
 def test_the_cache_check_wants_a_warmup_newer_than_each_source(

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kompakt.clock import FakeClock
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.log.producer_state import encode_snapshot
 from kompakt.log.segment import _CHUNK as READ_WINDOW  # the header scan's read size

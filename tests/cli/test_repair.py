@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from kompakt.clock import FakeClock
+from kompakt.config.broker import BrokerConfig
 from kompakt.log.checkpoint import RECOVERY_POINT_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
-from kompakt.log.config import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.log.segment import batch_positions
 from kompakt.records.batch import iter_batches

@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS, partition_for
 from kompakt.clock import SystemClock
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
 from tests.support.serve import BrokerProcess, start_broker
 

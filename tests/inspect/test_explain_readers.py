@@ -13,8 +13,8 @@ import pytest
 from kompakt.cleaner.log_cleaner import LogCleaner
 from kompakt.cleaner.readers import PartitionReaders
 from kompakt.clock import FakeClock
+from kompakt.config.broker import BrokerConfig
 from kompakt.inspect.explain import ConfigInput, PartitionSource, SegmentSource, explain_partition
-from kompakt.log.config import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.log.partition_log import PartitionLog
 from kompakt.records.builder import SimpleRecord, build_batch

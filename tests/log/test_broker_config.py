@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from kompakt.config.broker import BrokerConfig
+from kompakt.config.defs import ConfigSource, ConfigType, parse_properties_text
+from kompakt.config.describe import ConfigSynonym, describe_broker_config, describe_topic_config
 from kompakt.errors import ConfigError, InvalidConfigurationError
-from kompakt.log.config import BrokerConfig, LogConfig, parse_properties_text
-from kompakt.log.config_defs import ConfigSource, ConfigType
-from kompakt.log.config_describe import ConfigSynonym, describe_broker_config, describe_topic_config
+from kompakt.log.config import LogConfig
 
 HOUR_MS = 3_600_000
 
@@ -74,15 +75,17 @@ def test_dynamic_layers_win_over_static() -> None:
         dynamic={"log.segment.bytes": "3000"},
     )
     assert broker.lookup("log.segment.bytes") == (3000, ConfigSource.DYNAMIC_BROKER_CONFIG)
-    assert broker.log_config().segment_bytes == 3000
+    assert LogConfig.from_overrides({}, broker).segment_bytes == 3000
     without_broker_layer = broker.with_dynamic({"log.segment.bytes": None})
-    assert without_broker_layer.log_config().segment_bytes == 2000
-    assert BrokerConfig(static={"log.segment.bytes": "1000"}).log_config().segment_bytes == 1000
+    assert LogConfig.from_overrides({}, without_broker_layer).segment_bytes == 2000
+    assert (
+        LogConfig.from_overrides({}, BrokerConfig(static={"log.segment.bytes": "1000"})).segment_bytes == 1000
+    )
 
 
 def test_synonym_order_beats_layer_order() -> None:
     broker = BrokerConfig(static={"log.roll.ms": "1000"}, dynamic={"log.roll.hours": "5"})
-    assert broker.log_config().segment_ms == 1000
+    assert LogConfig.from_overrides({}, broker).segment_ms == 1000
 
 
 def test_unknown_broker_name_with_suggestion() -> None:

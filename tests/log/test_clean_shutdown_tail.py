@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from kompakt.clock import FakeClock
+from kompakt.config.broker import BrokerConfig
 from kompakt.log.checkpoint import (
     RECOVERY_POINT_OFFSET_CHECKPOINT_FILE,
     REPLICATION_OFFSET_CHECKPOINT_FILE,
     OffsetCheckpointFile,
 )
-from kompakt.log.config import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.log.segment import batch_positions
 from kompakt.log.segments import ManualScheduler

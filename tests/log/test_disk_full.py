@@ -19,7 +19,7 @@ from kompakt.cleaner.cleaner import Cleaner
 from kompakt.cleaner.log_cleaner import LogCleaner
 from kompakt.cleaner.offset_map import HashedOffsetMap
 from kompakt.clock import FakeClock
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.log.partition_log import WRITE_ERROR_LOG_INTERVAL_MS, PartitionLog
 from kompakt.log.segment import LogSegment

@@ -1,21 +1,22 @@
 """Every Kafka 4.1 broker config is known: parsed by its Kafka type and validator, described with
-its Kafka default, and flagged as one kompakt does not act on (``kompakt.log.kafka_configs``)."""
+its Kafka default, and flagged as one kompakt does not act on (``kompakt.config.kafka``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kompakt.errors import ConfigError
-from kompakt.log.config import BrokerConfig, LogConfig
-from kompakt.log.config_defs import ConfigSource, ConfigType
-from kompakt.log.config_describe import describe_broker_config, describe_topic_config
-from kompakt.log.config_tables import (
+from kompakt.config.broker import BrokerConfig
+from kompakt.config.defs import ConfigSource, ConfigType
+from kompakt.config.describe import describe_broker_config, describe_topic_config
+from kompakt.config.kafka import NOT_ACTED_ON, kafka_broker_configs, validator_from
+from kompakt.config.tables import (
     BROKER_CONFIGS,
     INERT_BROKER_CONFIGS,
     INTERNAL_BROKER_NAMES,
     KOMPAKT_BROKER_CONFIGS,
 )
-from kompakt.log.kafka_configs import NOT_ACTED_ON, kafka_broker_configs, validator_from
+from kompakt.errors import ConfigError
+from kompakt.log.config import LogConfig
 
 
 def test_every_kafka_broker_config_is_known() -> None:

@@ -6,9 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kompakt.config.broker import BrokerConfig
+from kompakt.config.defs import LONG_MAX, java_double_str
 from kompakt.errors import ConfigError, InvalidConfigurationError
-from kompakt.log.config import BrokerConfig, LogConfig
-from kompakt.log.config_defs import LONG_MAX, java_double_str
+from kompakt.log.config import LogConfig
 
 GIB = 1024**3
 

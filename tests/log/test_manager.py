@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from kompakt.clock import FakeClock
+from kompakt.config.broker import BrokerConfig
 from kompakt.errors import LogDirectoryError, TopicExistsError, UnknownTopicOrPartitionError
 from kompakt.log.checkpoint import OffsetCheckpointFile
-from kompakt.log.config import BrokerConfig
 from kompakt.log.manager import InvalidPartitionsError, LogManager
 from kompakt.log.metadata_files import read_partition_metadata
 from kompakt.log.segments import ManualScheduler

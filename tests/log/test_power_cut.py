@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from kompakt.clock import FakeClock
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.log.segments import ManualScheduler
 from kompakt.records.batch import iter_batches

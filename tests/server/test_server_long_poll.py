@@ -10,7 +10,7 @@ from typing import Any
 from kompakt.broker.context import Broker
 from kompakt.broker.producer_ids import ProducerIdManager
 from kompakt.clock import SystemClock
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey

@@ -19,7 +19,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kompakt.clock import FakeClock
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.log.partition_log import PartitionLog
 from kompakt.records.builder import SimpleRecord, build_batch

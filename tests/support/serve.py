@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kompakt.clock import SystemClock
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
 
 READY = re.compile(

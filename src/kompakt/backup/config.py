@@ -39,7 +39,7 @@ import yaml
 
 from kompakt.backup.errors import BackupConfigError
 from kompakt.backup.storage import FilesystemStorage, S3Storage, Storage
-from kompakt.log.config_defs import closest
+from kompakt.config.defs import closest
 
 BACKUP_ID = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 COMPRESSIONS = ("zstd", "lz4", "none")

@@ -38,8 +38,8 @@ from kompakt.backup.reader import RestoreSource, policy_set
 from kompakt.backup.restore import RestorePlan, RestoreTotals, TopicPlan, plan_topics
 from kompakt.backup.storage import Storage
 from kompakt.clock import Clock, SystemClock
+from kompakt.config.broker import BrokerConfig
 from kompakt.errors import KompaktError
-from kompakt.log.config import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segments import ManualScheduler

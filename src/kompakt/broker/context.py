@@ -28,7 +28,8 @@ from kompakt.broker.producer_ids import ProducerIdManager
 from kompakt.broker.txn.coordinator import TransactionCoordinator
 from kompakt.cleaner.log_cleaner import LogCleaner
 from kompakt.clock import Clock, SystemClock
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
+from kompakt.config.groups import GroupConfigs
 from kompakt.log.manager import LogManager
 from kompakt.protocol.apis import VersionRange
 from kompakt.protocol.codec import RequestPayload, ResponsePayload
@@ -147,6 +148,9 @@ class Broker:
     advertised_host: str = "localhost"
     advertised_port: int = 9092
     broker_config: BrokerConfig = field(default_factory=BrokerConfig)
+    #: Every group's own configs (GROUP config resources); an alter installs a new object, and the
+    #: consumer group coordinator reads it through the accessor :meth:`create` wires.
+    group_configs: GroupConfigs = field(default_factory=GroupConfigs)
     log_manager: LogManager | None = None
     producer_ids: ProducerIdManager | None = None
     fetch_waiters: FetchWaiters = field(default_factory=FetchWaiters)
@@ -186,6 +190,7 @@ class Broker:
         clock: Clock | None = None,
         group_config: GroupConfig | None = None,
         consumer_group_config: ConsumerGroupConfig | None = None,
+        group_configs: GroupConfigs | None = None,
         offsets: OffsetStore | None = None,
         log_manager: LogManager | None = None,
         broker_config: BrokerConfig | None = None,
@@ -216,7 +221,10 @@ class Broker:
             broker_config=config,
             log_manager=log_manager,
             producer_ids=producer_ids,
+            group_configs=GroupConfigs() if group_configs is None else group_configs,
         )
+        # Read on every heartbeat, so an alter applies from the group's next one (as in Kafka).
+        coordinator.consumer.group_config = lambda group_id: broker.group_configs.config_of(group_id)
         if timers is not None:
             broker.timers = timers
         broker.offset_store = store

@@ -9,9 +9,9 @@ requests per item, never by failing the whole request.
 kompakt is a single broker, so the rules that involve other brokers collapse: a replication factor
 other than 1 cannot be satisfied, and a manual replica assignment may only name this broker.
 
-Dynamic broker configs (AlterConfigs on a BROKER resource) are persisted in
-``<data-dir>/kompakt-broker-dynamic.json``, written atomically, because kompakt has no controller
-quorum to hold them as Kafka does. :func:`load_dynamic_broker_config` reads them back at startup.
+Dynamic broker configs (AlterConfigs on a BROKER resource) and group configs (on a GROUP
+resource) are persisted before they are installed (:mod:`kompakt.config.dynamic`), because kompakt
+has no controller quorum to hold them as Kafka does; the broker reads them back at start-up.
 
 Concurrency: admin handlers run in worker threads and several may run at once. Every mutation goes
 through :data:`ADMIN_LOCK` so read-modify-write sequences (incremental alters, the broker config
@@ -20,26 +20,27 @@ swap and its listeners) never interleave. Admin requests are rare; one lock cost
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from kompakt import errors
 from kompakt.broker.context import Broker
 from kompakt.broker.error_codes import KafkaCodedError, error_code_for
-from kompakt.log.config import BrokerConfig, LogConfig
-from kompakt.log.config_defs import ConfigSource, ConfigType
-from kompakt.log.config_describe import (
+from kompakt.config.broker import BrokerConfig
+from kompakt.config.defs import ConfigSource, ConfigType
+from kompakt.config.describe import (
     ConfigEntry,
     ConfigSynonym,
     describe_broker_config,
+    describe_group_config,
     describe_topic_config,
 )
-from kompakt.log.config_tables import BROKER_CONFIGS, TOPIC_CONFIGS
+from kompakt.config.dynamic import save_dynamic_configs
+from kompakt.config.tables import BROKER_CONFIGS, TOPIC_CONFIGS
+from kompakt.log.config import LogConfig
 from kompakt.log.files import atomic_write_bytes
 from kompakt.log.manager import LogManager
 from kompakt.log.topic_store import validate_topic_name
@@ -49,7 +50,6 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "ADMIN_LOCK",
-    "DYNAMIC_BROKER_CONFIG_FILE",
     "OFFSETS_TOPIC",
     "AdminError",
     "ConfigOp",
@@ -67,16 +67,13 @@ __all__ = [
     "create_topic",
     "delete_topic",
     "describe_broker",
+    "describe_group",
     "describe_topic",
-    "load_dynamic_broker_config",
-    "save_dynamic_broker_config",
     "topic_name_for_id",
 ]
 
 #: The internal topic the offset store writes; it cannot be deleted through DeleteTopics.
 OFFSETS_TOPIC = "__consumer_offsets"
-DYNAMIC_BROKER_CONFIG_FILE = "kompakt-broker-dynamic.json"
-_DYNAMIC_FILE_VERSION = 1
 #: Available brokers, for Kafka's replication-factor message.
 _BROKERS = 1
 ZERO_UUID = uuid.UUID(int=0)
@@ -94,6 +91,7 @@ class ResourceType:
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
+    GROUP = 32
 
 
 class OpType:
@@ -426,6 +424,14 @@ def describe_broker(
     return _filter(entries, keys)
 
 
+def describe_group(broker: Broker, name: str, keys: Sequence[str] | None) -> list[ConfigEntry]:
+    """Every config of group ``name`` (or only ``keys``), its own or the broker's (Kafka's
+    ``ConfigHelper``: a group needs no members to be described)."""
+    if not name:
+        raise AdminError(ErrorCode.invalid_request, "Group name must not be empty")
+    return _filter(describe_group_config(broker.group_configs.overrides_of(name), broker.broker_config), keys)
+
+
 # ----------------------------------------------------------------------------------------------
 # AlterConfigs and IncrementalAlterConfigs
 
@@ -556,7 +562,7 @@ def alter_broker(
     Only dynamic keys are accepted (the dynamic cleaner keys, ``message.max.bytes``, the ``log.*``
     topic-default synonyms, and the Kafka configs kompakt accepts without acting on them that Kafka
     lets AlterConfigs change); ``log.cleaner.threads`` follows Kafka's update rule. The caller
-    persists and installs the result (see :func:`save_dynamic_broker_config`).
+    persists and installs the result (see :func:`alter_resource`).
     """
     cluster_default = broker_target(name, node_id)
     layer = broker_config.dynamic_default if cluster_default else broker_config.dynamic
@@ -574,72 +580,68 @@ def alter_broker(
 
 
 # ----------------------------------------------------------------------------------------------
-# Dynamic broker config persistence
-
-
-def save_dynamic_broker_config(data_dir: str | Path, config: BrokerConfig) -> None:
-    """Write both dynamic layers to ``<data-dir>/kompakt-broker-dynamic.json`` (crash-safe)."""
-    document = {
-        "version": _DYNAMIC_FILE_VERSION,
-        "cluster_default": dict(sorted(config.dynamic_default.items())),
-        "broker": dict(sorted(config.dynamic.items())),
-    }
-    data = (json.dumps(document, indent=2) + "\n").encode()
-    atomic_write_bytes(Path(data_dir) / DYNAMIC_BROKER_CONFIG_FILE, data)
-
-
-def _valid_layer(
-    layer: Mapping[str, object], static: BrokerConfig, *, cluster_default: bool
-) -> dict[str, str]:
-    kept: dict[str, str] = {}
-    for key, value in layer.items():
-        if not isinstance(value, str):
-            log.warning("Ignoring dynamic broker config %s: value %r is not a string", key, value)
-            continue
-        try:
-            if cluster_default:
-                type(static)(static=static.static, dynamic_default={key: value})
-            else:
-                type(static)(static=static.static, dynamic={key: value})
-        except errors.ConfigError as exc:
-            log.warning("Ignoring dynamic broker config %s=%s: %s", key, value, exc)
-            continue
-        kept[key] = value
-    return kept
-
-
-def load_dynamic_broker_config(data_dir: str | Path, static: BrokerConfig) -> BrokerConfig:
-    """``static`` with the persisted dynamic layers applied (called once at startup).
-
-    Like Kafka, an entry that is no longer valid is logged and skipped instead of stopping the
-    broker; a missing file means no dynamic configs. The threads update rule does not apply here:
-    there is no running value to compare against.
-    """
-    path = Path(data_dir) / DYNAMIC_BROKER_CONFIG_FILE
-    if not path.exists():
-        return static
-    try:
-        document = json.loads(path.read_text())
-        if not isinstance(document, dict) or document.get("version") != _DYNAMIC_FILE_VERSION:
-            raise ValueError(f"unsupported document {str(document)[:80]!r}")
-        raw_default = document.get("cluster_default", {})
-        raw_broker = document.get("broker", {})
-        if not isinstance(raw_default, dict) or not isinstance(raw_broker, dict):
-            raise ValueError("layers must be objects")
-    except (OSError, ValueError) as exc:
-        log.error("Ignoring unreadable %s: %s", path, exc)
-        return static
-    dynamic_default = _valid_layer(raw_default, static, cluster_default=True)
-    dynamic = _valid_layer(raw_broker, static, cluster_default=False)
-    try:
-        return type(static)(static=static.static, dynamic_default=dynamic_default, dynamic=dynamic)
-    except errors.ConfigError as exc:
-        log.error("Ignoring the dynamic broker configs in %s, invalid together: %s", path, exc)
-        return static
-
-
-# ----------------------------------------------------------------------------------------------
 # One AlterConfigs / IncrementalAlterConfigs resource, end to end
+
+
+def _group_ops(current: Mapping[str, str], ops: Sequence[ConfigOp]) -> dict[str, str]:
+    """A group's configs after ``ops``, as Kafka 4.1's broker checks them and its controller applies
+    them (``ConfigAdminManager.preprocess``, ``ConfigurationControlManager``): SET and DELETE;
+    APPEND and SUBTRACT are refused, since no group config is a list."""
+    _reject_duplicates([op.name for op in ops])
+    nulls = [op.name for op in ops if op.op != OpType.DELETE and op.value is None]
+    if nulls:
+        raise AdminError(ErrorCode.invalid_request, f"Null value not supported for : {', '.join(nulls)}")
+    result = dict(current)
+    for op in ops:
+        if op.op == OpType.SET and op.value is not None:
+            result[op.name] = op.value
+        elif op.op == OpType.DELETE:
+            result.pop(op.name, None)
+        elif op.op in (OpType.APPEND, OpType.SUBTRACT):
+            verb = "APPEND" if op.op == OpType.APPEND else "SUBTRACT"
+            raise AdminError(
+                ErrorCode.invalid_config, f"Can't {verb} to key {op.name} because its type is not LIST."
+            )
+        else:
+            raise AdminError(ErrorCode.invalid_request, f"Unknown alter config operation type {op.op}")
+    return result
+
+
+def _alter_group(
+    broker: Broker,
+    name: str,
+    *,
+    ops: Sequence[ConfigOp] | None,
+    replace: Sequence[tuple[str, str | None]] | None,
+    validate_only: bool,
+) -> None:
+    """One GROUP resource: the group's new configs are validated against the broker's bounds
+    (Kafka's ``GroupConfigManager.validate``), persisted with the other dynamic configs, then
+    installed; the coordinator reads them at the group's next heartbeat."""
+    if replace is not None:
+        _reject_duplicates([key for key, _ in replace])
+        nulls = [key for key, value in replace if value is None]
+        if nulls:
+            raise AdminError(ErrorCode.invalid_request, f"Null value not supported for : {', '.join(nulls)}")
+    with ADMIN_LOCK:
+        current = broker.group_configs
+        if ops is not None:
+            overrides = _group_ops(current.overrides_of(name), ops)
+        else:
+            overrides = {key: value for key, value in replace or () if value is not None}
+        if not name:
+            raise AdminError(ErrorCode.invalid_request, "Default group resources are not allowed.")
+        try:
+            updated = current.with_group(name, overrides, broker.broker_config)
+        except errors.ConfigError as exc:
+            raise AdminError(ErrorCode.invalid_config, str(exc)) from None
+        if validate_only:
+            return
+        if broker.log_manager is not None:
+            save_dynamic_configs(
+                broker.log_manager.data_dir, broker.broker_config, updated, write=atomic_write_bytes
+            )
+        broker.group_configs = updated
 
 
 def alter_resource(
@@ -653,10 +655,13 @@ def alter_resource(
 ) -> None:
     """Apply one resource of an alter request: ``ops`` (incremental) or ``replace`` (legacy).
 
-    A broker change is persisted before it is installed (:meth:`Broker.update_broker_config`
+    A broker or group change is persisted before it is installed (:meth:`Broker.update_broker_config`
     then tells the config listeners, e.g. the cleaner), so a crash never loses an acknowledged
     change. A topic change goes through the log manager.
     """
+    if resource_type == ResourceType.GROUP:
+        _alter_group(broker, name, ops=ops, replace=replace, validate_only=validate_only)
+        return
     if resource_type not in (ResourceType.TOPIC, ResourceType.BROKER):
         if resource_type == ResourceType.BROKER_LOGGER:
             raise AdminError(ErrorCode.invalid_request, "kompakt has no dynamically configurable loggers.")
@@ -690,5 +695,7 @@ def alter_resource(
         if validate_only:
             return
         if broker.log_manager is not None:
-            save_dynamic_broker_config(broker.log_manager.data_dir, new)
+            save_dynamic_configs(
+                broker.log_manager.data_dir, new, broker.group_configs, write=atomic_write_bytes
+            )
         broker.update_broker_config(new)

@@ -45,9 +45,9 @@ from kompakt.cleaner.readers import (
 from kompakt.cleaner.stats import combine_passes
 from kompakt.cleaner.throttler import Throttler
 from kompakt.clock import Clock
+from kompakt.config.broker import BrokerConfig
 from kompakt.errors import CleaningAbortedError
 from kompakt.log.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE
-from kompakt.log.config import BrokerConfig
 from kompakt.log.partition_log import PartitionLog, is_disk_full
 
 if TYPE_CHECKING:

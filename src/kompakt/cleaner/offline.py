@@ -38,9 +38,10 @@ from kompakt.cleaner.offset_map import HashedOffsetMap
 from kompakt.cleaner.readers import AssumeUnread, ReaderPositions
 from kompakt.cleaner.stats import combine_passes
 from kompakt.clock import Clock
+from kompakt.config.broker import BrokerConfig
 from kompakt.errors import LogDirectoryError
 from kompakt.log.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE
-from kompakt.log.config import BrokerConfig, LogConfig
+from kompakt.log.config import LogConfig
 from kompakt.log.files import parse_partition_dir_name, partition_dir_name, segment_file_name
 from kompakt.log.manager import LogManager
 from kompakt.log.partition_log import PartitionLog

@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from kompakt.cli.output import CliError, CliUsageError
+from kompakt.config.broker import BrokerConfig
+from kompakt.config.defs import closest, parse_properties_file
+from kompakt.config.dynamic import DYNAMIC_BROKER_CONFIG_FILE, load_dynamic_broker_config
+from kompakt.config.tables import BROKER_CONFIGS, KOMPAKT_BROKER_CONFIGS, TOPIC_CONFIGS
 from kompakt.errors import ConfigError
-from kompakt.log.config import BrokerConfig
-from kompakt.log.config_defs import closest, parse_properties_file
-from kompakt.log.config_tables import BROKER_CONFIGS, KOMPAKT_BROKER_CONFIGS, TOPIC_CONFIGS
 
 
 @dataclass
@@ -74,8 +75,6 @@ def _data_dir_dynamic(data_dir: Path | None) -> dict[str, tuple[str, str]]:
     """The dynamic broker configs a kompakt broker persisted in its data directory."""
     if data_dir is None:
         return {}
-    from kompakt.broker.topic_admin import DYNAMIC_BROKER_CONFIG_FILE, load_dynamic_broker_config
-
     if not (data_dir / DYNAMIC_BROKER_CONFIG_FILE).is_file():
         return {}
     loaded = load_dynamic_broker_config(data_dir, BrokerConfig())

@@ -113,7 +113,7 @@ def _split_config_list(text: str) -> list[tuple[str, str]]:
 
 
 def _properties_file(path: str, option: str) -> dict[str, str]:
-    from kompakt.log.config_defs import parse_properties_file
+    from kompakt.config.defs import parse_properties_file
 
     try:
         return parse_properties_file(Path(path))

@@ -33,6 +33,8 @@ from kompakt.cli.output import (
     err_console,
 )
 from kompakt.cli.warmup_cmd import announce_kernel_compile
+from kompakt.config.broker import BrokerConfig
+from kompakt.config.tables import TOPIC_CONFIGS
 from kompakt.errors import ConfigError, LogDirectoryError
 from kompakt.inspect.log_files import (
     BatchInfo,
@@ -43,8 +45,7 @@ from kompakt.inspect.log_files import (
     resolve_target,
     verify_target,
 )
-from kompakt.log.config import BrokerConfig, LogConfig
-from kompakt.log.config_tables import TOPIC_CONFIGS
+from kompakt.log.config import LogConfig
 from kompakt.log.topic_store import CorruptTopicStoreError, TopicStore
 
 log_app = typer.Typer(

@@ -44,9 +44,9 @@ from typing import TYPE_CHECKING
 
 from kompakt.cli.logging_setup import state
 from kompakt.clock import Clock, SystemClock
+from kompakt.config.broker import BrokerConfig
+from kompakt.config.defs import parse_properties_file
 from kompakt.errors import ConfigError
-from kompakt.log.config import BrokerConfig
-from kompakt.log.config_defs import parse_properties_file
 from kompakt.server.ports import DEFAULT_ADMIN_PORT
 
 if TYPE_CHECKING:

@@ -43,6 +43,7 @@ from kompakt.cleaner.readers import (
     reader_risks,
 )
 from kompakt.cleaner.sizing import SLOT_BYTES, keys_per_pass
+from kompakt.config.broker import BrokerConfig
 from kompakt.errors import CorruptCheckpointError
 from kompakt.inspect.explain_report import (
     BOOL,
@@ -76,7 +77,7 @@ from kompakt.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT_FILE,
     OffsetCheckpointFile,
 )
-from kompakt.log.config import BrokerConfig, LogConfig
+from kompakt.log.config import LogConfig
 from kompakt.log.producer_state import ProducerStateManager
 from kompakt.records.batch import (
     ATTR_CONTROL,

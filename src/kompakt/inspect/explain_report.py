@@ -18,9 +18,10 @@ import numpy.typing as npt
 
 from kompakt.cleaner.planning import LONG_MAX
 from kompakt.cleaner.readers import PartitionReaders
-from kompakt.log.config import BrokerConfig, LogConfig
-from kompakt.log.config_defs import ConfigSource
-from kompakt.log.config_describe import describe_topic_config
+from kompakt.config.broker import BrokerConfig
+from kompakt.config.defs import ConfigSource
+from kompakt.config.describe import describe_topic_config
+from kompakt.log.config import LogConfig
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]

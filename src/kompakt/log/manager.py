@@ -44,6 +44,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from kompakt.clock import Clock
+from kompakt.config.broker import BrokerConfig
 from kompakt.errors import (
     KompaktError,
     LogDirectoryError,
@@ -57,7 +58,7 @@ from kompakt.log.checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT_FILE,
     OffsetCheckpointFile,
 )
-from kompakt.log.config import BrokerConfig, LogConfig
+from kompakt.log.config import LogConfig
 from kompakt.log.files import (
     DEFAULT_FILE_OPS,
     DELETE_DIR_SUFFIX,

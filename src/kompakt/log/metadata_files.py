@@ -29,8 +29,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from kompakt.config.defs import parse_properties_text
 from kompakt.errors import CorruptCheckpointError
-from kompakt.log.config_defs import parse_properties_text
 from kompakt.log.files import DEFAULT_FILE_OPS, FileOps, atomic_write_bytes, delete_file, fsync_dir
 
 PARTITION_METADATA_FILE = "partition.metadata"

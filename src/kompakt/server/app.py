@@ -20,18 +20,18 @@ from typing import Protocol
 
 from kompakt.broker.context import Broker, TimerHandle
 from kompakt.broker.dispatch import Dispatcher
-from kompakt.broker.groups import GroupConfig
-from kompakt.broker.groups.config import ConsumerGroupConfig
+from kompakt.broker.groups.config import ConsumerGroupConfig, GroupConfig
 from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC, TopicOffsetStore
 from kompakt.broker.producer_ids import ProducerIdManager
 from kompakt.broker.readers import GroupReaderPositions
-from kompakt.broker.topic_admin import load_dynamic_broker_config
 from kompakt.broker.txn.coordinator import TransactionCoordinator
 from kompakt.broker.txn.state_manager import TxnConfig
 from kompakt.cleaner.log_cleaner import CleanerSettings, LogCleaner
 from kompakt.cleaner.warmup import BackgroundWarmup
 from kompakt.clock import Clock, SystemClock
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
+from kompakt.config.dynamic import load_dynamic_configs
+from kompakt.config.tables import int_default
 from kompakt.log.manager import LogManager
 from kompakt.log.metadata_files import read_meta_properties
 from kompakt.log.segments import ManualScheduler
@@ -262,6 +262,37 @@ class AppSettings:
     admin_port: int | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerSettings:
+    """The broker configs the server shell runs with: the largest request a connection accepts
+    (``socket.request.max.bytes``) and the periods of the storage tasks. Typed from the broker
+    config once, by :meth:`from_broker`; the defaults are the config tables'."""
+
+    socket_request_max_bytes: int = int_default("socket.request.max.bytes")
+    log_initial_task_delay_ms: int = int_default("log.initial.task.delay.ms")
+    recovery_point_checkpoint_interval_ms: int = int_default("log.flush.offset.checkpoint.interval.ms")
+    log_start_offset_checkpoint_interval_ms: int = int_default(
+        "log.flush.start.offset.checkpoint.interval.ms"
+    )
+    high_watermark_checkpoint_interval_ms: int = int_default("replica.high.watermark.checkpoint.interval.ms")
+    log_retention_check_interval_ms: int = int_default("log.retention.check.interval.ms")
+
+    @classmethod
+    def from_broker(cls, config: BrokerConfig) -> ServerSettings:
+        return cls(
+            socket_request_max_bytes=config.get_int("socket.request.max.bytes"),
+            log_initial_task_delay_ms=config.get_int("log.initial.task.delay.ms"),
+            recovery_point_checkpoint_interval_ms=config.get_int("log.flush.offset.checkpoint.interval.ms"),
+            log_start_offset_checkpoint_interval_ms=config.get_int(
+                "log.flush.start.offset.checkpoint.interval.ms"
+            ),
+            high_watermark_checkpoint_interval_ms=config.get_int(
+                "replica.high.watermark.checkpoint.interval.ms"
+            ),
+            log_retention_check_interval_ms=config.get_int("log.retention.check.interval.ms"),
+        )
+
+
 class CleanerService:
     """The log cleaner threads as a broker service, and the background compile of their native
     kernels on a fresh install (which the threads wait for; ``kompakt ready`` does not)."""
@@ -314,40 +345,29 @@ class BrokerApp:
         self.services.append(service)
 
     def _open(self) -> Broker:
-        """Blocking part of start: config layers, data directory, offsets, broker state."""
+        """Blocking part of start: config layers, data directory, offsets, broker state.
+
+        Every typed setting is built (and so every rule checked) before the data directory is
+        opened; the static config was checked when it was built, the dynamic layers and group
+        configs are checked as they are read.
+        """
         settings = self.settings
-        config = load_dynamic_broker_config(settings.data_dir, settings.broker_config)
+        config, group_configs = load_dynamic_configs(settings.data_dir, settings.broker_config)
+        group_config = GroupConfig.from_broker(config)
+        consumer_group_config = ConsumerGroupConfig.from_broker(config)
+        txn_config = TxnConfig.from_broker(config)
         log_manager = LogManager(settings.data_dir, config, self.clock)
         log_manager.open()
         self.log_manager = log_manager
         meta = read_meta_properties(settings.data_dir)
         offsets = TopicOffsetStore(log_manager, self.clock)
         offsets.load()
-        group_config = GroupConfig(
-            group_min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
-            group_max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
-            group_initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
-            group_max_size=config.get_int("group.max.size"),
-            offset_metadata_max_bytes=config.get_int("offset.metadata.max.bytes"),
-            offsets_retention_minutes=config.get_int("offsets.retention.minutes"),
-            offsets_retention_check_interval_ms=config.get_int("offsets.retention.check.interval.ms"),
-        )
         producer_ids = ProducerIdManager(settings.data_dir)
-        consumer_group_config = ConsumerGroupConfig(
-            session_timeout_ms=config.get_int("group.consumer.session.timeout.ms"),
-            min_session_timeout_ms=config.get_int("group.consumer.min.session.timeout.ms"),
-            max_session_timeout_ms=config.get_int("group.consumer.max.session.timeout.ms"),
-            heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
-            min_heartbeat_interval_ms=config.get_int("group.consumer.min.heartbeat.interval.ms"),
-            max_heartbeat_interval_ms=config.get_int("group.consumer.max.heartbeat.interval.ms"),
-            max_size=config.get_int("group.consumer.max.size"),
-            assignors=config.get_list("group.consumer.assignors"),
-            migration_policy=(config.get_str("group.consumer.migration.policy") or "bidirectional").lower(),
-        )
         broker = Broker.create(
             clock=self.clock,
             group_config=group_config,
             consumer_group_config=consumer_group_config,
+            group_configs=group_configs,
             offsets=offsets,
             log_manager=log_manager,
             broker_config=config,
@@ -357,7 +377,7 @@ class BrokerApp:
             advertised_port=settings.advertised_port,
         )
         self._attach_cleaner(broker, log_manager, offsets)
-        broker.txn = self._open_transactions(broker, log_manager, offsets, producer_ids)
+        broker.txn = self._open_transactions(broker, log_manager, offsets, producer_ids, txn_config)
         return broker
 
     def _open_transactions(
@@ -366,30 +386,11 @@ class BrokerApp:
         log_manager: LogManager,
         offsets: TopicOffsetStore,
         producer_ids: ProducerIdManager,
+        config: TxnConfig,
     ) -> TransactionCoordinator:
         """The transaction coordinator, loaded from ``__transaction_state`` after the offsets (a
         decided transaction's markers complete its pending offset commits)."""
-        config = broker.broker_config
-        txn = TransactionCoordinator(
-            log_manager,
-            self.clock,
-            producer_ids,
-            TxnConfig(
-                transactional_id_expiration_ms=config.get_int("transactional.id.expiration.ms"),
-                transaction_max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
-                transaction_log_num_partitions=config.get_int("transaction.state.log.num.partitions"),
-                transaction_log_segment_bytes=config.get_int("transaction.state.log.segment.bytes"),
-                abort_timed_out_transactions_interval_ms=config.get_int(
-                    "transaction.abort.timed.out.transaction.cleanup.interval.ms"
-                ),
-                remove_expired_transactional_ids_interval_ms=config.get_int(
-                    "transaction.remove.expired.transaction.cleanup.interval.ms"
-                ),
-                transaction_partition_verification_enable=config.get_bool(
-                    "transaction.partition.verification.enable"
-                ),
-            ),
-        )
+        txn = TransactionCoordinator(log_manager, self.clock, producer_ids, config)
 
         def on_marker(topic: str, partition: int, producer_id: int, committed: bool) -> None:
             if topic == OFFSETS_TOPIC:
@@ -450,7 +451,13 @@ class BrokerApp:
             for service in self.services:
                 await asyncio.to_thread(service.start)
                 self._started.append(service)
-            server = KafkaServer(broker, settings.host, settings.port, request_metrics=self.request_metrics)
+            server = KafkaServer(
+                broker,
+                settings.host,
+                settings.port,
+                max_frame_bytes=ServerSettings.from_broker(broker.broker_config).socket_request_max_bytes,
+                request_metrics=self.request_metrics,
+            )
             await server.start(kafka_listener)
             self.server = server
             await self._start_admin(broker, admin_listener)
@@ -482,9 +489,9 @@ class BrokerApp:
             self.admin_server = admin_server
 
     def _start_background(self, broker: Broker) -> None:
-        config = broker.broker_config
+        server_settings = ServerSettings.from_broker(broker.broker_config)
         logs = broker.logs
-        initial = config.get_int("log.initial.task.delay.ms")
+        initial = server_settings.log_initial_task_delay_ms
         settings = self.settings
         scheduler = logs.scheduler
 
@@ -509,22 +516,22 @@ class BrokerApp:
             (
                 "recovery-point-checkpoint",
                 initial,
-                config.get_int("log.flush.offset.checkpoint.interval.ms"),
+                server_settings.recovery_point_checkpoint_interval_ms,
                 logs.checkpoint_recovery_points,
             ),
             (
                 "log-start-offset-checkpoint",
                 initial,
-                config.get_int("log.flush.start.offset.checkpoint.interval.ms"),
+                server_settings.log_start_offset_checkpoint_interval_ms,
                 logs.checkpoint_log_start_offsets,
             ),
             (
                 "high-watermark-checkpoint",
                 initial,
-                config.get_int("replica.high.watermark.checkpoint.interval.ms"),
+                server_settings.high_watermark_checkpoint_interval_ms,
                 logs.checkpoint_high_watermarks,
             ),
-            ("log-retention", initial, config.log_retention_check_interval_ms, retention),
+            ("log-retention", initial, server_settings.log_retention_check_interval_ms, retention),
             # Tables in use read what was appended meanwhile, so a lookup after a burst stays short.
             ("table-catch-up", TABLE_CATCH_UP_MS, TABLE_CATCH_UP_MS, self._refresh_tables),
         ]

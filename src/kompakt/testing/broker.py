@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kompakt.broker import topic_admin
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
 from kompakt.server.admin_api import AdminApi, AdminApiError, StoredRecord
 from kompakt.server.app import AppSettings, BrokerApp
 from kompakt.server.manual_clock import ManualClock, parse_duration_ms

@@ -10,7 +10,7 @@ import pytest
 from kompakt.broker.context import Broker
 from kompakt.broker.dispatch import Dispatcher
 from kompakt.clock import FakeClock
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
 
 

@@ -12,7 +12,8 @@ import pytest
 from kompakt.broker import topic_admin
 from kompakt.broker.context import Broker
 from kompakt.broker.dispatch import Dispatcher
-from kompakt.log.config import BrokerConfig
+from kompakt.config import dynamic
+from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.codec import ErrorCode as E
@@ -343,7 +344,7 @@ def test_broker_dynamic_config_persisted_and_reloaded(
     assert log_manager.broker_config is broker.broker_config
     assert [c.log_cleaner_backoff_ms for c in heard] == [500, 500]
 
-    path = Path(log_manager.data_dir) / topic_admin.DYNAMIC_BROKER_CONFIG_FILE
+    path = Path(log_manager.data_dir) / dynamic.DYNAMIC_BROKER_CONFIG_FILE
     document = json.loads(path.read_text())
     assert document["broker"] == {
         "log.cleaner.backoff.ms": "500",
@@ -351,7 +352,7 @@ def test_broker_dynamic_config_persisted_and_reloaded(
     }
     assert document["cluster_default"] == {"log.retention.ms": "7200000"}
 
-    reloaded = topic_admin.load_dynamic_broker_config(log_manager.data_dir, BrokerConfig.from_properties({}))
+    reloaded = dynamic.load_dynamic_broker_config(log_manager.data_dir, BrokerConfig.from_properties({}))
     assert reloaded.log_cleaner_backoff_ms == 500
     assert reloaded.lookup("log.retention.ms")[1] == DYNAMIC_DEFAULT
     assert reloaded.dynamic == broker.broker_config.dynamic
@@ -394,7 +395,7 @@ def test_broker_static_only_keys_refused(
     other = incremental(dispatcher, BROKER, "3", [("log.cleaner.backoff.ms", SET, "1")])
     assert other.error_code == E.invalid_request
     assert broker.broker_config.dynamic == {}
-    assert not (Path(log_manager.data_dir) / topic_admin.DYNAMIC_BROKER_CONFIG_FILE).exists()
+    assert not (Path(log_manager.data_dir) / dynamic.DYNAMIC_BROKER_CONFIG_FILE).exists()
 
 
 def test_broker_validate_only_and_legacy(dispatcher: Dispatcher, broker: Broker) -> None:
@@ -417,8 +418,8 @@ def test_broker_list_append(dispatcher: Dispatcher, broker: Broker) -> None:
 
 def test_load_dynamic_skips_invalid_entries(tmp_path: Path) -> None:
     static = BrokerConfig.from_properties({"log.cleaner.threads": "2"})
-    assert topic_admin.load_dynamic_broker_config(tmp_path, static) is static
-    (tmp_path / topic_admin.DYNAMIC_BROKER_CONFIG_FILE).write_text(
+    assert dynamic.load_dynamic_broker_config(tmp_path, static) is static
+    (tmp_path / dynamic.DYNAMIC_BROKER_CONFIG_FILE).write_text(
         json.dumps(
             {
                 "version": 1,
@@ -427,10 +428,10 @@ def test_load_dynamic_skips_invalid_entries(tmp_path: Path) -> None:
             }
         )
     )
-    loaded = topic_admin.load_dynamic_broker_config(tmp_path, static)
+    loaded = dynamic.load_dynamic_broker_config(tmp_path, static)
     assert dict(loaded.dynamic_default) == {"log.retention.ms": "1"}
     # At startup there is no running value, so the threads rule does not apply.
     assert dict(loaded.dynamic) == {"log.cleaner.threads": "8"}
     assert loaded.log_cleaner_threads == 8
-    (tmp_path / topic_admin.DYNAMIC_BROKER_CONFIG_FILE).write_text("{not json")
-    assert topic_admin.load_dynamic_broker_config(tmp_path, static) is static
+    (tmp_path / dynamic.DYNAMIC_BROKER_CONFIG_FILE).write_text("{not json")
+    assert dynamic.load_dynamic_broker_config(tmp_path, static) is static

@@ -20,7 +20,7 @@ from kompakt.broker.txn.log_format import decode_key, decode_value, encode_key, 
 from kompakt.broker.txn.metadata import TransactionState
 from kompakt.broker.txn.state_manager import TRANSACTION_STATE_TOPIC, TxnConfig, _to_value
 from kompakt.clock import FakeClock
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.protocol.codec import ErrorCode
 from kompakt.records.batch import RecordBatchView, iter_batches

@@ -18,7 +18,7 @@ from confluent_kafka.cimpl import NewTopic
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
 from kompakt.testing.broker import InProcessBroker
 from tests.support.serve import BrokerProcess, start_broker
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kompakt.clock import SystemClock
-from kompakt.log.config import BrokerConfig
+from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.records.control import ControlType, control_type_of
 from kompakt.records.record import decode_records

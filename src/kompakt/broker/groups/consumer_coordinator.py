@@ -86,6 +86,7 @@ from kompakt.broker.groups.reconciliation import (
     reconcile,
 )
 from kompakt.clock import Clock
+from kompakt.config.groups import GroupResourceConfig
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +219,9 @@ class ConsumerGroupCoordinator:
         self._store = store
         self._classic = classic
         self.topics: TopicView = topics or (lambda: {})
+        #: A group's own configs (a GROUP config resource), None when it has none; the broker
+        #: installs its reader (``Broker.create``).
+        self.group_config: Callable[[str], GroupResourceConfig | None] = lambda _group_id: None
         self._groups: dict[str, ConsumerGroup] = {}
         self._assignor_names = tuple(ASSIGNOR_CLASS_NAMES.get(a, a) for a in config.assignors)
         unknown = [a for a in self._assignor_names if a not in ASSIGNORS]
@@ -239,6 +243,17 @@ class ConsumerGroupCoordinator:
     @property
     def default_assignor(self) -> str:
         return self._assignor_names[0]
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        """The group's ``consumer.session.timeout.ms``, else the broker's (Kafka's
+        ``GroupMetadataManager.consumerGroupSessionTimeoutMs``)."""
+        own = self.group_config(group_id)
+        return self.config.session_timeout_ms if own is None else own.consumer_session_timeout_ms
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        """The group's ``consumer.heartbeat.interval.ms``, else the broker's."""
+        own = self.group_config(group_id)
+        return self.config.heartbeat_interval_ms if own is None else own.consumer_heartbeat_interval_ms
 
     # -- persistence -------------------------------------------------------------------------
 
@@ -269,7 +284,7 @@ class ConsumerGroupCoordinator:
             for key, value in sorted(decoded, key=lambda kv: order[kv[0].record_type]):
                 group.replay(key, value)
             for member in group.members.values():
-                group.session_deadlines_ms[member.member_id] = now + self.config.session_timeout_ms
+                group.session_deadlines_ms[member.member_id] = now + self.session_timeout_ms(group_id)
                 if member.assignment.state is MemberState.UNREVOKED_PARTITIONS:
                     group.revocation_deadlines_ms[member.member_id] = (
                         member.member_epoch,
@@ -420,7 +435,7 @@ class ConsumerGroupCoordinator:
         return HeartbeatResult(
             member_id=member_id,
             member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            heartbeat_interval_ms=self.heartbeat_interval_ms(group.group_id),
             assignment=reconciled.assigned_partitions if joining or full or changed else None,
         )
 
@@ -509,7 +524,7 @@ class ConsumerGroupCoordinator:
     ) -> None:
         """The session restarts on every heartbeat; a member that must revoke has its rebalance
         timeout to do so (``scheduleConsumerGroupRebalanceTimeout``)."""
-        group.session_deadlines_ms[member_id] = now + self.config.session_timeout_ms
+        group.session_deadlines_ms[member_id] = now + self.session_timeout_ms(group.group_id)
         if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
             deadline = group.revocation_deadlines_ms.get(member_id)
             if deadline is None or deadline[0] != reconciled.member_epoch:

@@ -1,4 +1,5 @@
-"""AlterConfigs (33), v0–2: replace the whole override set of a topic or a dynamic broker layer.
+"""AlterConfigs (33), v0–2: replace the whole override set of a topic, a dynamic broker layer or a
+group's configs (GROUP resources, as Kafka 4 takes them).
 
 Legacy semantics: the configs sent become the complete set of overrides; anything not sent is
 removed. Resources are answered one by one; a resource named twice is INVALID_REQUEST.

@@ -12,7 +12,7 @@ from collections import Counter
 
 from kompakt.broker import topic_admin
 from kompakt.broker.context import HandlerSpec, RequestContext
-from kompakt.log.config_describe import ConfigEntry
+from kompakt.config.describe import ConfigEntry
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
 

@@ -1,11 +1,13 @@
-"""DescribeConfigs (32), v1–4: topic and broker configs with sources, synonyms and documentation.
+"""DescribeConfigs (32), v1–4: topic, broker and group configs with sources, synonyms and
+documentation.
 
 Resource types: TOPIC (2), BROKER (4; name ``""`` lists only the dynamic cluster defaults, as
-Kafka does, and otherwise must be this broker's id) and BROKER_LOGGER (8; kompakt has no dynamic
-loggers, so this broker answers with an empty list). Anything else is INVALID_REQUEST for that
-resource. ``configuration_keys`` null or empty means every key (Kafka's reading). Synonyms are sent
-only when asked for (v1+), documentation only when asked for (v3+); ``config_type`` is v3+ and the
-response builder drops it for older versions.
+Kafka does, and otherwise must be this broker's id), BROKER_LOGGER (8; kompakt has no dynamic
+loggers, so this broker answers with an empty list) and GROUP (32; Kafka 4's group configs, the
+group's own values or the broker's, for any group name but ``""``, with or without members).
+Anything else is INVALID_REQUEST for that resource. ``configuration_keys`` null or empty means
+every key (Kafka's reading). Synonyms are sent only when asked for (v1+), documentation only when
+asked for (v3+); ``config_type`` is v3+ and the response builder drops it for older versions.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 from kompakt.broker import topic_admin
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.topic_admin import ResourceType
-from kompakt.log.config_describe import ConfigEntry
+from kompakt.config.describe import ConfigEntry
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
 
@@ -46,6 +48,8 @@ def _describe(
         return topic_admin.describe_topic(broker.logs, broker.broker_config, name, keys)
     if resource_type == ResourceType.BROKER:
         return topic_admin.describe_broker(broker.broker_config, broker.node_id, name, keys)
+    if resource_type == ResourceType.GROUP:
+        return topic_admin.describe_group(broker, name, keys)
     if resource_type == ResourceType.BROKER_LOGGER:
         if topic_admin.broker_target(name, broker.node_id):
             raise topic_admin.AdminError(

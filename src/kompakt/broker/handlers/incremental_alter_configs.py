@@ -1,9 +1,12 @@
-"""IncrementalAlterConfigs (44), v0–1: SET / DELETE / APPEND / SUBTRACT on topic or broker configs.
+"""IncrementalAlterConfigs (44), v0–1: SET / DELETE / APPEND / SUBTRACT on topic, broker or group
+configs.
 
-Operations apply to the current override set (a topic's overrides, or this broker's or the
-cluster-default dynamic layer); APPEND and SUBTRACT only work on LIST configs such as
-``cleanup.policy`` (INVALID_CONFIG otherwise). The result is validated as a whole before anything
-changes. Resources are answered one by one; a resource named twice is INVALID_REQUEST.
+Operations apply to the current override set (a topic's overrides, this broker's or the
+cluster-default dynamic layer, or a group's configs: ``consumer.session.timeout.ms`` and the
+others of Kafka 4.1's ``GroupConfig``); APPEND and SUBTRACT only work on LIST configs such as
+``cleanup.policy`` (INVALID_CONFIG otherwise, which is every group config). The result is
+validated as a whole before anything changes. Resources are answered one by one; a resource named
+twice is INVALID_REQUEST.
 """
 
 from __future__ import annotations

@@ -36,6 +36,8 @@ from kompakt.broker.txn.log_format import (
 )
 from kompakt.broker.txn.metadata import TransactionMetadata, TransactionState, TxnTransitMetadata
 from kompakt.clock import Clock
+from kompakt.config.broker import BrokerConfig
+from kompakt.config.tables import bool_default, int_default
 from kompakt.errors import KompaktError, TopicExistsError
 from kompakt.log.manager import LogManager
 from kompakt.log.partition_log import PartitionLog
@@ -45,8 +47,6 @@ from kompakt.records.record import decode_records
 log = logging.getLogger(__name__)
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-#: Kafka's ``transaction.state.log.segment.bytes`` default (100 MiB).
-TRANSACTION_STATE_SEGMENT_BYTES = 104_857_600
 #: The single node leads every partition at this coordinator epoch (markers carry it).
 COORDINATOR_EPOCH = 0
 _READ_CHUNK = 1 << 20
@@ -54,15 +54,40 @@ _READ_CHUNK = 1 << 20
 
 @dataclass(frozen=True, slots=True)
 class TxnConfig:
-    """The broker configs the coordinator reads (Kafka's ``TransactionConfig``)."""
+    """The broker configs the coordinator reads (Kafka's ``TransactionConfig``), typed; defined,
+    with their defaults, in :mod:`kompakt.config.txn_defs`."""
 
-    transactional_id_expiration_ms: int = 604_800_000
-    transaction_max_timeout_ms: int = 900_000
-    transaction_log_num_partitions: int = 50
-    transaction_log_segment_bytes: int = TRANSACTION_STATE_SEGMENT_BYTES
-    abort_timed_out_transactions_interval_ms: int = 10_000
-    remove_expired_transactional_ids_interval_ms: int = 3_600_000
-    transaction_partition_verification_enable: bool = True
+    transactional_id_expiration_ms: int = int_default("transactional.id.expiration.ms")
+    transaction_max_timeout_ms: int = int_default("transaction.max.timeout.ms")
+    transaction_log_num_partitions: int = int_default("transaction.state.log.num.partitions")
+    transaction_log_segment_bytes: int = int_default("transaction.state.log.segment.bytes")
+    abort_timed_out_transactions_interval_ms: int = int_default(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+    )
+    remove_expired_transactional_ids_interval_ms: int = int_default(
+        "transaction.remove.expired.transaction.cleanup.interval.ms"
+    )
+    transaction_partition_verification_enable: bool = bool_default(
+        "transaction.partition.verification.enable"
+    )
+
+    @classmethod
+    def from_broker(cls, config: BrokerConfig) -> TxnConfig:
+        return cls(
+            transactional_id_expiration_ms=config.get_int("transactional.id.expiration.ms"),
+            transaction_max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
+            transaction_log_num_partitions=config.get_int("transaction.state.log.num.partitions"),
+            transaction_log_segment_bytes=config.get_int("transaction.state.log.segment.bytes"),
+            abort_timed_out_transactions_interval_ms=config.get_int(
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+            ),
+            remove_expired_transactional_ids_interval_ms=config.get_int(
+                "transaction.remove.expired.transaction.cleanup.interval.ms"
+            ),
+            transaction_partition_verification_enable=config.get_bool(
+                "transaction.partition.verification.enable"
+            ),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 ``kafka_broker_configs.json`` beside this module is a dump of Kafka 4.1.2's broker config
 definition (``AbstractKafkaConfig.CONFIG_DEF``) with the dynamic ones marked
 (``DynamicBrokerConfig.AllDynamicConfigs``); its ``how`` field says exactly what was read. kompakt
-defines the configs it acts on itself (:mod:`kompakt.log.config_tables`, with its own wording and
+defines the configs it acts on itself (:mod:`kompakt.config.tables`, with its own wording and
 validators); every other Kafka name comes from here, so that a ``server.properties`` written for
 Kafka, and AlterConfigs or DescribeConfigs from Kafka tools, work name for name. Those configs
 change nothing in kompakt, and their DescribeConfigs documentation starts by saying so.
@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from kompakt.log.config_defs import (
+from kompakt.config.defs import (
     ConfigDef,
     ConfigType,
     ConfigValue,

@@ -1,4 +1,4 @@
-"""DescribeConfigs views of topic and broker configs, with Kafka's sources and synonyms.
+"""DescribeConfigs views of topic, broker and group configs, with Kafka's sources and synonyms.
 
 For a topic config the synonym list is, in order: the topic override (``TOPIC_CONFIG``), then
 for each broker synonym in priority order its dynamic per-broker, dynamic cluster-default and
@@ -14,9 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kompakt.log.config import BrokerConfig, parse_topic_overrides, resolve_topic_value
-from kompakt.log.config_defs import ConfigSource, ConfigType, ConfigValue
-from kompakt.log.config_tables import BROKER_CONFIGS, INTERNAL_BROKER_NAMES, TOPIC_CONFIG_DEFS, TopicConfigDef
+from kompakt.config.broker import BrokerConfig
+from kompakt.config.defs import ConfigSource, ConfigType, ConfigValue
+from kompakt.config.group_defs import GROUP_CONFIGS, group_config_values
+from kompakt.config.tables import BROKER_CONFIGS, INTERNAL_BROKER_NAMES, TOPIC_CONFIG_DEFS, TopicConfigDef
+from kompakt.config.topic import parse_topic_overrides, resolve_topic_value
 
 
 class ConfigSynonym(NamedTuple):
@@ -125,6 +127,37 @@ def describe_broker_config(broker: BrokerConfig) -> list[ConfigEntry]:
                 read_only=not definition.dynamic,
                 sensitive=definition.type is ConfigType.PASSWORD,
                 synonyms=tuple(synonyms),
+                type=definition.type,
+                documentation=definition.doc,
+            )
+        )
+    return entries
+
+
+def describe_group_config(overrides: Mapping[str, str], broker: BrokerConfig) -> list[ConfigEntry]:
+    """Every config of a group with ``overrides``, sorted by name (Kafka's
+    ``ConfigHelper.createGroupConfigEntry``).
+
+    A group config's value is the group's own (source ``GROUP_CONFIG``) or else its default, which
+    for the session timeouts, heartbeat intervals and record lock duration is the broker's
+    ``group.*`` config of the same meaning (source ``DEFAULT_CONFIG`` all the same, as Kafka shows
+    it). The one synonym is the entry itself: a group config has no broker synonyms.
+    """
+    values = group_config_values(overrides, broker)
+    entries = []
+    for name in sorted(GROUP_CONFIGS):
+        definition = GROUP_CONFIGS[name]
+        value = definition.format(values[name])
+        source = ConfigSource.GROUP_CONFIG if name in overrides else ConfigSource.DEFAULT_CONFIG
+        entries.append(
+            ConfigEntry(
+                name=name,
+                value=value,
+                source=source,
+                is_default=source is ConfigSource.DEFAULT_CONFIG,
+                read_only=False,
+                sensitive=False,
+                synonyms=(ConfigSynonym(name, value, source),),
                 type=definition.type,
                 documentation=definition.doc,
             )

@@ -6,10 +6,9 @@ cannot drift from the code.
 
 from __future__ import annotations
 
-from kompakt.log.config_defs import ConfigDef
-from kompakt.log.config_tables import BROKER_CONFIGS, TOPIC_CONFIG_DEFS, TopicConfigDef
+from kompakt.config.defs import ConfigDef
+from kompakt.config.tables import BROKER_CONFIGS, TOPIC_CONFIG_DEFS, TopicConfigDef
 
-LONG_MAX = 2**63 - 1
 _BROKER_SECTION = (
     "log.cleaner.enable",
     "log.cleaner.threads",

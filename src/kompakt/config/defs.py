@@ -25,6 +25,8 @@ from typing import Protocol
 
 from kompakt.errors import ConfigError
 
+#: Java's bounds (``Integer.MAX_VALUE``, ``Long.MAX_VALUE``...): Kafka's INT and LONG configs, and
+#: the "no limit" of its ``Long.MAX_VALUE`` defaults. The one definition kompakt has of each.
 INT_MAX = 2**31 - 1
 INT_MIN = -(2**31)
 LONG_MAX = 2**63 - 1
@@ -49,6 +51,16 @@ class ConfigType(IntEnum):
     PASSWORD = 9
 
 
+BOOL, STR, INT, LONG, DBL, LIST = (
+    ConfigType.BOOLEAN,
+    ConfigType.STRING,
+    ConfigType.INT,
+    ConfigType.LONG,
+    ConfigType.DOUBLE,
+    ConfigType.LIST,
+)
+
+
 class ConfigSource(IntEnum):
     """Where a config value came from, with Kafka's DescribeConfigs ids."""
 
@@ -59,6 +71,9 @@ class ConfigSource(IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    #: A group config resource's own value (KIP-848's ``consumer.session.timeout.ms`` and friends).
+    GROUP_CONFIG = 8
 
 
 def invalid(name: str, value: object, reason: str) -> ConfigError:
@@ -204,6 +219,69 @@ class ConfigDef:
         if value is None or self.type is ConfigType.PASSWORD:
             return None
         return format_any(value)
+
+
+def define(
+    name: str,
+    kind: ConfigType,
+    default: ConfigValue,
+    doc: str,
+    validator: Validator | None = None,
+    dynamic: bool = True,
+) -> ConfigDef:
+    """One broker config (Kafka's ``ConfigDef.define``); the owner tables are lists of these."""
+    return ConfigDef(name, kind, default, doc, validator, dynamic)
+
+
+def int_value(name: str, value: ConfigValue) -> int:
+    """``value`` as the int it must be (a typed setting reading its table's default)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} has no integer value ({value!r})")
+    return value
+
+
+def float_value(name: str, value: ConfigValue) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} has no numeric value ({value!r})")
+    return float(value)
+
+
+def bool_value(name: str, value: ConfigValue) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} has no boolean value ({value!r})")
+    return value
+
+
+def str_value(name: str, value: ConfigValue) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} has no string value ({value!r})")
+    return value
+
+
+def list_value(name: str, value: ConfigValue) -> tuple[str, ...]:
+    if not isinstance(value, tuple):
+        raise TypeError(f"{name} has no list value ({value!r})")
+    return value
+
+
+class Lookup(Protocol):
+    """What a cross-field rule reads: a broker config's typed values (:class:`BrokerConfig`).
+
+    The owners' rules (``log_defs``, ``group_defs``, ``server_defs``) sit below the broker config
+    that runs them, so they read it through this protocol rather than importing it.
+    """
+
+    def get_int(self, name: str) -> int: ...
+
+    def get_float(self, name: str) -> float: ...
+
+    def get_bool(self, name: str) -> bool: ...
+
+    def get_list(self, name: str) -> tuple[str, ...]: ...
+
+    def get_str(self, name: str) -> str | None: ...
+
+    def lookup_set(self, name: str) -> tuple[ConfigValue, ConfigSource] | None: ...
 
 
 def parse_typed(name: str, config_type: ConfigType, raw: str) -> ConfigValue:
