@@ -8,14 +8,41 @@ inputs and tests move time with :class:`FakeClock` instead of sleeping.
 
 ``now_ms`` is wall-clock time (what Kafka's ``time.milliseconds()`` returns) and may be replaced by a
 manual clock in testing mode; ``monotonic_ms`` is for timeouts and durations and always follows real
-time.
+time. :func:`parse_time_ms` is the one reading of a point in time a user writes (a CLI option, an
+admin endpoint parameter, a restore window).
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Protocol
+
+_EPOCH_MS = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_time_ms(text: str) -> int:
+    """Milliseconds since the epoch, from epoch milliseconds or an ISO-8601 date-time.
+
+    A date-time without an offset is taken as UTC rather than local time, so that a script gives
+    the same answer on every machine; ``Z`` or ``+02:00`` make it explicit. Raises
+    :class:`ValueError` saying what was expected; each caller puts that in its own error (a usage
+    error naming the option, a bad request, a backup config error naming the key).
+    """
+    stripped = text.strip()
+    if _EPOCH_MS.fullmatch(stripped):
+        return int(stripped)
+    try:
+        moment = datetime.fromisoformat(stripped)
+    except ValueError:
+        raise ValueError(
+            f"expected milliseconds since the epoch or an ISO-8601 date-time, got {text!r}"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
 
 
 class Clock(Protocol):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kompakt.cleaner.planning import LONG_MAX, NO_TIMESTAMP, SegmentInfo, TopicPartition
+from kompakt.cleaner.planning import NO_TIMESTAMP, SegmentInfo, TopicPartition
+from kompakt.config.defs import LONG_MAX
 
 DAY_MS = 86_400_000
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from kompakt.cleaner.planning import (
-    LONG_MAX,
     REASON_TOMBSTONES,
     SelectionError,
     deletable_logs,
@@ -16,6 +15,7 @@ from kompakt.cleaner.planning import (
     needs_forced_roll,
     segments_to_force_roll,
 )
+from kompakt.config.defs import LONG_MAX
 from kompakt.errors import UncleanablePartitionError
 
 from ._fakes import DAY_MS, FakeConfig, FakeLog, build_segments, filthy_log, segment

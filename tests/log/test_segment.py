@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kompakt.log.segment import LONG_MAX, LogSegment
+from kompakt.config.defs import LONG_MAX
+from kompakt.log.segment import LogSegment
 
 from .log_helpers import batch, batch_ranges
 

@@ -39,6 +39,7 @@ import yaml
 
 from kompakt.backup.errors import BackupConfigError
 from kompakt.backup.storage import FilesystemStorage, S3Storage, Storage
+from kompakt.clock import parse_time_ms
 from kompakt.config.defs import closest
 
 BACKUP_ID = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
@@ -460,7 +461,8 @@ def parse_erasure(section: Mapping[str, Any], base_dir: Path) -> ErasureConfig:
 
 
 def _time_ms(section: Mapping[str, Any], key: str) -> int | None:
-    """Epoch milliseconds, or an ISO-8601 date-time (with an offset, or taken as UTC)."""
+    """Epoch milliseconds, or an ISO-8601 date-time (with an offset, or taken as UTC); YAML may
+    already have read it as an int or a datetime."""
     value = section.get(key)
     if value is None:
         return None
@@ -470,18 +472,9 @@ def _time_ms(section: Mapping[str, Any], key: str) -> int | None:
         return value
     if isinstance(value, str):
         try:
-            return int(value)
-        except ValueError:
-            pass
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            raise BackupConfigError(f"restore.{key} must be epoch ms or ISO-8601, got {value!r}") from None
-        if parsed.tzinfo is None:
-            from datetime import UTC
-
-            parsed = parsed.replace(tzinfo=UTC)
-        return int(parsed.timestamp() * 1000)
+            return parse_time_ms(value)
+        except ValueError as exc:
+            raise BackupConfigError(f"restore.{key}: {exc}") from None
     raise BackupConfigError(f"restore.{key} must be epoch ms or ISO-8601, got {value!r}")
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from kompakt.config.defs import LONG_MAX, LONG_MIN
 from kompakt.errors import (
     CompressionError,
     CorruptRecordError,
@@ -52,8 +53,6 @@ else:
     np = LazyModule("numpy", globals(), "np")  # loaded on first use, not at broker start
 
 LOG_APPEND_TIME: Final = "LogAppendTime"
-_INT64_MIN: Final = -(2**63)
-_INT64_MAX: Final = 2**63 - 1
 _MAGIC_OFFSET: Final = 16
 
 
@@ -226,8 +225,8 @@ def validate_produce(
     log_append = config.message_timestamp_type == LOG_APPEND_TIME
     ts_error_count = 0
     if not log_append:
-        lower = max(now_ms - config.message_timestamp_before_max_ms, _INT64_MIN)
-        upper = min(now_ms + config.message_timestamp_after_max_ms, _INT64_MAX)
+        lower = max(now_ms - config.message_timestamp_before_max_ms, LONG_MIN)
+        upper = min(now_ms + config.message_timestamp_after_max_ms, LONG_MAX)
         bad = (timestamps < lower) | (timestamps > upper)
         if null_keys:
             bad &= key_lens >= 0  # a record reports its key error first, as Kafka's validateRecord

@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kompakt.cleaner.planning import NO_TIMESTAMP, SegmentInfo
+from kompakt.config.defs import LONG_MAX
 from kompakt.log.config import LogConfig
 from kompakt.log.partition_log import PartitionLog
-
-LONG_MAX = 2**63 - 1
 
 
 class LogView:

@@ -40,11 +40,11 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from kompakt.config.defs import LONG_MAX
 from kompakt.errors import UncleanablePartitionError
 
 logger = logging.getLogger(__name__)
 
-LONG_MAX = 2**63 - 1
 NO_TIMESTAMP = -1
 
 TopicPartition = tuple[str, int]

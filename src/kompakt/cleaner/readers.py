@@ -29,9 +29,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from kompakt.config.defs import LONG_MAX
 from kompakt.log.config import LogConfig
-
-LONG_MAX = 2**63 - 1
 
 if TYPE_CHECKING:
     # numpy loads on first use, not on the broker's start path (tests/server/test_startup_imports.py).

@@ -20,7 +20,6 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
 
 import confluent_kafka.admin as _confluent_admin
@@ -40,6 +39,7 @@ from rich.progress import (
 )
 
 from kompakt.cli.output import CliError, CliUsageError, OutputFormat, err_console
+from kompakt.clock import parse_time_ms
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT_S = 10.0
@@ -203,23 +203,12 @@ def parse_pairs(items: Iterable[str], option: str) -> list[tuple[str, str]]:
 
 
 def parse_timestamp_ms(text: str, option: str) -> int:
-    """Milliseconds since the epoch, or an ISO-8601 date-time (naive means UTC).
-
-    Naive times are taken as UTC rather than local time so that a script gives the same answer on
-    every machine; add an offset (``+02:00`` or ``Z``) to be explicit.
-    """
-    stripped = text.strip()
-    if stripped.lstrip("-").isdigit():
-        return int(stripped)
+    """``option``'s value as epoch milliseconds (:func:`kompakt.clock.parse_time_ms`); a bad value
+    is a usage error naming the option."""
     try:
-        moment = datetime.fromisoformat(stripped)
-    except ValueError:
-        raise CliUsageError(
-            f"{option} expects milliseconds since the epoch or an ISO-8601 date-time, got {text!r}"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+        return parse_time_ms(text)
+    except ValueError as exc:
+        raise CliUsageError(f"{option}: {exc}") from None
 
 
 def decode_text(data: bytes | None) -> str | None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import os
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -518,21 +517,16 @@ def repair_command(
 
 
 def parse_now(value: str | None) -> int:
-    """``--now`` as epoch milliseconds or ISO-8601 (UTC when no zone is given)."""
-    if value is None:
-        from kompakt.clock import SystemClock
+    """``--now`` as epoch milliseconds or ISO-8601 (UTC when no zone is given); the system clock
+    when not given."""
+    from kompakt.clock import SystemClock, parse_time_ms
 
+    if value is None:
         return SystemClock().now_ms()
-    text = value.strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise CliUsageError(f"--now expects epoch milliseconds or an ISO-8601 time, got {value!r}") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+        return parse_time_ms(value)
+    except ValueError as exc:
+        raise CliUsageError(f"--now: {exc}") from None
 
 
 def _note_skipped(defaults: BrokerDefaults) -> None:

@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 
 from kompakt.cleaner.planning import (
-    LONG_MAX,
     NO_TIMESTAMP,
     SegmentInfo,
     cleanable_offsets,
@@ -44,6 +43,7 @@ from kompakt.cleaner.readers import (
 )
 from kompakt.cleaner.sizing import SLOT_BYTES, keys_per_pass
 from kompakt.config.broker import BrokerConfig
+from kompakt.config.defs import LONG_MAX
 from kompakt.errors import CorruptCheckpointError
 from kompakt.inspect.explain_report import (
     BOOL,

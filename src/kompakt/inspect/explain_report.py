@@ -16,10 +16,9 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from kompakt.cleaner.planning import LONG_MAX
 from kompakt.cleaner.readers import PartitionReaders
 from kompakt.config.broker import BrokerConfig
-from kompakt.config.defs import ConfigSource
+from kompakt.config.defs import LONG_MAX, ConfigSource
 from kompakt.config.describe import describe_topic_config
 from kompakt.log.config import LogConfig
 

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from kompakt.cleaner.planning import LONG_MAX
+from kompakt.config.defs import LONG_MAX
 from kompakt.inspect.explain_report import PartitionSource, iso_ms
 
 MAP_FORMAT_VERSION: Final = 1

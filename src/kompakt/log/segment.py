@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from kompakt.config.defs import LONG_MAX
 from kompakt.errors import CorruptIndexError, CorruptRecordError, InvalidOffsetError
 from kompakt.log.config import LogConfig
 from kompakt.log.files import DEFAULT_FILE_OPS, FileOps, SegmentExtension, segment_file_name
@@ -39,7 +40,6 @@ from kompakt.records.record import decode_records
 
 log = logging.getLogger(__name__)
 
-LONG_MAX: Final = 2**63 - 1
 _CHUNK: Final = 1 << 16
 #: Bytes read at a time while walking batch headers to find the end of a zero-copy range.
 _HEADER_WINDOW: Final = 1 << 12

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import UTC, datetime
 from typing import Any, Final
 
+from kompakt import clock
 from kompakt.table.partition import Location, Lookup
 from kompakt.table.records import TableRecord
 
@@ -41,17 +41,12 @@ def decode_key(text: str, encoding: str = "utf8") -> bytes:
 
 
 def parse_time_ms(text: str) -> int:
-    """Epoch milliseconds, or an ISO-8601 time (UTC when no zone is given)."""
-    value = text.strip()
-    if value.lstrip("-").isdigit():
-        return int(value)
+    """Epoch milliseconds, or an ISO-8601 time (UTC when no zone is given); a bad value is an
+    :class:`ArgumentError` (:func:`kompakt.clock.parse_time_ms`)."""
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise ArgumentError(f"expected epoch milliseconds or an ISO-8601 time, got {text!r}") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return int(parsed.timestamp() * 1000)
+        return clock.parse_time_ms(text)
+    except ValueError as exc:
+        raise ArgumentError(str(exc)) from None
 
 
 def text_or_none(data: bytes | None) -> str | None:
