@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import struct
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -11,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from kompakt.cli.serve import UsageError, build_settings
+from kompakt.protocol.apis import ApiKey
+from tests.support.serve import start_broker
+from tests.support.wire import request_bytes
 
 
 def run_serve(*args: str) -> subprocess.CompletedProcess[str]:
@@ -113,3 +117,55 @@ def test_taken_port_of_an_existing_data_directory_leaves_it_untouched(
     assert result.returncode == 1
     assert len(result.stderr.splitlines()) == 1
     assert sorted(p.name for p in data_dir.iterdir()) == ["keep.txt"]
+
+
+def test_a_bad_group_setting_is_refused_before_the_data_directory_is_opened(tmp_path: Path) -> None:
+    """The group coordinator's rules run when the config is read, like every other rule: one
+    line, exit 2, and no data directory created (issue 32: they ran after it was opened)."""
+    props = tmp_path / "server.properties"
+    props.write_text("group.min.session.timeout.ms=10000\ngroup.max.session.timeout.ms=5000\n")
+    data_dir = tmp_path / "d"
+    result = run_serve(
+        "--data-dir", str(data_dir), "--config", str(props), "--port", "0", "--admin-port", "-1"
+    )
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "error: group.min.session.timeout.ms must be within 0..group.max.session.timeout.ms"
+    ]
+    assert not data_dir.exists()
+
+
+def test_socket_request_max_bytes_bounds_a_request(tmp_path: Path) -> None:
+    """``socket.request.max.bytes`` is the largest request a connection takes: a larger one closes
+    the connection unanswered (Kafka's ``InvalidReceiveException``), a smaller one is answered."""
+    broker = start_broker(tmp_path / "d", "--admin-port", "-1", "--override", "socket.request.max.bytes=1000")
+    try:
+        small = request_bytes(
+            ApiKey.API_VERSIONS, 3, {"client_software_name": "a", "client_software_version": "1"}
+        )
+        large = request_bytes(
+            ApiKey.API_VERSIONS, 3, {"client_software_name": "a" * 1200, "client_software_version": "1"}
+        )
+        assert len(small) < 1000 < len(large)
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+            sock.sendall(small)
+            assert len(_read_frame(sock)) > 0
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+            sock.sendall(large)
+            assert sock.recv(4) == b""
+    finally:
+        broker.stop()
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    size = struct.unpack(">i", _read_exactly(sock, 4))[0]
+    return _read_exactly(sock, size)
+
+
+def _read_exactly(sock: socket.socket, count: int) -> bytes:
+    data = b""
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        assert chunk, "connection closed"
+        data += chunk
+    return data

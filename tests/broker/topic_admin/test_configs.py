@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from kompakt.broker import topic_admin
 from kompakt.broker.context import Broker
 from kompakt.broker.dispatch import Dispatcher
 from kompakt.config import dynamic
