@@ -13,7 +13,6 @@ import pytest
 
 from kompakt.broker.groups.config import ConsumerGroupConfig, GroupConfig
 from kompakt.broker.txn.state_manager import TxnConfig
-from kompakt.cleaner.log_cleaner import CleanerSettings
 from kompakt.config.broker import BrokerConfig
 from kompakt.config.tables import KOMPAKT_BROKER_CONFIGS
 from kompakt.log.config import LogConfig
@@ -87,13 +86,3 @@ def test_no_default_is_written_twice(settings: Any) -> None:
         and not isinstance(stmt.value, ast.Call)
     ]
     assert literals == []
-
-
-def test_log_config_defaults_are_the_topic_table() -> None:
-    assert LogConfig() == LogConfig.from_overrides({}, BrokerConfig())
-
-
-def test_cleaner_settings_follow_the_broker_config() -> None:
-    """The model the others follow: one ``from_broker``, no defaults of its own."""
-    settings = CleanerSettings.from_broker(BrokerConfig(static={"log.cleaner.threads": "2"}))
-    assert (settings.threads, settings.backoff_ms) == (2, 15_000)

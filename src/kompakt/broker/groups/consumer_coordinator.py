@@ -24,7 +24,8 @@ request's records are appended as one batch and then replayed into the group, so
 only after the log has the change, and a restart that replays the log rebuilds the same group.
 
 Timers are deadlines checked by :meth:`ConsumerGroupCoordinator.tick`: a member whose session
-(``group.consumer.session.timeout.ms`` since its last heartbeat) runs out, or that still owns
+(the group's ``consumer.session.timeout.ms``, else the broker's ``group.consumer.session.timeout.ms``,
+since its last heartbeat) runs out, or that still owns
 partitions it must revoke when its rebalance timeout runs out, is fenced (its records tombstoned
 and the group epoch bumped).
 
@@ -33,8 +34,7 @@ consumer protocol (a classic JoinGroup for a non-empty consumer group is refused
 INCONSISTENT_GROUP_PROTOCOL, a heartbeat for a non-empty classic group with GROUP_ID_NOT_FOUND, as
 Kafka answers with ``group.consumer.migration.policy=disabled``); rack-aware assignment; the
 ConsumerGroupRegularExpression records (regular expressions are resolved on every heartbeat
-instead, so they are not persisted apart from the member's subscription); per-group dynamic
-configs (``consumer.session.timeout.ms`` and the like).
+instead, so they are not persisted apart from the member's subscription).
 """
 
 from __future__ import annotations
