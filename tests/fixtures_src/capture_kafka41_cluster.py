@@ -110,7 +110,9 @@ class Broker:
 
     def start(self, props: list[str]) -> AdminClient:
         out = (self.root / "broker.out").open("ab")
-        self.proc = subprocess.Popen(["bash", str(START_SH), str(self.root), str(self.port), *props], stdout=out, stderr=out)
+        self.proc = subprocess.Popen(
+            ["bash", str(START_SH), str(self.root), str(self.port), *props], stdout=out, stderr=out
+        )
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         wait_for("the broker", lambda: admin.list_topics(timeout=2).brokers)
         return admin
@@ -128,10 +130,14 @@ def alter(admin: AdminClient, restype: ResourceType, name: str, ops: list[tuple[
         alter_broker(admin, name, ops)
         return
     entries = [
-        ConfigEntry(k, v or "", incremental_operation=AlterConfigOpType.DELETE if v is None else AlterConfigOpType.SET)
+        ConfigEntry(
+            k, v or "", incremental_operation=AlterConfigOpType.DELETE if v is None else AlterConfigOpType.SET
+        )
         for k, v in ops
     ]
-    for future in admin.incremental_alter_configs([ConfigResource(restype, name, incremental_configs=entries)]).values():
+    for future in admin.incremental_alter_configs(
+        [ConfigResource(restype, name, incremental_configs=entries)]
+    ).values():
         future.result(timeout=30)
 
 
@@ -141,9 +147,8 @@ BOOTSTRAP: list[str] = []
 def alter_broker(admin: AdminClient, name: str, ops: list[tuple[str, str | None]]) -> None:
     """IncrementalAlterConfigs v1 on the wire: librdkafka cannot name the cluster-default BROKER
     resource (the empty name), which is the ConfigRecord this fixture needs."""
-    from tests.support.wire import request_bytes
-
     from kompakt.protocol import codec
+    from tests.support.wire import request_bytes
 
     values = {
         "resources": [
@@ -187,12 +192,27 @@ def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes 
 
 
 def snapshots(logs: Path) -> list[str]:
-    return sorted(p.name for p in (logs / "__cluster_metadata-0").glob("*.checkpoint") if not p.name.startswith("0" * 20))
+    return sorted(
+        p.name
+        for p in (logs / "__cluster_metadata-0").glob("*.checkpoint")
+        if not p.name.startswith("0" * 20)
+    )
 
 
 def phase1(admin: AdminClient, broker: Broker) -> None:
-    alter(admin, ResourceType.BROKER, "", [("log.cleanup.policy", "compact"), ("log.cleaner.delete.retention.ms", "3600000"), ("log.retention.ms", "172800000")])
-    alter(admin, ResourceType.BROKER, "", [("log.retention.ms", None)])  # a removal: ConfigRecord with a null value
+    alter(
+        admin,
+        ResourceType.BROKER,
+        "",
+        [
+            ("log.cleanup.policy", "compact"),
+            ("log.cleaner.delete.retention.ms", "3600000"),
+            ("log.retention.ms", "172800000"),
+        ],
+    )
+    alter(
+        admin, ResourceType.BROKER, "", [("log.retention.ms", None)]
+    )  # a removal: ConfigRecord with a null value
     alter(admin, ResourceType.BROKER, "1", [("log.cleaner.delete.retention.ms", "7200000")])
     new = [NewTopic(name, partitions, 1, config=configs) for name, (partitions, configs) in TOPICS.items()]
     for future in admin.create_topics(new, operation_timeout=30).values():
@@ -208,19 +228,28 @@ def phase1(admin: AdminClient, broker: Broker) -> None:
             batch.append((key, value, i % 2))
         produce(broker.bootstrap, "orders", batch)
         time.sleep(2.0)
-    produce(broker.bootstrap, "customers", [(f"cust-{i}".encode(), f"customer {i}".encode(), 0) for i in range(30)])
+    produce(
+        broker.bootstrap,
+        "customers",
+        [(f"cust-{i}".encode(), f"customer {i}".encode(), 0) for i in range(30)],
+    )
     produce(broker.bootstrap, "events", [(None, f"event {i}".encode(), 0) for i in range(50)])
     produce(broker.bootstrap, "plain", [(f"k{i % 10}".encode(), f"v{i}".encode(), 0) for i in range(40)])
     produce(broker.bootstrap, "gone", [(f"g{i}".encode(), b"soon gone", 0) for i in range(10)])
     # A binary key (not UTF-8) for the dump's escaping.
     produce(broker.bootstrap, "plain", [(b"\x00\x01\xffbin", b"binary key", 0)])
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "fixture-group", "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "fixture-group", "enable.auto.commit": False}
+    )
     offsets = [TopicPartition("orders", 0, 100), TopicPartition("orders", 1, 90)]
     # The coordinator answers NOT_COORDINATOR while __consumer_offsets is being created and loaded.
     wait_for("a committed offset", lambda: consumer.commit(offsets=offsets, asynchronous=False))
     consumer.close()
     logs = broker.root / "logs"
-    wait_for("the cleaner to compact orders", lambda: "orders 0" in (logs / "cleaner-offset-checkpoint").read_text())
+    wait_for(
+        "the cleaner to compact orders",
+        lambda: "orders 0" in (logs / "cleaner-offset-checkpoint").read_text(),
+    )
     wait_for("a metadata snapshot", lambda: snapshots(logs), timeout_s=60)
     print("snapshots after phase 1:", snapshots(logs))
 
@@ -228,7 +257,12 @@ def phase1(admin: AdminClient, broker: Broker) -> None:
 def phase2(admin: AdminClient, broker: Broker) -> None:
     for future in admin.delete_topics(["gone"], operation_timeout=30).values():
         future.result(timeout=30)
-    alter(admin, ResourceType.TOPIC, "customers", [("min.cleanable.dirty.ratio", "0.2"), ("min.compaction.lag.ms", None)])
+    alter(
+        admin,
+        ResourceType.TOPIC,
+        "customers",
+        [("min.cleanable.dirty.ratio", "0.2"), ("min.compaction.lag.ms", None)],
+    )
     alter(admin, ResourceType.BROKER, "", [("log.cleaner.min.cleanable.ratio", "0.3")])
     late = [
         NewTopic("late", 1, 1, config={"cleanup.policy": "compact", "segment.bytes": "3145728"}),
@@ -244,8 +278,14 @@ def describe(admin: AdminClient) -> dict[str, Any]:
     metadata = admin.list_topics(timeout=10)
     topics = sorted(metadata.topics)
     described = admin.describe_topics(__import__("confluent_kafka").TopicCollection(topics))
-    ids = {name: str(f.result(timeout=30).topic_id) for name, f in described.items()}
-    resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics] + [ConfigResource(ResourceType.BROKER, "1")]
+    # librdkafka prints a Uuid in standard base64; Kafka (and partition.metadata) in URL-safe base64.
+    ids = {
+        name: str(f.result(timeout=30).topic_id).replace("+", "-").replace("/", "_")
+        for name, f in described.items()
+    }
+    resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics] + [
+        ConfigResource(ResourceType.BROKER, "1")
+    ]
     result: dict[str, Any] = {"topics": {}, "broker": {}}
     for resource, future in admin.describe_configs(resources, request_timeout=30).items():
         entries = future.result(timeout=30)
@@ -272,7 +312,9 @@ def trim_preallocated_indexes(logs: Path) -> None:
     all-zero tail is cut (whole entries), so every entry Kafka wrote is kept.
     """
     for directory in logs.glob("*-delete"):
-        for path, width in [(p, 8) for p in directory.glob("*.index")] + [(p, 12) for p in directory.glob("*.timeindex")]:
+        for path, width in [(p, 8) for p in directory.glob("*.index")] + [
+            (p, 12) for p in directory.glob("*.timeindex")
+        ]:
             data = path.read_bytes()
             end = len(data) - len(data) % width
             while end >= width and not any(data[end - width : end]):
