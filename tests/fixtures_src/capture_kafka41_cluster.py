@@ -59,7 +59,7 @@ STATIC = [
     "log.segment.bytes=2097152",
     # Keeps the deleted topic's "-delete" directory in the copy, as on a broker that deleted it a
     # moment ago.
-    "file.delete.delay.ms=3600000",
+    "log.segment.delete.delay.ms=3600000",
 ]
 FIRST_RUN = [*STATIC, "metadata.log.max.snapshot.interval.ms=2000"]
 SECOND_RUN = list(STATIC)
