@@ -39,7 +39,6 @@ FIXTURE = Path(__file__).parent / "fixtures" / "kafka41_cluster"
 LOGS = FIXTURE / "logs"
 DESCRIBED: dict[str, Any] = json.loads((FIXTURE / "describe_configs.json").read_text())
 
-ORDERS = "WtFIcpXMTAKx6EfOKBQVjg"
 A = "AAAAAAAAAAAAAAAAAAAAAQ"
 B = "AAAAAAAAAAAAAAAAAAAAAg"
 

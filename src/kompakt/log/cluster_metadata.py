@@ -44,7 +44,7 @@ from kompakt.log.cluster_metadata_records import (
     decode_metadata_record,
 )
 from kompakt.log.config_tables import TOPIC_CONFIGS
-from kompakt.log.metadata_files import read_meta_properties
+from kompakt.log.metadata_files import read_meta_properties, read_partition_metadata, uuid_to_kafka
 from kompakt.records.batch import RecordBatchView, iter_batches
 from kompakt.records.record import decode_records
 
@@ -177,6 +177,14 @@ class ClusterMetadata:
                 f"not to this node ({self.node_id})"
             )
         return None
+
+    def stray_reason_of(self, directory: Path, topic: str, partition: int) -> str | None:
+        """:meth:`stray_reason` for a partition directory, reading its ``partition.metadata``."""
+        try:
+            topic_id = read_partition_metadata(directory)
+        except KompaktError as exc:
+            return f"{topic}-{partition}: {exc}"
+        return self.stray_reason(topic, partition, None if topic_id is None else uuid_to_kafka(topic_id))
 
     def broker_layers(self) -> list[tuple[str, Mapping[str, str]]]:
         """The broker-level overrides that apply to this node, lowest precedence first, each with
