@@ -213,7 +213,14 @@ def phase1(admin: AdminClient, broker: Broker) -> None:
     alter(
         admin, ResourceType.BROKER, "", [("log.retention.ms", None)]
     )  # a removal: ConfigRecord with a null value
-    alter(admin, ResourceType.BROKER, "1", [("log.cleaner.delete.retention.ms", "7200000")])
+    alter(
+        admin,
+        ResourceType.BROKER,
+        "1",
+        [("log.cleaner.delete.retention.ms", "7200000"), ("log.cleaner.threads", "2")],
+    )
+    # The cleaner's sizing settings are dynamic too (kompakt sizing --log-dir reads them).
+    alter(admin, ResourceType.BROKER, "", [("log.cleaner.dedupe.buffer.size", "67108864")])
     new = [NewTopic(name, partitions, 1, config=configs) for name, (partitions, configs) in TOPICS.items()]
     for future in admin.create_topics(new, operation_timeout=30).values():
         future.result(timeout=30)
