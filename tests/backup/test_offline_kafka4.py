@@ -65,7 +65,7 @@ def test_a_topic_missing_from_the_metadata_log_is_refused_before_writing(
         run_offline_restore(config)
     message = str(caught.value)
     assert "topic 'off-src' does not exist in this Kafka cluster" in message
-    assert "create it on the cluster first (1 partitions, cleanup.policy=compact)" in message
+    assert "create it on the cluster first (1 partition, cleanup.policy=compact)" in message
     assert "restore through the protocol (target.bootstrap_servers)" in message
     assert tree(kafka_dir) == before  # not a byte: no partition, no kompakt-topics.json, no lock
     plan, _ = plan_offline(config)

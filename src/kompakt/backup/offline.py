@@ -78,7 +78,8 @@ def _check_kafka(metadata: ClusterMetadata, data_dir: Path, config: RestoreConfi
                 f"topic {tplan.target!r} does not exist in this Kafka cluster (its metadata log "
                 f"{metadata.directory} does not list it), and Kafka would discard partition files "
                 f"written for it as strays: create it on the cluster first ({tplan.partitions} "
-                f"partitions{policy}) and stop the broker, or restore through the protocol "
+                f"partition{'' if tplan.partitions == 1 else 's'}{policy}) and stop the broker, or "
+                "restore through the protocol "
                 "(target.bootstrap_servers)"
             )
             continue
