@@ -166,7 +166,9 @@ def test_compact_config_stays_an_override(cli: Any, kafka_copy: Path) -> None:
     before = files(kafka_copy)
     result = cli("log", "compact", str(kafka_copy), "--config", "cleanup.policy=compact", "-o", "json")
     assert result.code == 0, result.err
-    assert "events-0" in {r["partition"] for r in result.json()}
+    compacted = {r["partition"] for r in result.json()}
+    assert "events-0" in compacted and "__cluster_metadata-0" not in compacted
+    assert not any(w in result.err for w in WARNINGS), result.err
     after = files(kafka_copy)
     assert all(after[n] == before[n] for n in before if n.startswith("__cluster_metadata-0/"))
 
