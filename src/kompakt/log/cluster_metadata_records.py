@@ -30,12 +30,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kompakt.errors import KompaktError
+from kompakt.errors import CorruptRecordError
 from kompakt.log.metadata_files import uuid_to_kafka
 from kompakt.records.schema_reader import SchemaReader
 
 
-class MetadataRecordError(KompaktError):
+class MetadataRecordError(CorruptRecordError):
     """A metadata log record whose bytes do not parse as its declared schema."""
 
 
