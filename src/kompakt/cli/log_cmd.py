@@ -4,9 +4,11 @@ dump, verify, explain and a dry-run repair only read files (no lock, no recovery
 live broker's directory and on a damaged one. compact and ``repair --execute`` rewrite files and
 therefore take the directory's lock: a directory held by a running broker is refused.
 
-Kafka keeps topic configs in its cluster metadata, not in the log directory, so explain and compact
-take them as ``--config k=v`` (or explain reads them from a running cluster with ``--bootstrap``);
-kompakt directories carry theirs in ``kompakt-topics.json``.
+kompakt directories carry their topic configs in ``kompakt-topics.json``; a Kafka 4 directory in
+its metadata log, ``__cluster_metadata-0`` (read by :mod:`kompakt.cli.kafka_dir`), which is KRaft's
+log, not a topic: dump and verify read it, the other commands leave it out. An older Kafka
+directory's configs are given with ``--config k=v`` (or explain reads them from a running cluster
+with ``--bootstrap``); ``--config`` wins everywhere.
 """
 
 from __future__ import annotations
