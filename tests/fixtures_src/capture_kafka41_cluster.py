@@ -350,8 +350,7 @@ def main() -> None:
             broker.proc.kill()
         raise
     out: Path = args.out
-    if out.exists():
-        shutil.rmtree(out)
+    shutil.rmtree(out / "logs", ignore_errors=True)  # the README stays
     shutil.copytree(root / "logs", out / "logs")
     trim_preallocated_indexes(out / "logs")
     properties = (root / "server.properties").read_text().replace(str(root), "/var/lib/kafka")
