@@ -38,10 +38,12 @@ from typing import Any, Final
 
 from kompakt.errors import KompaktError
 from kompakt.log.cluster_metadata_records import (
+    METADATA_RECORDS,
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
     MetadataRecordError,
     decode_metadata_record,
+    metadata_record_type,
 )
 from kompakt.log.config_tables import TOPIC_CONFIGS
 from kompakt.log.metadata_files import read_meta_properties, read_partition_metadata, uuid_to_kafka
@@ -249,6 +251,9 @@ class _State:
             self.problem(f"{where}: a record without a value")
             return
         try:
+            api_key, _version = metadata_record_type(value)
+            if api_key not in _APPLIED and api_key in METADATA_RECORDS:
+                return  # a known type this image does not need (NoOp, broker registrations...)
             decoded = decode_metadata_record(value)
         except MetadataRecordError as exc:
             self.problem(f"{where}: unreadable record ({exc}); skipped")

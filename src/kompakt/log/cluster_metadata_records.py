@@ -68,15 +68,13 @@ class RecordSchema:
     name: str
     max_version: int
     fields: tuple[F, ...]
-
-    @property
-    def type_name(self) -> str:
-        """Kafka's ``MetadataRecordType`` name: ``TopicRecord`` -> ``TOPIC_RECORD``."""
-        return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", self.name).upper()
+    type_name: str
+    """Kafka's ``MetadataRecordType`` name: ``TopicRecord`` -> ``TOPIC_RECORD``."""
 
 
 def _record(api_key: int, name: str, max_version: int, fields: tuple[F, ...]) -> RecordSchema:
-    return RecordSchema(api_key, name, max_version, fields)
+    type_name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).upper()
+    return RecordSchema(api_key, name, max_version, fields, type_name)
 
 
 _SCHEMAS: Final = (
@@ -523,15 +521,29 @@ def _struct(reader: SchemaReader, fields: tuple[F, ...], version: int) -> dict[s
     return data
 
 
-def decode_metadata_record(value: bytes) -> MetadataRecord:
-    """A metadata log record's value; raises :class:`MetadataRecordError` when its bytes are
-    malformed, returns ``data`` None for a type or version Kafka 4.1 does not have."""
+def metadata_record_type(value: bytes) -> tuple[int, int]:
+    """The ``(api key, version)`` of a metadata record's value, from its frame alone: a reader that
+    applies a few types skips the others (most of a metadata log: NoOps, broker heartbeats'
+    registration changes) without decoding them."""
+    if len(value) >= 3 and value[0] == FRAME_VERSION and value[1] < 0x80 and value[2] < 0x80:
+        return value[1], value[2]  # every api key and version so far is one varint byte
     reader = SchemaReader(value, MetadataRecordError)
+    return _frame(reader)
+
+
+def _frame(reader: SchemaReader) -> tuple[int, int]:
     frame = reader.uvarint()
     if frame != FRAME_VERSION:
         raise MetadataRecordError(f"unknown metadata frame version {frame} (only {FRAME_VERSION} exists)")
     api_key = reader.uvarint()
-    version = reader.uvarint()
+    return api_key, reader.uvarint()
+
+
+def decode_metadata_record(value: bytes) -> MetadataRecord:
+    """A metadata log record's value; raises :class:`MetadataRecordError` when its bytes are
+    malformed, returns ``data`` None for a type or version Kafka 4.1 does not have."""
+    reader = SchemaReader(value, MetadataRecordError)
+    api_key, version = _frame(reader)
     schema = METADATA_RECORDS.get(api_key)
     if schema is None:
         return MetadataRecord(api_key, version, f"UNKNOWN_RECORD_TYPE_{api_key}", None)
