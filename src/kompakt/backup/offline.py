@@ -17,7 +17,12 @@ broker holds is refused. A target partition must be empty: this restore never me
 * Kafka directory: Kafka keeps topics in its cluster metadata, not in the log directory, so the
   topic must first be created on the Kafka cluster (same name, partition count, configs) and the
   broker stopped; this restore then fills the empty ``<topic>-<partition>`` directories, keeping
-  their ``partition.metadata`` (the topic id Kafka knows).
+  their ``partition.metadata`` (the topic id Kafka knows). A Kafka 4 directory says which topics
+  the cluster has, in its metadata log (:mod:`kompakt.log.cluster_metadata`): a topic it does not
+  list, a partition it does not assign to this node, or a directory holding another topic id is
+  refused before anything is written, because Kafka would find those files at its next start,
+  rename them ``-stray`` and never serve them. Nothing is ever created there, so no kompakt file
+  (``kompakt-topics.json``) is left in Kafka's directory.
 
 Consumer-group offsets are not written here: a restore at the original offsets leaves every
 offset in the snapshot valid as it is, and the groups can be committed after the broker starts
@@ -40,6 +45,8 @@ from kompakt.backup.storage import Storage
 from kompakt.clock import Clock, SystemClock
 from kompakt.config.broker import BrokerConfig
 from kompakt.errors import KompaktError
+from kompakt.log.cluster_metadata import ClusterMetadata, read_cluster_metadata
+from kompakt.log.files import partition_dir_name
 from kompakt.log.manager import LogManager
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segments import ManualScheduler
@@ -60,12 +67,73 @@ def _is_empty(log: PartitionLog) -> bool:
     return log.log_end_offset == 0 and log.size_bytes == 0
 
 
-def _check_manager(manager: LogManager, config: RestoreConfig, plan: RestorePlan) -> None:
+def _check_kafka(metadata: ClusterMetadata, data_dir: Path, config: RestoreConfig, plan: RestorePlan) -> None:
+    """A Kafka 4 directory: every target topic and partition must be one the metadata log assigns
+    to this node, with the same topic id in its directory, and the policy must match."""
+    for tplan in plan.topics:
+        topic = metadata.topics.get(tplan.target)
+        if topic is None:
+            policy = f", cleanup.policy={tplan.cleanup_policy}" if tplan.cleanup_policy else ""
+            plan.problems.append(
+                f"topic {tplan.target!r} does not exist in this Kafka cluster (its metadata log "
+                f"{metadata.directory} does not list it), and Kafka would discard partition files "
+                f"written for it as strays: create it on the cluster first ({tplan.partitions} "
+                f"partition{'' if tplan.partitions == 1 else 's'}{policy}) and stop the broker, or "
+                "restore through the protocol "
+                "(target.bootstrap_servers)"
+            )
+            continue
+        tplan.action = "existing"
+        if topic.partitions < tplan.partitions:
+            plan.problems.append(
+                f"topic {tplan.target!r} has {topic.partitions} partitions in the cluster's metadata "
+                f"log, the backup has {tplan.partitions}"
+            )
+        for partition in range(min(topic.partitions, tplan.partitions)):
+            directory = data_dir / partition_dir_name(tplan.target, partition)
+            reason = metadata.stray_reason_of(directory, tplan.target, partition)
+            if reason is None and not directory.is_dir():
+                reason = f"{directory.name} has no directory yet (start the broker once to create it)"
+            if reason is not None:
+                plan.problems.append(f"{tplan.target}-{partition}: {reason}")
+        _check_kafka_policy(metadata, tplan, config, plan)
+
+
+def _check_kafka_policy(
+    metadata: ClusterMetadata, tplan: TopicPlan, config: RestoreConfig, plan: RestorePlan
+) -> None:
+    """The target's cleanup.policy as the metadata log sets it (its own, else the broker's
+    dynamic one) against the source's; with neither, it is the broker's static file, not here."""
+    policy = metadata.topic_overrides(tplan.target).get("cleanup.policy")
+    origin = "its own config"
+    if policy is None:
+        found = metadata.broker_overrides().get("log.cleanup.policy")
+        policy, origin = (found[0], found[1]) if found is not None else (None, "")
+    if policy is None:
+        plan.notes.append(
+            f"topic {tplan.target!r} takes log.cleanup.policy from the broker's server.properties, "
+            f"which is not in the log directory; the source {tplan.source!r} had "
+            f"{tplan.cleanup_policy or 'the default'}"
+        )
+        return
+    if policy_set(policy) != policy_set(tplan.cleanup_policy):
+        message = (
+            f"topic {tplan.target!r} has cleanup.policy={policy} ({origin}, metadata log), "
+            f"the source topic {tplan.source!r} had {tplan.cleanup_policy}"
+        )
+        (plan.notes if config.allow_policy_mismatch else plan.problems).append(message)
+
+
+def _check_manager(
+    manager: LogManager, config: RestoreConfig, plan: RestorePlan, kafka4: bool = False
+) -> None:
     topics = manager.topics()
     stored = TopicStore(manager.data_dir).load()  # kompakt's own topics; a Kafka dir has none
     for tplan in plan.topics:
         meta = topics.get(tplan.target)
         if meta is None:
+            if kafka4:
+                continue  # _check_kafka refused it
             if not config.create_topics:
                 plan.problems.append(
                     f"topic {tplan.target!r} is not in {manager.data_dir} and create_topics is false"
@@ -77,7 +145,9 @@ def _check_manager(manager: LogManager, config: RestoreConfig, plan: RestorePlan
                 f"topic {tplan.target!r} has {meta.partitions} partition directories, "
                 f"the backup has {tplan.partitions}"
             )
-        if tplan.target in stored:
+        if kafka4:
+            pass  # the policy was checked against the metadata log
+        elif tplan.target in stored:
             target_policy = ",".join(sorted(manager.topic_config(tplan.target).cleanup_policy))
             if policy_set(target_policy) != policy_set(tplan.cleanup_policy):
                 message = (
@@ -140,13 +210,18 @@ def plan_offline(
     if not data_dir.is_dir():
         plan.notes.append(f"{data_dir} does not exist: it will be created as a new kompakt data directory")
         return plan, source
+    metadata = read_cluster_metadata(data_dir)
+    if metadata is not None:
+        _check_kafka(metadata, data_dir, config, plan)
+        if plan.problems:
+            return plan, source  # refused without opening (or writing) anything in Kafka's directory
     manager = LogManager(data_dir, BrokerConfig(), clock or SystemClock())
     try:
         manager.open()
     except KompaktError as exc:
         raise BackupError(f"cannot open {data_dir}: {exc}") from None
     try:
-        _check_manager(manager, config, plan)
+        _check_manager(manager, config, plan, kafka4=metadata is not None)
     finally:
         manager.close()
     return plan, source
@@ -173,11 +248,12 @@ def run_offline_restore(
     counts = FilterCounts()
     rows: list[dict[str, Any]] = []
     total_records = total_bytes = 0
+    kafka4 = read_cluster_metadata(data_dir) is not None
     try:
-        _check_manager(manager, config, plan)  # again, under the lock this time
+        _check_manager(manager, config, plan, kafka4=kafka4)  # again, under the lock this time
         plan.raise_if_problems()
         for tplan in plan.topics:
-            if tplan.action == "create":
+            if tplan.action == "create" and not kafka4:
                 try:
                     manager.create_topic(tplan.target, tplan.partitions, tplan.configs)
                 except KompaktError as exc:

@@ -10,8 +10,14 @@ Tombstones held for the readers named in ``kompakt.tombstone.retain.for.groups``
 directory's group offsets are not read, so the named groups count as having read nothing, up to
 ``kompakt.tombstone.max.hold.ms`` (:class:`~kompakt.cleaner.readers.AssumeUnread`).
 
-Kafka keeps topic configs in its cluster metadata, not in the log directory, so for a Kafka
-directory the caller supplies them (``config_overrides``), applied on top of any stored configs.
+Kafka 4 keeps topic configs in its metadata log, the ``__cluster_metadata-0`` partition of the
+same directory (:mod:`kompakt.log.cluster_metadata`): each topic is compacted with its own overrides
+from there, the broker-level ones (the cluster default, then this node's own) under them, and
+``config_overrides`` (the command's ``--config``) over everything. The metadata log itself is
+KRaft's, not a topic: it is never opened (:class:`LogManager` skips it, as Kafka's does), and a
+partition directory the metadata log does not assign to this node is left alone (Kafka renames it
+``-stray`` at its next start). Without a metadata log (a kompakt directory, an older Kafka
+directory) the stored configs apply, and for a Kafka directory the caller supplies the rest.
 
 A broker deletes the segments a clean retires (``*.deleted``) ``file.delete.delay.ms`` later, so
 that readers still holding them can finish. Nothing reads a stopped directory, so the offline run
@@ -39,8 +45,10 @@ from kompakt.cleaner.readers import AssumeUnread, ReaderPositions
 from kompakt.cleaner.stats import combine_passes
 from kompakt.clock import Clock
 from kompakt.config.broker import BrokerConfig
+from kompakt.config.tables import KOMPAKT_BROKER_CONFIGS
 from kompakt.errors import LogDirectoryError
 from kompakt.log.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE
+from kompakt.log.cluster_metadata import ClusterMetadata, read_cluster_metadata
 from kompakt.log.config import LogConfig
 from kompakt.log.files import parse_partition_dir_name, partition_dir_name, segment_file_name
 from kompakt.log.manager import LogManager
@@ -116,14 +124,23 @@ def compact_directory(
     on_partition: Callable[[PartitionLog], None] | None = None,
     on_pass: Callable[[PartitionLog, CleanResult], None] | None = None,
     readers: ReaderPositions | None = None,
+    cluster_metadata: ClusterMetadata | None = None,
 ) -> list[PartitionCompaction]:
     """Compact every compacted partition under ``path`` (or just the partition ``path`` names).
 
     A stopped directory cannot tell where consumer groups are, so by default (``readers`` None)
     every group named in ``kompakt.tombstone.retain.for.groups`` is taken to have read nothing
     (:class:`AssumeUnread`): its tombstones stay until ``kompakt.tombstone.max.hold.ms`` past their
-    horizon, never removed early. Pass :class:`NoReaders` to remove them as Kafka would."""
+    horizon, never removed early. Pass :class:`NoReaders` to remove them as Kafka would.
+
+    ``cluster_metadata`` is the directory's metadata log when the caller has read it already;
+    otherwise it is read here. Without ``broker_config`` the broker-level overrides of the
+    metadata log apply (on Kafka's defaults)."""
     data_dir, only = resolve_data_dir(path)
+    metadata = cluster_metadata if cluster_metadata is not None else read_cluster_metadata(data_dir)
+    if broker_config is None and metadata is not None:
+        overrides = {k: v for k, (v, _) in metadata.broker_overrides().items() if k in KOMPAKT_BROKER_CONFIGS}
+        broker_config = BrokerConfig.from_properties(overrides)
     broker = broker_config or BrokerConfig.from_properties({})
     disk_before = {p.name: _dir_bytes(p) for p in data_dir.iterdir() if p.is_dir()}
     scheduler = _OfflineScheduler()
@@ -145,9 +162,16 @@ def compact_directory(
         for tp, log in sorted(manager.logs().items()):
             if only is not None and tp != only:
                 continue
-            if config_overrides:
+            from_metadata: dict[str, str] = {}
+            if metadata is not None:
+                stray = metadata.stray_reason_of(log.directory, tp[0], tp[1])
+                if stray is not None:
+                    logger.warning("Not compacting %s: not in the metadata log (%s)", log.name, stray)
+                    continue
+                from_metadata = metadata.topic_overrides(tp[0])
+            if config_overrides or from_metadata:
                 stored = manager.topics().get(tp[0])
-                merged = {**(stored.configs if stored else {}), **config_overrides}
+                merged = {**(stored.configs if stored else {}), **from_metadata, **(config_overrides or {})}
                 log.update_config(LogConfig.from_overrides(merged, broker))
             if not log.config.compact:
                 continue

@@ -12,11 +12,15 @@ The values are layered, each one remembered with where it came from so the repor
    on, such as SASL or KRaft details of a Kafka broker, are skipped and listed in a note, and a
    name Kafka 4.1 does not know either is skipped with a "did you mean": a misspelt
    ``log.cleanup.policy`` would otherwise change the verdict without a word);
-2. a kompakt data directory's ``kompakt-broker-dynamic.json`` (dynamic broker configs set with
+2. a Kafka 4 directory's metadata log (``__cluster_metadata-0``): the dynamic broker configs of
+   ``ConfigRecord`` BROKER records, the cluster default (``--entity-default``, resource ``""``)
+   under this node's own (resource ``"<node.id>"`` of ``meta.properties``), as Kafka layers
+   ``DYNAMIC_DEFAULT_BROKER_CONFIG`` under ``DYNAMIC_BROKER_CONFIG``, both over the static file;
+3. a kompakt data directory's ``kompakt-broker-dynamic.json`` (dynamic broker configs set with
    ``kafka-configs --entity-type brokers --alter``);
-3. with ``--bootstrap``, the cluster's broker values: DescribeConfigs of the BROKER resource,
+4. with ``--bootstrap``, the cluster's broker values: DescribeConfigs of the BROKER resource,
    every entry whose source is not ``DEFAULT_CONFIG``;
-4. ``--broker-config k=v``, which wins.
+5. ``--broker-config k=v``, which wins.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from kompakt.config.defs import closest, parse_properties_file
 from kompakt.config.dynamic import DYNAMIC_BROKER_CONFIG_FILE, load_dynamic_broker_config
 from kompakt.config.tables import BROKER_CONFIGS, KOMPAKT_BROKER_CONFIGS, TOPIC_CONFIGS
 from kompakt.errors import ConfigError
+from kompakt.log.cluster_metadata import ClusterMetadata
 
 
 @dataclass
@@ -90,6 +95,7 @@ def resolve_broker_defaults(
     data_dir: Path | None = None,
     cluster: Mapping[str, tuple[str, str]] | None = None,
     broker_config_items: list[str] | None = None,
+    cluster_metadata: ClusterMetadata | None = None,
 ) -> BrokerDefaults:
     """The layered broker config (see the module docstring); bad values are usage errors naming
     where they came from."""
@@ -102,7 +108,12 @@ def resolve_broker_defaults(
         for name, value in known.items():
             values[name] = value
             origins[name] = f"server.properties {server_properties}"
-    layers: list[Mapping[str, tuple[str, str]]] = [_data_dir_dynamic(data_dir), cluster or {}]
+    from_metadata = {} if cluster_metadata is None else cluster_metadata.broker_overrides()
+    layers: list[Mapping[str, tuple[str, str]]] = [
+        {k: v for k, v in from_metadata.items() if k in KOMPAKT_BROKER_CONFIGS},
+        _data_dir_dynamic(data_dir),
+        cluster or {},
+    ]
     layers.append(
         {k: (v, "--broker-config") for k, v in _pairs(broker_config_items, "--broker-config").items()}
     )

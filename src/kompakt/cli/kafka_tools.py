@@ -965,7 +965,6 @@ def kafka_dump_log(argv: list[str]) -> None:
     for decoder in (
         "offsets_decoder",
         "transaction_log_decoder",
-        "cluster_metadata_decoder",
         "remote_log_metadata_decoder",
         "share_group_state_decoder",
         "key_decoder_class",
@@ -976,12 +975,19 @@ def kafka_dump_log(argv: list[str]) -> None:
                 f"--{decoder.replace('_', '-')}: kompakt prints keys and values as text (or base64)"
             )
     paths = [Path(p.strip()) for p in args.files.split(",") if p.strip()]
-    records = args.print_data_log or args.deep_iteration
+    records = args.print_data_log or args.deep_iteration or args.cluster_metadata_decoder
     for path in _dump_paths(paths):
         if args.verify_index_only or args.index_sanity_check:
             verify_command(path, output=output)
         else:
-            dump_command(path, records=records, offsets_only=False, max_batches=None, output=output)
+            dump_command(
+                path,
+                records=records,
+                offsets_only=False,
+                max_batches=None,
+                cluster_metadata_decoder=args.cluster_metadata_decoder,
+                output=output,
+            )
 
 
 def _dump_paths(paths: Iterable[Path]) -> list[Path]:

@@ -4,15 +4,18 @@ dump, verify, explain and a dry-run repair only read files (no lock, no recovery
 live broker's directory and on a damaged one. compact and ``repair --execute`` rewrite files and
 therefore take the directory's lock: a directory held by a running broker is refused.
 
-Kafka keeps topic configs in its cluster metadata, not in the log directory, so explain and compact
-take them as ``--config k=v`` (or explain reads them from a running cluster with ``--bootstrap``);
-kompakt directories carry theirs in ``kompakt-topics.json``.
+kompakt directories carry their topic configs in ``kompakt-topics.json``; a Kafka 4 directory in
+its metadata log, ``__cluster_metadata-0`` (read by :mod:`kompakt.cli.kafka_dir`), which is KRaft's
+log, not a topic: dump and verify read it, the other commands leave it out. An older Kafka
+directory's configs are given with ``--config k=v`` (or explain reads them from a running cluster
+with ``--bootstrap``); ``--config`` wins everywhere.
 """
 
 from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,6 +25,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 
 from kompakt.cleaner.readers import FixedPositions
 from kompakt.cli.broker_defaults import BrokerDefaults, cluster_configs, resolve_broker_defaults
+from kompakt.cli.kafka_dir import load_metadata, note, note_hidden_internal, stray_partitions
 from kompakt.cli.output import (
     CliError,
     CliUsageError,
@@ -38,12 +42,17 @@ from kompakt.errors import ConfigError, LogDirectoryError
 from kompakt.inspect.log_files import (
     BatchInfo,
     LogTarget,
+    PartitionDir,
     RecordInfo,
     SegmentTail,
+    is_empty_internal,
     iter_segment,
+    metadata_payload,
     resolve_target,
+    topic_partitions,
     verify_target,
 )
+from kompakt.log.cluster_metadata import TOPIC_ORIGIN
 from kompakt.log.config import LogConfig
 from kompakt.log.topic_store import CorruptTopicStoreError, TopicStore
 
@@ -79,11 +88,22 @@ def register(app: typer.Typer) -> None:
 # Shared helpers
 
 
-def _target(path: Path) -> LogTarget:
+def _target(path: Path, *, snapshots: bool = False) -> LogTarget:
     try:
-        return resolve_target(path)
+        return resolve_target(path, snapshots=snapshots)
     except LogDirectoryError as exc:
         raise CliUsageError(str(exc)) from None
+
+
+def _topic_partitions(target: LogTarget) -> tuple[PartitionDir, ...]:
+    """The topics' partitions of ``target``; naming KRaft's metadata log itself is a usage error."""
+    partitions = topic_partitions(target)
+    if target.partitions and not partitions and target.kind != "data":
+        raise CliUsageError(
+            f"{target.path} is KRaft's metadata log, not a topic: kompakt log dump "
+            "--cluster-metadata-decoder shows its records"
+        )
+    return partitions
 
 
 def parse_pairs(items: list[str] | None, option: str) -> dict[str, str]:
@@ -118,8 +138,12 @@ def render_bytes(data: bytes | None) -> str | None:
 
 
 def _show(value: str | None) -> str:
-    """For tables: null as ``null``, strings quoted so an empty value reads ``""``."""
-    return "null" if value is None else f'"{value}"'
+    """For tables: null as ``null``, strings quoted so an empty value reads ``""``, and every
+    character a terminal would act on rather than print escaped (``\x00``, ``\n``, ``\x1b``):
+    a control record's key is four bytes of valid UTF-8, and printed raw it moves the cursor."""
+    if value is None:
+        return "null"
+    return '"' + "".join(c if c.isprintable() else repr(c)[1:-1] for c in value) + '"'
 
 
 def iso(ms: int | None) -> str:
@@ -132,17 +156,20 @@ def iso(ms: int | None) -> str:
 # dump
 
 
-def _record_dict(r: RecordInfo) -> dict[str, Any]:
-    return {
+def _record_dict(r: RecordInfo, *, metadata: bool = False, is_control: bool = False) -> dict[str, Any]:
+    row: dict[str, Any] = {
         "offset": r.offset,
         "timestamp": r.timestamp,
         "key": render_bytes(r.key),
         "value": render_bytes(r.value),
         "headers": [{"key": k, "value": render_bytes(v)} for k, v in r.headers],
     }
+    if metadata:
+        row["payload"] = metadata_payload(r, is_control=is_control)
+    return row
 
 
-def _batch_dict(b: BatchInfo, offsets_only: bool) -> dict[str, Any]:
+def _batch_dict(b: BatchInfo, offsets_only: bool, metadata: bool = False) -> dict[str, Any]:
     if offsets_only:
         return {
             "base_offset": b.base_offset,
@@ -176,7 +203,7 @@ def _batch_dict(b: BatchInfo, offsets_only: bool) -> dict[str, Any]:
     if b.error:
         row["error"] = b.error
     if b.records is not None:
-        row["records"] = [_record_dict(r) for r in b.records]
+        row["records"] = [_record_dict(r, metadata=metadata, is_control=b.is_control) for r in b.records]
     return row
 
 
@@ -188,12 +215,22 @@ def dump_command(
     max_batches: Annotated[
         int | None, typer.Option("--max-batches", help="Stop after N batches per partition.")
     ] = None,
+    cluster_metadata_decoder: Annotated[
+        bool,
+        typer.Option(
+            "--cluster-metadata-decoder",
+            help="Decode the records of KRaft's metadata log (__cluster_metadata-0, its segments and "
+            ".checkpoint snapshots) as Kafka's dump tool does; implies --records.",
+        ),
+    ] = False,
     output: OutputOpt = OutputFormat.TABLE,
 ) -> None:
     """Show batches (and with --records, records) like Kafka's dump-log tool."""
-    target = _target(path)
+    target = _target(path, snapshots=True)
     if max_batches is not None and max_batches < 0:
         raise CliUsageError("--max-batches must be >= 0")
+    if cluster_metadata_decoder and not offsets_only:
+        records = True
     result: list[dict[str, Any]] = []
     for part in target.partitions:
         segments = (target.segment,) if target.segment is not None else part.segments
@@ -215,16 +252,22 @@ def dump_command(
                         }
                     )
                 else:
-                    batches.append(_batch_dict(item, offsets_only))
+                    batches.append(_batch_dict(item, offsets_only, cluster_metadata_decoder))
         result.append({"partition": part.name, "path": str(part.path), "batches": batches, "trailing": tails})
     if output is OutputFormat.JSON:
         emit_json(result)
         return
     for entry in result:
-        _dump_table(entry, records and not offsets_only, offsets_only)
+        _dump_table(entry, records and not offsets_only, offsets_only, cluster_metadata_decoder)
 
 
-def _dump_table(entry: dict[str, Any], records: bool, offsets_only: bool) -> None:
+def _payload_text(payload: Any) -> str:
+    if payload is None:
+        return ""
+    return payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+
+
+def _dump_table(entry: dict[str, Any], records: bool, offsets_only: bool, metadata: bool = False) -> None:
     if offsets_only:
         emit_table(entry["batches"], title=f"{entry['partition']} ({entry['path']})")
     else:
@@ -256,13 +299,16 @@ def _dump_table(entry: dict[str, Any], records: bool, offsets_only: bool) -> Non
                     "offset": r["offset"],
                     "timestamp": r["timestamp"],
                     "key": _show(r["key"]),
-                    "value": _show(r["value"]),
+                    "value": _payload_text(r["payload"]) if metadata else _show(r["value"]),
                     "headers": ", ".join(f"{h['key']}={_show(h['value'])}" for h in r["headers"]),
                 }
                 for b in entry["batches"]
                 for r in b.get("records", [])
             ]
-            emit_table(rec_rows, columns=["offset", "timestamp", "key", "value", "headers"], title="records")
+            value = "payload" if metadata else "value"
+            for row in rec_rows:
+                row[value] = row.pop("value")
+            emit_table(rec_rows, columns=["offset", "timestamp", "key", value, "headers"], title="records")
     for tail in entry["trailing"]:
         console.print(
             f"trailing bytes in {tail['segment']} at byte {tail['position']}: "
@@ -293,6 +339,7 @@ def verify_command(
         emit_json(
             {
                 "ok": report.ok,
+                "notes": list(report.notes),
                 "quarantine": quarantine,
                 "path": str(target.path),
                 "partitions": [
@@ -314,6 +361,16 @@ def verify_command(
             }
         )
     else:
+        for text in report.notes:
+            note(text)
+        hidden = []
+        if len(report.partitions) > 1:
+            hidden = [
+                c.partition.name
+                for c in report.partitions
+                if not c.defects and is_empty_internal(c.partition.topic, c.bytes)
+            ]
+            note_hidden_internal(hidden)
         emit_table(
             [
                 {
@@ -326,6 +383,7 @@ def verify_command(
                     "defects": len(c.defects),
                 }
                 for c in report.partitions
+                if c.partition.name not in hidden
             ],
             title=f"verify {target.path}",
         )
@@ -602,34 +660,39 @@ def explain_command(
     from kompakt.inspect.explain import ConfigInput, explain_partition, source_from_files
 
     target = _target(path)
+    partitions = _topic_partitions(target)
     now_ms = parse_now(now)
     announce_kernel_compile()
     cli_overrides = parse_pairs(config, "--config")
     stored = stored_topic_configs(target.data_dir)
+    metadata = load_metadata(target.data_dir)
+    stray_partitions(metadata, partitions)
     cluster: dict[str, dict[str, str]] = {}
     cluster_broker: dict[str, tuple[str, str]] = {}
     if bootstrap is not None:
         cluster, cluster_broker = cluster_configs(
-            bootstrap, sorted({p.topic for p in target.partitions}), bootstrap_timeout
+            bootstrap, sorted({p.topic for p in partitions}), bootstrap_timeout
         )
     defaults = resolve_broker_defaults(
         server_properties=server_properties,
         data_dir=target.data_dir,
         cluster=cluster_broker,
         broker_config_items=broker_configs,
+        cluster_metadata=metadata,
     )
     broker = defaults.config
     _note_skipped(defaults)
     readers: FixedPositions | None = None
     if bootstrap is not None:
-        readers = cluster_readers(bootstrap, sorted({p.topic for p in target.partitions}), bootstrap_timeout)
+        readers = cluster_readers(bootstrap, sorted({p.topic for p in partitions}), bootstrap_timeout)
     reports = []
     sources = []
-    for part in target.partitions:
+    for part in partitions:
         overrides: dict[str, str] = {}
         origins: dict[str, str] = {}
         for origin, values in (
             ("kompakt-topics.json", stored.get(part.topic, {})),
+            (TOPIC_ORIGIN, {} if metadata is None else metadata.topic_overrides(part.topic)),
             (f"cluster {bootstrap}", cluster.get(part.topic, {})),
             ("--config", cli_overrides),
         ):
@@ -649,22 +712,30 @@ def explain_command(
             raise CliUsageError(f"{part.name}: {exc}") from None
         reports.append(report)
         sources.append(source)
+    if output is OutputFormat.JSON and html is None:
+        emit_json([r.to_dict() for r in reports])
+        return
+    # A directory's listing leaves out the internal topics' empty partitions (Kafka makes 50 for
+    # __consumer_offsets); one partition asked for by name is always shown.
+    shown = list(zip(reports, sources, strict=True))
+    if len(reports) > 1:
+        note_hidden_internal(
+            [f"{r.topic}-{r.partition}" for r in reports if is_empty_internal(r.topic, r.total_bytes)]
+        )
+        shown = [(r, src) for r, src in shown if not is_empty_internal(r.topic, r.total_bytes)]
     if server_properties is None and bootstrap is None:
-        _note_policy_default(reports)
+        _note_policy_default([r for r, _ in shown])
     if html is not None:
         from kompakt.server.web import export_page
 
-        html.write_text(export_page(list(zip(reports, sources, strict=True)), now_ms, str(path)), "utf-8")
-        console.print(f"wrote the log map of {len(reports)} partitions to {html}", markup=False)
-        return
-    if output is OutputFormat.JSON:
-        emit_json([r.to_dict() for r in reports])
+        html.write_text(export_page(shown, now_ms, str(path)), "utf-8")
+        console.print(f"wrote the log map of {len(shown)} partitions to {html}", markup=False)
         return
     if len(reports) > 1 or summary_only:
-        _explain_summary(reports)
+        _explain_summary([r for r, _ in shown])
     if summary_only:
         return
-    for report in reports:
+    for report, _ in shown:
         _explain_tables(report)
 
 
@@ -843,12 +914,18 @@ def compact_command(
     target = _target(path)
     if target.kind == "segment":
         raise CliUsageError("compact needs a data directory or a partition directory, not a segment file")
+    partitions = _topic_partitions(target)
     overrides = parse_pairs(config, "--config")
     for name in overrides:
         if name not in TOPIC_CONFIGS:
             raise CliUsageError(f"--config: unknown topic config {name!r}")
+    metadata = load_metadata(target.data_dir)
+    stray_partitions(metadata, partitions)
     defaults = resolve_broker_defaults(
-        server_properties=server_properties, data_dir=target.data_dir, broker_config_items=broker_configs
+        server_properties=server_properties,
+        data_dir=target.data_dir,
+        broker_config_items=broker_configs,
+        cluster_metadata=metadata,
     )
     broker = defaults.config
     _note_skipped(defaults)
@@ -864,7 +941,7 @@ def compact_command(
         disable=quiet,
         transient=False,
     ) as progress:
-        overall = progress.add_task("partitions", total=len(target.partitions), detail="")
+        overall = progress.add_task("partitions", total=len(partitions), detail="")
         current: dict[str, Any] = {}
 
         def on_partition(log: Any) -> None:
@@ -893,6 +970,7 @@ def compact_command(
                 config_overrides=overrides or None,
                 on_partition=on_partition,
                 on_pass=on_pass,
+                cluster_metadata=metadata,
             )
         except ConfigError as exc:
             raise CliUsageError(str(exc)) from None
@@ -900,7 +978,7 @@ def compact_command(
             raise CliError(str(exc)) from None
         if "task" in current:
             progress.update(current["task"], completed=current["total"])
-        progress.update(overall, completed=len(target.partitions))
+        progress.update(overall, completed=len(partitions))
     rows = [
         {
             "partition": f"{r.topic}-{r.partition}",
@@ -925,8 +1003,11 @@ def compact_command(
     if not rows:
         console.print("no compacted partitions (cleanup.policy without compact): nothing done", markup=False)
         return
+    hidden = [f"{r.topic}-{r.partition}" for r in results if is_empty_internal(r.topic, r.bytes_before)]
+    note_hidden_internal(hidden)
     # The table keeps to the columns an operator reads first; JSON has every count.
-    emit_table(rows, columns=list(rows[0])[:10], title=f"compacted {target.path}")
+    shown = [r for r in rows if r["partition"] not in hidden]
+    emit_table(shown, columns=list(rows[0])[:10], title=f"compacted {target.path}")
 
 
 __all__ = ["log_app", "register"]

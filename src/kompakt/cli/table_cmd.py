@@ -72,9 +72,15 @@ def _key(text: str, encoding: str) -> bytes:
 
 
 def _offline(log_dir: Path, topic: str) -> list[PartitionTable]:
-    from kompakt.table.offline import open_tables
+    """The topic's tables in ``log_dir``, with a note for each thing a Kafka 4 directory's metadata
+    log says about them (partitions on other brokers, a deleted topic, a topic not compacted)."""
+    from kompakt.cli.kafka_dir import note
+    from kompakt.table.offline import cluster_notes, open_tables
 
-    return list(open_tables(log_dir, topic))
+    tables: list[PartitionTable] = list(open_tables(log_dir, topic))
+    for text in cluster_notes(log_dir, topic, tables):
+        note(text)
+    return tables
 
 
 def _iso(ms: int | None) -> str:

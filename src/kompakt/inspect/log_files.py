@@ -10,6 +10,13 @@ A path may name a segment file (``00000000000000000000.log``), a partition direc
 (``<topic>-<partition>``) or a data directory holding partition directories; kompakt's and Apache
 Kafka's layouts are the same. Legacy message sets (magic 0 and 1, written by Kafka before 0.11)
 are read through :mod:`kompakt.records.legacy`.
+
+A Kafka 4 directory also holds KRaft's metadata log, ``__cluster_metadata-0``: its segments are
+ordinary batches (dump and verify read them; ``dump`` decodes its records with
+:func:`metadata_payload`, and reads its ``<offset>-<epoch>.checkpoint`` snapshots), but it is not a
+topic: no configs, never cleaned, so the tools about topics take :func:`topic_partitions`. Verify
+also reads what the metadata log says (:mod:`kompakt.log.cluster_metadata`): a partition directory
+it does not assign to this node is one Kafka moves aside as ``-stray`` at its next start.
 """
 
 from __future__ import annotations
@@ -33,6 +40,12 @@ from kompakt.log.checkpoint import (
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
 )
+from kompakt.log.cluster_metadata import METADATA_TOPIC, list_snapshots, read_cluster_metadata
+from kompakt.log.cluster_metadata_records import (
+    MetadataRecordError,
+    decode_control_record,
+    decode_metadata_record,
+)
 from kompakt.log.files import (
     SegmentExtension,
     parse_partition_dir_name,
@@ -47,6 +60,7 @@ from kompakt.records.record import decode_records
 
 INT32_MAX: Final = 2**31 - 1
 _SEGMENT_RE: Final = re.compile(r"[0-9]{20}\.log")
+_SNAPSHOT_RE: Final = re.compile(r"([0-9]{20})-[0-9]{10}\.checkpoint")
 _DATA_DIR_MARKERS: Final = (
     "meta.properties",
     RECOVERY_POINT_OFFSET_CHECKPOINT_FILE,
@@ -130,14 +144,20 @@ def _looks_like_data_dir(path: Path) -> bool:
     return any((path / marker).exists() for marker in _DATA_DIR_MARKERS)
 
 
-def resolve_target(path: Path) -> LogTarget:
-    """Resolve a segment file, partition directory or data directory; raise LogDirectoryError."""
+def resolve_target(path: Path, *, snapshots: bool = False) -> LogTarget:
+    """Resolve a segment file, partition directory or data directory; raise LogDirectoryError.
+
+    With ``snapshots`` a KRaft snapshot file (``<offset>-<epoch>.checkpoint``, record batches like a
+    segment's) is taken as a segment too, for ``dump``; its batches restart at offset 0, so the
+    segment checks of ``verify`` do not apply to it.
+    """
     path = path.expanduser()
     if not path.exists():
         raise LogDirectoryError(f"{path} does not exist")
     path = path.resolve()
     if path.is_file():
-        if not _SEGMENT_RE.fullmatch(path.name):
+        snapshot = _SNAPSHOT_RE.fullmatch(path.name) if snapshots else None
+        if not _SEGMENT_RE.fullmatch(path.name) and snapshot is None:
             raise LogDirectoryError(f"{path} is not a log segment (expected a <20-digit offset>.log file)")
         segment = SegmentFile(int(path.name[:20]), path)
         part = _partition_dir(path.parent)
@@ -169,6 +189,26 @@ def resolve_target(path: Path) -> LogTarget:
     raise LogDirectoryError(
         f"{path} is not a log directory (no <topic>-<partition> directories, no .log segments)"
     )
+
+
+def is_metadata_log(partition: PartitionDir) -> bool:
+    """KRaft's metadata log (``__cluster_metadata-0``), which a Kafka 4 node keeps beside the topics."""
+    return partition.topic == METADATA_TOPIC
+
+
+def topic_partitions(target: LogTarget) -> tuple[PartitionDir, ...]:
+    """The partitions of topics under ``target``: all but KRaft's metadata log. Its records are the
+    cluster's metadata, kept by snapshots rather than the cleaner, and it has no topic configs, so
+    ``explain``, ``compact`` and the tables have nothing to say about it (Kafka's LogManager does
+    not load it either)."""
+    return tuple(p for p in target.partitions if not is_metadata_log(p))
+
+
+def is_empty_internal(topic: str, size_bytes: int) -> bool:
+    """An internal topic's partition (``__consumer_offsets``, ``__transaction_state``) without a
+    byte of data: Kafka creates 50 ``__consumer_offsets`` partitions at the first group, and a
+    listing of them is noise the tables leave out (the JSON keeps them)."""
+    return topic.startswith("__") and size_bytes == 0
 
 
 def read_segment_bytes(path: Path, size: int | None = None) -> np.ndarray[Any, np.dtype[np.uint8]]:
@@ -392,6 +432,29 @@ def iter_segment(
         pos += declared
 
 
+def metadata_payload(record: RecordInfo, *, is_control: bool) -> dict[str, Any] | str | None:
+    """A record of KRaft's metadata log as Kafka's dump tool prints it with
+    ``--cluster-metadata-decoder``: ``{"type", "version", "data"}`` (a control record's
+    ``{"type", "data"}``), None for a control record that has no KRaft schema (a transaction
+    marker), or one line saying why the bytes do not decode (the dump goes on, as Kafka's does)."""
+    if is_control:
+        if record.key is None or len(record.key) < 4:
+            return None
+        try:
+            return decode_control_record(int.from_bytes(record.key[2:4], "big"), record.value)
+        except MetadataRecordError as exc:
+            return f"Error at {record.offset}, skipping. {exc}"
+    if record.value is None:
+        return f"Error at {record.offset}, skipping. a metadata record without a value"
+    try:
+        decoded = decode_metadata_record(record.value)
+    except MetadataRecordError as exc:
+        return f"Error at {record.offset}, skipping. {exc}"
+    if decoded.data is None:
+        return f"Error at {record.offset}, skipping. {decoded.type_name} version {decoded.version} is unknown"
+    return {"type": decoded.type_name, "version": decoded.version, "data": decoded.data}
+
+
 def _tail(path: Path, data: bytes, pos: int, declared: int | None, reason: str) -> SegmentTail:
     rest = data[pos:]
     return SegmentTail(path, pos, len(rest), not any(rest), declared, reason)
@@ -439,10 +502,19 @@ class VerifyReport:
     partitions: tuple[PartitionCheck, ...]
     checkpoint_defects: tuple[Defect, ...]
     checked_files: int
+    metadata_defects: tuple[Defect, ...] = ()
+    """Damaged metadata snapshots, and partition directories the metadata log does not assign to
+    this node (Kafka renames them ``-stray`` and never serves them)."""
+    notes: tuple[str, ...] = ()
+    """What reading the metadata log skipped (records of a newer Kafka, say): not defects."""
 
     @property
     def defects(self) -> tuple[Defect, ...]:
-        return tuple(d for p in self.partitions for d in p.defects) + self.checkpoint_defects
+        return (
+            tuple(d for p in self.partitions for d in p.defects)
+            + self.checkpoint_defects
+            + self.metadata_defects
+        )
 
     @property
     def ok(self) -> bool:
@@ -716,14 +788,53 @@ def verify_checkpoints(data_dir: Path, partitions: dict[tuple[str, int], Partiti
 
 
 def verify_target(target: LogTarget) -> VerifyReport:
-    """Verify everything ``target`` covers; the checkpoints only for a partition or data directory."""
+    """Verify everything ``target`` covers; the checkpoints only for a partition or data directory,
+    and, on a Kafka 4 directory, the metadata log's snapshots and what it assigns to this node."""
     checks = tuple(verify_partition(p, target.segment) for p in target.partitions)
     checkpoint_defects: list[Defect] = []
+    metadata_defects: list[Defect] = []
+    notes: tuple[str, ...] = ()
+    files = sum(len(c.partition.segments) if target.segment is None else 1 for c in checks)
     if target.data_dir is not None and target.segment is None:
         by_tp = {(c.partition.topic, c.partition.partition): c for c in checks}
         checkpoint_defects = verify_checkpoints(target.data_dir, by_tp)
-    files = sum(len(c.partition.segments) if target.segment is None else 1 for c in checks)
-    return VerifyReport(target, checks, tuple(checkpoint_defects), files)
+        metadata = read_cluster_metadata(target.data_dir)
+        if metadata is not None:
+            notes = tuple(f"metadata log: {p}" for p in metadata.problems)
+            for part in target.partitions:
+                if is_metadata_log(part):
+                    snapshot_defects, checked = _verify_snapshots(part.path)
+                    metadata_defects += snapshot_defects
+                    files += checked
+                    continue
+                reason = metadata.stray_reason_of(part.path, part.topic, part.partition)
+                if reason is not None:
+                    metadata_defects.append(
+                        Defect(
+                            part.path,
+                            f"not in the metadata log: {reason}; Kafka renames the directory "
+                            "-stray at its next start and never serves it",
+                        )
+                    )
+    return VerifyReport(target, checks, tuple(checkpoint_defects), files, tuple(metadata_defects), notes)
+
+
+def _verify_snapshots(directory: Path) -> tuple[list[Defect], int]:
+    """The framing and CRC of every batch of the metadata log's ``.checkpoint`` snapshots."""
+    defects: list[Defect] = []
+    snapshots = list_snapshots(directory)
+    for snapshot in snapshots:
+        for item in iter_segment(snapshot.path):
+            if isinstance(item, SegmentTail):
+                if not item.all_zero:
+                    defects.append(
+                        Defect(snapshot.path, f"truncated or malformed batch: {item.reason}", item.position)
+                    )
+            elif not item.crc_valid:
+                defects.append(
+                    Defect(snapshot.path, f"CRC mismatch (stored {item.crc:#010x})", item.position)
+                )
+    return defects, len(snapshots)
 
 
 def log_end_offset(partition: PartitionDir) -> int:
@@ -749,11 +860,15 @@ __all__ = [
     "SegmentFile",
     "SegmentTail",
     "VerifyReport",
+    "is_empty_internal",
+    "is_metadata_log",
     "iter_segment",
     "list_segments",
+    "metadata_payload",
     "log_end_offset",
     "read_segment_bytes",
     "resolve_target",
+    "topic_partitions",
     "verify_partition",
     "verify_target",
 ]

@@ -13,6 +13,9 @@ Data directory layout (Kafka's, see :mod:`kompakt.log.files`)::
       replication-offset-checkpoint       per partition: the high watermark
       <topic>-<partition>/                one PartitionLog each
       <topic>-<partition>.<hex>-delete/   being removed after file.delete.delay.ms
+      __cluster_metadata-0/               a Kafka 4 node's metadata log (KRaft's, not a topic's):
+                                          never opened here, as Kafka's LogManager leaves it to
+                                          the raft layer (read by kompakt.log.cluster_metadata)
 
 Opening never scans the ``.log`` files of a cleanly shut down directory (indexes are lazy; only
 each active segment's tail is checked, and a damaged tail with no intact batch in it is cut, as
@@ -58,6 +61,7 @@ from kompakt.log.checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT_FILE,
     OffsetCheckpointFile,
 )
+from kompakt.log.cluster_metadata import METADATA_TOPIC
 from kompakt.log.config import LogConfig
 from kompakt.log.files import (
     DEFAULT_FILE_OPS,
@@ -151,6 +155,7 @@ class LogManager:
         self._deleting: dict[str, TopicMetadata] = {}
         self._lock_fd: int | None = None
         self.had_clean_shutdown = False
+        self._broker_epoch = 0
         self._config_cache: dict[tuple[tuple[str, str], ...], LogConfig] = {}
 
     # ------------------------------------------------------------------ lifecycle
@@ -167,7 +172,12 @@ class LogManager:
                         cluster_id=uuid_to_kafka(random_kafka_uuid()), node_id=self.broker_config.node_id
                     ),
                 )
-            self.had_clean_shutdown = read_clean_shutdown(self.data_dir) is not None
+            epoch = read_clean_shutdown(self.data_dir)
+            self.had_clean_shutdown = epoch is not None
+            # Kafka's node sends this epoch back to its controller at registration (a clean
+            # shutdown keeps it in the eligible leader replicas): writing another at close would
+            # make an offline tool's run look like an unclean shutdown of that node.
+            self._broker_epoch = epoch if epoch is not None and epoch >= 0 else 0
             recovery_points = self._read_checkpoint(RECOVERY_POINT_OFFSET_CHECKPOINT_FILE)
             start_offsets = self._read_checkpoint(LOG_START_OFFSET_CHECKPOINT_FILE)
             stored = self._store.load()
@@ -287,6 +297,8 @@ class LogManager:
         except LogDirectoryError:
             log.warning("Skipping directory %s: not a topic-partition directory", path)
             return
+        if topic == METADATA_TOPIC:
+            return  # KRaft's metadata log: Kafka's LogManager does not load it either
         if topic in self._deleting:
             return  # renamed -delete by _finish_pending_changes, never opened
         meta = self._topics.get(topic)
@@ -370,7 +382,7 @@ class LogManager:
             self.checkpoint_high_watermarks()
             self._logs.clear()
             if not self.offline_partitions:
-                write_clean_shutdown(self.data_dir)
+                write_clean_shutdown(self.data_dir, self._broker_epoch)
             os.close(self._lock_fd)
             self._lock_fd = None
 

@@ -29,6 +29,8 @@ class ControlType(IntEnum):
     LEADER_CHANGE = 2
     SNAPSHOT_HEADER = 3
     SNAPSHOT_FOOTER = 4
+    KRAFT_VERSION = 5
+    KRAFT_VOTERS = 6
 
 
 def control_key(control_type: ControlType) -> bytes:

@@ -22,12 +22,13 @@ import numpy as np
 
 from kompakt.cleaner.segment_reader import ReadBuffer
 from kompakt.errors import CorruptCheckpointError, CorruptRecordError, LogDirectoryError
-from kompakt.inspect.log_files import PartitionDir, resolve_target
+from kompakt.inspect.log_files import PartitionDir, resolve_target, topic_partitions
 from kompakt.log.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE,
     OffsetCheckpointFile,
 )
+from kompakt.log.cluster_metadata import read_cluster_metadata
 from kompakt.records.batch import LOG_OVERHEAD
 from kompakt.records.native import U8Array
 from kompakt.records.scan import StopReason, scan_batches
@@ -258,10 +259,60 @@ class OfflineTable(PartitionTable):
 
 
 def open_tables(path: Path, topic: str | None = None) -> list[OfflineTable]:
-    """The tables of every partition under ``path`` (a partition or data directory), or of ``topic``."""
+    """The tables of every partition under ``path`` (a partition or data directory), or of ``topic``.
+
+    KRaft's metadata log (``__cluster_metadata-0``) is not a topic and has no table."""
     target = resolve_target(path)
-    parts = [p for p in target.partitions if topic is None or p.topic == topic]
+    parts = [p for p in topic_partitions(target) if topic is None or p.topic == topic]
     if not parts:
         what = f"no partition of topic {topic!r}" if topic else "no partition"
         raise LogDirectoryError(f"{path} holds {what}")
     return [OfflineTable(p, target.data_dir) for p in parts]
+
+
+def cluster_notes(path: Path, topic: str, tables: Sequence[PartitionTable]) -> list[str]:
+    """What a Kafka 4 directory's metadata log says about reading ``topic``'s tables from it.
+
+    One broker's directory holds only the partitions assigned to it, so a count, scan or export
+    of it is a part of the topic unless it says so; files of a deleted topic, or ones Kafka moves
+    aside as strays, are not what the cluster serves; and a topic whose ``cleanup.policy`` has no
+    ``compact`` keeps every record retention has not removed, not one per key. Nothing for a
+    directory without a metadata log."""
+    data_dir = resolve_target(path).data_dir
+    metadata = None if data_dir is None else read_cluster_metadata(data_dir)
+    if data_dir is None or metadata is None:
+        return []
+    target = resolve_target(data_dir)
+    notes: list[str] = []
+    meta = metadata.topics.get(topic)
+    if meta is None:
+        return [
+            f"topic {topic!r} is not in the metadata log of {data_dir} (deleted, or never "
+            "created on this cluster): Kafka does not serve these files"
+        ]
+    by_partition = {p.partition: p for p in target.partitions if p.topic == topic}
+    for table in tables:
+        part = by_partition.get(table.partition)
+        reason = None if part is None else metadata.stray_reason_of(part.path, topic, table.partition)
+        if reason is not None:
+            notes.append(f"{topic}-{table.partition}: {reason}; Kafka does not serve it")
+    here = {p.partition for p in target.partitions if p.topic == topic}
+    missing = sorted(set(meta.replicas) - here)
+    if missing:
+        elsewhere = sorted({b for p in missing for b in meta.replicas[p]})
+        notes.append(
+            f"{data_dir} holds partitions {sorted(here & set(meta.replicas))} of topic {topic!r}, "
+            f"whose partitions {missing} are on broker(s) {elsewhere}: the answer covers only the "
+            "partitions here"
+        )
+    policy = meta.configs.get("cleanup.policy")
+    origin = "its own override in the metadata log"
+    if policy is None:
+        value = metadata.broker_overrides().get("log.cleanup.policy")
+        policy, origin = (value[0], value[1]) if value is not None else (None, "")
+    if policy is not None and "compact" not in {p.strip() for p in policy.split(",")}:
+        notes.append(
+            f"topic {topic!r} has cleanup.policy={policy} ({origin}): it is not "
+            "compacted, so its table is the latest value per key of what retention has kept"
+        )
+    return notes
