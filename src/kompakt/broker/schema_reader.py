@@ -110,6 +110,13 @@ class SchemaReader:
         """Bytes with an int32 length (a classic ``bytes`` field)."""
         return self.take(self.i32())
 
+    def compact_bytes(self) -> bytes:
+        """Bytes with a uvarint length + 1 (a flexible ``bytes`` field); a null is refused."""
+        length = self.uvarint()
+        if length == 0:
+            raise self.error(f"null where bytes are required at byte {self.pos}")
+        return self.take(length - 1)
+
     def tagged_fields(self) -> dict[int, bytes]:
         """The tagged-field section: ``tag -> raw value`` (callers pick the tags they know)."""
         found: dict[int, bytes] = {}
