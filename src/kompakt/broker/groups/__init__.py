@@ -13,10 +13,11 @@ from kompakt.broker.groups.classic.group import (
     ClassicGroupMember,
     GroupState,
     JoinedMember,
+    JoinRequest,
     JoinResult,
     SyncResult,
 )
-from kompakt.broker.groups.classic.membership import GroupDescription, JoinRequest, MemberDescription
+from kompakt.broker.groups.classic.membership import GroupDescription, MemberDescription
 from kompakt.broker.groups.config import ConsumerGroupConfig, GroupConfig
 from kompakt.broker.groups.coordinator import GroupCoordinator, GroupListing
 from kompakt.broker.groups.offsets import OffsetCommitEntry

@@ -46,20 +46,15 @@ from kompakt.broker.groups.classic.group import (
     CLASSIC_GROUP_TYPE,
     ClassicGroup,
     GroupState,
+    JoinRequest,
     JoinResult,
     SyncResult,
 )
-from kompakt.broker.groups.classic.membership import ClassicMembership, GroupDescription, JoinRequest
+from kompakt.broker.groups.classic.membership import ClassicMembership, GroupDescription
 from kompakt.broker.groups.config import ConsumerGroupConfig, GroupConfig
 from kompakt.broker.groups.consumer.group import ConsumerGroupState
-from kompakt.broker.groups.consumer.membership import (
-    ClassicJoin,
-    ConsumerMembership,
-    DescribedConsumerGroup,
-    HeartbeatRequest,
-    HeartbeatResult,
-    TopicView,
-)
+from kompakt.broker.groups.consumer.heartbeat import HeartbeatRequest, HeartbeatResult, TopicView
+from kompakt.broker.groups.consumer.membership import ClassicJoin, ConsumerMembership, DescribedConsumerGroup
 from kompakt.broker.groups.errors import (
     GroupError,
     GroupIdNotFoundError,

@@ -80,6 +80,26 @@ _VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
 
 
 @dataclass(frozen=True, slots=True)
+class JoinRequest:
+    """The JoinGroup fields the coordinator needs, whatever the wire version."""
+
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    client_id: str = ""
+    client_host: str = ""
+    #: JoinGroup v4+ (KIP-394): a member without an id first gets MEMBER_ID_REQUIRED and an id.
+    require_known_member_id: bool = False
+    #: JoinGroup v9+ (KIP-814): a static leader rejoining in Stable is told to skip the assignment.
+    supports_skip_assignment: bool = False
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class JoinedMember:
     """One entry of the member list the leader receives."""
 
