@@ -156,17 +156,18 @@ class GroupCoordinator:
     def _apply(self, result: Result[T]) -> T:
         """Append the result's records as one batch, replay them, then run its ``then``.
 
-        A failed append changes nothing; a result with a ``then`` answers the error there (a
-        classic member's parked request), one without raises it to the caller.
+        A failed append changes nothing; the result's ``then`` hears of it, and unless it answers
+        the failure itself (a classic member's parked request), the error is raised to the caller.
         """
         if result.records:
             try:
                 self._log.append(result.records, result.producer)
             except Exception as exc:
-                if result.then is None:
+                if result.then is not None:
+                    result.then(exc)
+                if not result.answers_failure:
                     raise
                 log.warning("could not write %d group records: %s", len(result.records), exc)
-                result.then(exc)
                 self._apply_spilled()
                 return result.value
             producer_id = result.producer.producer_id if result.producer is not None else None

@@ -49,6 +49,9 @@ class Result(Generic[T]):
     value: T
     records: Sequence[GroupRecord] = ()
     then: Then | None = None
+    #: Whether ``then`` answers a failed write itself (a parked request resolved with the error,
+    #: as Kafka's appendFuture does); otherwise the coordinator raises the error to the caller.
+    answers_failure: bool = False
     #: Set for TxnOffsetCommit: the records go in a transactional batch of this producer.
     producer: Producer | None = None
     #: Consumer groups the records turn into classic groups.

@@ -69,7 +69,9 @@ class _Out:
         self.thens: list[Then] = []
 
     def result(self, value: T) -> Result[T]:
-        return Result(value, tuple(self.records), chain(*self.thens))
+        """The operation's result; its ``then`` steps answer a failed write (every record of a
+        classic operation has one: the parked request it completes, or a logged failure)."""
+        return Result(value, tuple(self.records), chain(*self.thens), answers_failure=True)
 
 
 class ClassicRebalance:

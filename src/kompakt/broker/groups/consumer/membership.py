@@ -335,7 +335,7 @@ class ConsumerMembership(ConsumerHeartbeat):
             registered.sync_deadlines_ms[member_id] = now + request.rebalance_timeout_ms
             waiter.resolve(answer)
 
-        return Result(waiter, records, then)
+        return Result(waiter, records, then, answers_failure=True)
 
     def classic_sync(
         self,
