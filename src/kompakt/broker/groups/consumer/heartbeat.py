@@ -431,38 +431,7 @@ class ConsumerHeartbeat:
                     f"Static member {existing.member_id} with instance id {request.instance_id} "
                     "is not released."
                 )
-            # The new incarnation takes over the old one's partitions and target (replaceMember).
-            new = replace(
-                existing,
-                member_id=member_id,
-                assignment=replace(existing.assignment, member_epoch=0, previous_member_epoch=0),
-            )
-            records.extend(removal_records(group.group_id, existing.member_id))
-            records.append(
-                (
-                    rec.member_key(rec.CONSUMER_GROUP_MEMBER_METADATA, group.group_id, member_id),
-                    new.metadata_value(),
-                )
-            )
-            records.append(
-                (
-                    rec.member_key(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group.group_id, member_id),
-                    rec.ConsumerGroupTargetAssignmentMemberValue(group.target_of(existing.member_id)),
-                )
-            )
-            records.append(
-                (
-                    rec.member_key(rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group.group_id, member_id),
-                    new.assignment_value(),
-                )
-            )
-            log.info(
-                "consumer group %s: static member %s replaces %s",
-                group.group_id,
-                member_id,
-                existing.member_id,
-            )
-            return new, existing
+            return self._replace(group, existing, member_id, records), existing
         if existing is None:
             raise UnknownMemberIdError(f"Instance id {request.instance_id} is unknown.")
         if existing.member_id != member_id:
@@ -473,6 +442,33 @@ class ConsumerHeartbeat:
         if not classic:
             self._check_epoch(existing, request.member_epoch, request.owned_partitions)
         return existing, None
+
+    @staticmethod
+    def _replace(
+        group: ConsumerGroup, existing: ConsumerGroupMember, member_id: str, records: list[Record]
+    ) -> ConsumerGroupMember:
+        """Kafka's ``replaceMember``: the new incarnation of a static member takes over the old
+        one's partitions and target under its new member id."""
+        new = replace(
+            existing,
+            member_id=member_id,
+            assignment=replace(existing.assignment, member_epoch=0, previous_member_epoch=0),
+        )
+        gid = group.group_id
+        records.extend(removal_records(gid, existing.member_id))
+        records += [
+            (rec.member_key(rec.CONSUMER_GROUP_MEMBER_METADATA, gid, member_id), new.metadata_value()),
+            (
+                rec.member_key(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, member_id),
+                rec.ConsumerGroupTargetAssignmentMemberValue(group.target_of(existing.member_id)),
+            ),
+            (
+                rec.member_key(rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid, member_id),
+                new.assignment_value(),
+            ),
+        ]
+        log.info("consumer group %s: static member %s replaces %s", gid, member_id, existing.member_id)
+        return new
 
     @staticmethod
     def _check_epoch(member: ConsumerGroupMember, epoch: int, owned: OwnedPartitions) -> None:

@@ -216,57 +216,41 @@ class ConsumerMembership(ConsumerHeartbeat):
         }
 
     def run_due(self) -> Result[object]:
-        """Fence members whose session expired, that did not revoke within their rebalance timeout,
-        or (classic members) that did not rejoin or sync in time."""
+        """Fence the members whose timers ran out (:meth:`_overdue`), group by group."""
         now = self._clock.monotonic_ms()
         records: list[rec.GroupRecord] = []
         converted: list[Downgrade] = []
         for group in list(self._groups.values()):
-            expired = [
-                m for m in group.members.values() if now > group.session_deadlines_ms.get(m.member_id, now)
-            ]
-            for member in expired:
-                log.info("consumer group %s: member %s session expired", group.group_id, member.member_id)
-            late = [
-                m
-                for m in group.members.values()
-                if m not in expired
-                and (deadline := group.revocation_deadlines_ms.get(m.member_id)) is not None
-                and deadline[0] == m.member_epoch
-                and m.assignment.state is MemberState.UNREVOKED_PARTITIONS
-                and now > deadline[1]
-            ]
-            for member in late:
-                log.info(
-                    "consumer group %s: member %s did not revoke its partitions within %d ms",
-                    group.group_id,
-                    member.member_id,
-                    member.rebalance_timeout_ms,
-                )
-            stalled = [
-                m
-                for m in group.members.values()
-                if m not in expired
-                and m not in late
-                and any(
-                    now >= d
-                    for d in (
-                        group.join_deadlines_ms.get(m.member_id),
-                        group.sync_deadlines_ms.get(m.member_id),
-                    )
-                    if d is not None
-                )
-            ]
-            for member in stalled:
-                log.info(
-                    "consumer group %s: classic member %s did not rejoin or sync in time",
-                    group.group_id,
-                    member.member_id,
-                )
-            fenced = self.fence(group, [*expired, *late, *stalled], None)
+            fenced = self.fence(group, self._overdue(group, now), None)
             records.extend(fenced.records)
             converted.extend(fenced.converted)
         return Result(None, records, converted=tuple(converted))
+
+    @staticmethod
+    def _overdue(group: ConsumerGroup, now: float) -> list[ConsumerGroupMember]:
+        """Members whose session expired, that did not revoke within their rebalance timeout, or
+        (classic members) that did not rejoin or sync within theirs."""
+        overdue = []
+        for member in group.members.values():
+            member_id = member.member_id
+            revocation = group.revocation_deadlines_ms.get(member_id)
+            classic = [group.join_deadlines_ms.get(member_id), group.sync_deadlines_ms.get(member_id)]
+            if now > group.session_deadlines_ms.get(member_id, now):
+                reason = "its session expired"
+            elif (
+                revocation is not None
+                and revocation[0] == member.member_epoch
+                and member.assignment.state is MemberState.UNREVOKED_PARTITIONS
+                and now > revocation[1]
+            ):
+                reason = f"it did not revoke its partitions within {member.rebalance_timeout_ms} ms"
+            elif any(d is not None and now >= d for d in classic):
+                reason = "it did not rejoin or sync in time"
+            else:
+                continue
+            log.info("consumer group %s: member %s fenced: %s", group.group_id, member_id, reason)
+            overdue.append(member)
+        return overdue
 
     # -- classic members (online migration) ----------------------------------------------------------
 
@@ -300,19 +284,7 @@ class ConsumerMembership(ConsumerHeartbeat):
             raise GroupError(
                 f"Malformed embedded consumer protocol in subscription deserialization: {exc}"
             ) from exc
-        updated = replace(
-            member,
-            instance_id=request.group_instance_id
-            if request.group_instance_id is not None
-            else member.instance_id,
-            rack_id=subscription.rack_id if subscription.rack_id is not None else member.rack_id,
-            rebalance_timeout_ms=request.rebalance_timeout_ms,
-            subscribed_topic_names=tuple(sorted(subscription.topics)),
-            subscribed_topic_regex="",
-            client_id=request.client_id,
-            client_host=request.client_host,
-            classic_member_metadata=rec.ClassicMemberMetadata(request.session_timeout_ms, request.protocols),
-        )
+        updated = _classic_member(member, request, subscription)
         owned = migration.owned_partitions(subscription.owned_partitions, self.topics())
         updated = self._update_and_reconcile(group, member, updated, replaced, owned, records)
         answer = JoinResult(
@@ -569,3 +541,23 @@ class ConsumerMembership(ConsumerHeartbeat):
             return None
         log.info("group %s: converting the empty consumer group to a classic group", group_id)
         return self.tombstones(group_id)
+
+
+def _classic_member(
+    member: ConsumerGroupMember, request: ClassicJoin, subscription: consumer_protocol.Subscription
+) -> ConsumerGroupMember:
+    """The member with what a classic JoinGroup sets (``classicGroupJoinToConsumerGroup``'s
+    builder): its subscription from the embedded protocol, no regex, how it joined."""
+    return replace(
+        member,
+        instance_id=request.group_instance_id
+        if request.group_instance_id is not None
+        else member.instance_id,
+        rack_id=subscription.rack_id if subscription.rack_id is not None else member.rack_id,
+        rebalance_timeout_ms=request.rebalance_timeout_ms,
+        subscribed_topic_names=tuple(sorted(subscription.topics)),
+        subscribed_topic_regex="",
+        client_id=request.client_id,
+        client_host=request.client_host,
+        classic_member_metadata=rec.ClassicMemberMetadata(request.session_timeout_ms, request.protocols),
+    )
