@@ -1,4 +1,4 @@
-"""Committed offsets: coordinator rules, the in-memory store, and OffsetCommit/OffsetFetch per version."""
+"""Committed offsets: the coordinator's rules for both group types, OffsetCommit/OffsetFetch per version."""
 
 from __future__ import annotations
 
