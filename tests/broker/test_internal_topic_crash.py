@@ -17,8 +17,7 @@ import pytest
 
 from kompakt.broker.context import Broker
 from kompakt.broker.dispatch import Dispatcher
-from kompakt.broker.groups import GroupConfig
-from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC, TopicOffsetStore, partition_for
+from kompakt.broker.groups import OFFSETS_TOPIC, GroupConfig, partition_for
 from kompakt.broker.producer_ids import ProducerIdManager
 from kompakt.broker.txn.coordinator import TransactionCoordinator
 from kompakt.broker.txn.state_manager import TRANSACTION_STATE_TOPIC, TxnConfig
@@ -51,13 +50,10 @@ class Started:
         self.manager.open()
         if "t" not in self.manager.topics():
             self.manager.create_topic("t", 1)  # what the groups commit offsets for
-        offsets = TopicOffsetStore(self.manager, clock)
-        offsets.load()
         producer_ids = ProducerIdManager(data_dir)
         broker = Broker.create(
             clock=clock,
             log_manager=self.manager,
-            offsets=offsets,
             producer_ids=producer_ids,
             group_config=GroupConfig(group_initial_rebalance_delay_ms=0),
         )

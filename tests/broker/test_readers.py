@@ -4,9 +4,7 @@ group or one whose offsets expired stops holding. Manual clock."""
 
 from __future__ import annotations
 
-from kompakt.broker.groups.config import GroupConfig
-from kompakt.broker.groups.coordinator import GroupCoordinator, OffsetCommitEntry
-from kompakt.broker.groups.offsets import InMemoryOffsetStore
+from kompakt.broker.groups import GroupConfig, GroupCoordinator, GroupLog, OffsetCommitEntry
 from kompakt.broker.readers import BACKUP_READER_PREFIX, GroupReaderPositions
 from kompakt.clock import FakeClock
 
@@ -15,9 +13,9 @@ RETENTION_MINUTES = 10
 
 def _setup() -> tuple[FakeClock, GroupCoordinator, GroupReaderPositions]:
     clock = FakeClock()
-    store = InMemoryOffsetStore()
-    coordinator = GroupCoordinator(GroupConfig(offsets_retention_minutes=RETENTION_MINUTES), clock, store)
-    return clock, coordinator, GroupReaderPositions(store, coordinator)
+    config = GroupConfig(offsets_retention_minutes=RETENTION_MINUTES)
+    coordinator = GroupCoordinator(config, clock, GroupLog.scratch(clock))
+    return clock, coordinator, GroupReaderPositions(coordinator)
 
 
 def _commit(coordinator: GroupCoordinator, group: str, topic: str, partition: int, offset: int) -> None:

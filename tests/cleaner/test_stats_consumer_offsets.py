@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from kompakt.broker.groups.offsets_topic import encode_group_metadata_key, encode_offset_commit_key
+from kompakt.broker.groups.records.schemas import GroupMetadataKey, OffsetCommitKey, encode_key
 from kompakt.cleaner.log_cleaner import LogCleaner
 from kompakt.cleaner.stats import combine_passes
 from kompakt.clock import FakeClock
@@ -75,7 +75,7 @@ def manager(tmp_path: Path) -> Iterator[tuple[LogManager, FakeClock]]:
 
 def _commits(groups: list[str], round_: int, now: int) -> list[SimpleRecord]:
     return [
-        SimpleRecord(encode_offset_commit_key(g, "orders", p), f"offset-{round_}-{p}".encode(), now)
+        SimpleRecord(encode_key(OffsetCommitKey(g, "orders", p)), f"offset-{round_}-{p}".encode(), now)
         for g in groups
         for p in range(PARTITIONS)
     ]
@@ -85,19 +85,19 @@ def _write(log: PartitionLog, clock: FakeClock) -> None:
     now = clock.now_ms()
     _append_batches(log, _commits(GROUPS, 1, now))
     log.append(
-        build_batch([SimpleRecord(encode_group_metadata_key(g), b"generation-1", now) for g in GROUPS])
+        build_batch([SimpleRecord(encode_key(GroupMetadataKey(g)), b"generation-1", now) for g in GROUPS])
     )
     # A transactional offset commit (TxnOffsetCommit) that its producer aborts.
-    txn = [SimpleRecord(encode_offset_commit_key("g2", "orders", p), b"txn", now) for p in range(3)]
+    txn = [SimpleRecord(encode_key(OffsetCommitKey("g2", "orders", p)), b"txn", now) for p in range(3)]
     log.append(build_batch(txn, producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True))
     log.append(build_control_batch(ControlType.ABORT, producer_id=7, producer_epoch=0, timestamp=now))
     # Deleting a group writes a tombstone for each of its keys.
     tombstones = [
-        SimpleRecord(encode_offset_commit_key(g, "orders", p), None, now)
+        SimpleRecord(encode_key(OffsetCommitKey(g, "orders", p)), None, now)
         for g in DELETED
         for p in range(PARTITIONS)
     ]
-    tombstones += [SimpleRecord(encode_group_metadata_key(g), None, now) for g in DELETED]
+    tombstones += [SimpleRecord(encode_key(GroupMetadataKey(g)), None, now) for g in DELETED]
     _append_batches(log, tombstones)
     _append_batches(log, _commits([g for g in GROUPS if g not in DELETED], 2, now))
     log.roll()

@@ -22,7 +22,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS, partition_for
+from kompakt.broker.groups.records.log import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
+from kompakt.broker.groups.records.placement import partition_for
 from kompakt.clock import SystemClock
 from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager

@@ -16,14 +16,14 @@ import heapq
 import itertools
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
 
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.fetch_waiters import FetchWaiters
-from kompakt.broker.groups import GroupConfig, GroupCoordinator, InMemoryOffsetStore, OffsetStore
-from kompakt.broker.groups.config import ConsumerGroupConfig
+from kompakt.broker.groups import ConsumerGroupConfig, GroupConfig, GroupCoordinator, GroupLog
 from kompakt.broker.producer_ids import ProducerIdManager
 from kompakt.broker.txn.coordinator import TransactionCoordinator
 from kompakt.cleaner.log_cleaner import LogCleaner
@@ -169,9 +169,6 @@ class Broker:
     #: The transaction coordinator (None on a broker without storage: transactional requests
     #: are then answered COORDINATOR_NOT_AVAILABLE).
     txn: TransactionCoordinator | None = None
-    #: The committed-offset store the group coordinator writes to (TxnOffsetCommit adds its
-    #: pending commits there).
-    offset_store: OffsetStore | None = None
 
     def __post_init__(self) -> None:
         if self.timers is None:
@@ -191,7 +188,7 @@ class Broker:
         group_config: GroupConfig | None = None,
         consumer_group_config: ConsumerGroupConfig | None = None,
         group_configs: GroupConfigs | None = None,
-        offsets: OffsetStore | None = None,
+        group_log: GroupLog | None = None,
         log_manager: LogManager | None = None,
         broker_config: BrokerConfig | None = None,
         producer_ids: ProducerIdManager | None = None,
@@ -201,16 +198,28 @@ class Broker:
         advertised_host: str = "localhost",
         advertised_port: int = 9092,
     ) -> Broker:
-        """A broker with defaults for whatever is not given (in-memory offsets, system clock)."""
+        """A broker with defaults for whatever is not given (system clock, groups in the log
+        manager's ``__consumer_offsets``), its groups loaded from their log.
+
+        A broker without a log manager (the protocol layer's unit tests) keeps its groups in a
+        scratch ``__consumer_offsets`` of its own (:meth:`GroupLog.scratch`), so every broker runs
+        its groups on the production format.
+        """
         clock = clock or SystemClock()
         config = broker_config or (log_manager.broker_config if log_manager is not None else BrokerConfig())
-        store = offsets or InMemoryOffsetStore()
-        coordinator = GroupCoordinator(group_config or GroupConfig(), clock, store, consumer_group_config)
+        if group_log is None:
+            group_log = GroupLog(log_manager, clock) if log_manager is not None else GroupLog.scratch(clock)
+        topics = None
         if log_manager is not None:
             logs = log_manager
-            coordinator.consumer.topics = lambda: {
-                name: (meta.topic_id, meta.partitions) for name, meta in logs.topics().items()
-            }
+
+            def topics() -> dict[str, tuple[uuid.UUID, int]]:
+                return {name: (meta.topic_id, meta.partitions) for name, meta in logs.topics().items()}
+
+        coordinator = GroupCoordinator(
+            group_config or GroupConfig(), clock, group_log, consumer_group_config, topics=topics
+        )
+        coordinator.load()
         broker = cls(
             clock=clock,
             groups=coordinator,
@@ -227,7 +236,6 @@ class Broker:
         coordinator.consumer.group_config = lambda group_id: broker.group_configs.config_of(group_id)
         if timers is not None:
             broker.timers = timers
-        broker.offset_store = store
         return broker
 
     @property

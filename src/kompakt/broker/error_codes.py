@@ -19,10 +19,10 @@ by accident. Three groups:
 :class:`KafkaCodedError` is for a rule that names its code itself, as Kafka's admin rules do
 (``AdminError`` in :mod:`kompakt.broker.topic_admin`): it answers with the code it carries.
 
-The group coordinator (:mod:`kompakt.broker.groups`) is the deliberate second channel: its
-operations return ``ErrorCode`` values (unknown member, illegal generation, rebalance in
-progress...) as outcomes of the group protocol, not exceptions, exactly as Kafka's
-``GroupMetadataManager`` sets ``Errors`` codes on its responses; the transaction coordinator
+The group coordinator's managers (:mod:`kompakt.broker.groups`) raise a ``GroupError`` subclass per
+Kafka exception, and its router turns them into codes with :func:`error_code_for` where Kafka's
+``GroupCoordinatorService`` does; answers that complete a parked JoinGroup or SyncGroup carry their
+code, as Kafka completes its response futures. The transaction coordinator
 (:mod:`kompakt.broker.txn`) likewise returns codes (PRODUCER_FENCED, CONCURRENT_TRANSACTIONS,
 INVALID_TXN_STATE...) as Kafka's ``TransactionCoordinator`` does. Other direct codes in handlers
 (INVALID_REQUIRED_ACKS, INVALID_TXN_STATE in Produce, INVALID_TOPIC_EXCEPTION in Metadata) are
@@ -33,8 +33,7 @@ from __future__ import annotations
 
 from kompakt import errors
 from kompakt.broker.groups import errors as group_errors
-from kompakt.broker.groups.consumer_records import ConsumerRecordFormatError
-from kompakt.broker.groups.offsets_topic import OffsetsTopicFormatError
+from kompakt.broker.groups.records.schemas import GroupRecordFormatError
 from kompakt.broker.producer_ids import CorruptProducerIdFileError
 from kompakt.broker.txn.log_format import TransactionLogFormatError
 from kompakt.broker.txn.state_manager import TransactionLogAppendError
@@ -66,8 +65,7 @@ _ERROR_CODES: dict[type[BaseException], ErrorCode] = {
     errors.CorruptRecordError: ErrorCode.corrupt_message,  # CorruptRecordException
     # A payload that does not decompress is a corrupt batch (produce validation says so too).
     errors.CompressionError: ErrorCode.corrupt_message,
-    OffsetsTopicFormatError: ErrorCode.corrupt_message,  # a record of __consumer_offsets
-    ConsumerRecordFormatError: ErrorCode.corrupt_message,  # a KIP-848 record of __consumer_offsets
+    GroupRecordFormatError: ErrorCode.corrupt_message,  # a record of __consumer_offsets
     TransactionLogFormatError: ErrorCode.corrupt_message,  # a record of __transaction_state
     # TransactionStateManager.appendTransactionToLog: a failed write of the coordinator's log
     # (storage error, partition offline) is NOT_COORDINATOR, so the client looks it up again.
@@ -125,6 +123,11 @@ _ERROR_CODES: dict[type[BaseException], ErrorCode] = {
     group_errors.NonEmptyGroupError: ErrorCode.non_empty_group,
     group_errors.UnsupportedGroupVersionError: ErrorCode.unsupported_version,
     group_errors.InvalidRegularExpressionError: ErrorCode.invalid_regular_expression,
+    group_errors.InvalidGroupIdError: ErrorCode.invalid_group_id,
+    group_errors.InvalidSessionTimeoutError: ErrorCode.invalid_session_timeout,
+    group_errors.CoordinatorNotAvailableError: ErrorCode.coordinator_not_available,
+    group_errors.RebalanceInProgressError: ErrorCode.rebalance_in_progress,
+    group_errors.OffsetMetadataTooLargeError: ErrorCode.offset_metadata_too_large,
 }
 
 

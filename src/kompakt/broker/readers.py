@@ -2,7 +2,8 @@
 
 The cleaner's reader hold (:mod:`kompakt.cleaner.readers`) must not import the group coordinator,
 so the server injects this provider. It reads the committed offsets of ``__consumer_offsets``
-(the thread-safe offset store) and asks the coordinator only whether a named group exists:
+(the coordinator's thread-safe offset manager) and asks the coordinator whether a named group
+exists:
 
 * every group with a committed offset on the partition is reported (the unread-tombstone report);
 * a group named in ``kompakt.tombstone.retain.for.groups`` holds from its committed offset, or from
@@ -19,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from kompakt.broker.groups.coordinator import GroupCoordinator
-from kompakt.broker.groups.offsets import OffsetStore
 from kompakt.cleaner.readers import PartitionReaders
 
 #: Group ids of kompakt backup jobs registered as readers (``kompakt-backup-<backup id>``, the
@@ -30,21 +30,16 @@ BACKUP_READER_PREFIX = "kompakt-backup-"
 class GroupReaderPositions:
     """:class:`~kompakt.cleaner.readers.ReaderPositions` over the broker's committed offsets.
 
-    Thread-safe: the offset store locks; the coordinator is only asked dictionary membership
+    Thread-safe: the offset manager locks; the coordinator is only asked dictionary membership
     (atomic in CPython), which at worst answers as of a moment earlier.
     """
 
-    def __init__(self, offsets: OffsetStore, coordinator: GroupCoordinator) -> None:
-        self._offsets = offsets
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self._offsets = coordinator.offsets
         self._coordinator = coordinator
 
     def _exists(self, group: str, with_offsets: Collection[str]) -> bool:
-        coordinator = self._coordinator
-        return (
-            group in with_offsets
-            or coordinator.has_classic_group(group)
-            or coordinator.consumer.has_group(group)
-        )
+        return group in with_offsets or self._coordinator.exists(group)
 
     def positions(self, topic: str, partition: int, named: Collection[str]) -> PartitionReaders:
         with_offsets = self._offsets.groups()

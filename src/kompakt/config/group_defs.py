@@ -59,7 +59,7 @@ GROUP_BROKER_DEFS: tuple[ConfigDef, ...] = (
            Range(1), dynamic=False),
     define("offset.metadata.max.bytes", INT, 4096, "Largest metadata string of a committed offset.",
            dynamic=False),
-    # KIP-848 consumer groups (kompakt.broker.groups.consumer_coordinator).
+    # KIP-848 consumer groups (kompakt.broker.groups.consumer).
     define("group.coordinator.rebalance.protocols", LIST, ("classic", "consumer", "streams"),
            "Enabled group protocols; without consumer, ConsumerGroupHeartbeat is refused (kompakt "
            "has no streams groups).", ValidList(("classic", "consumer", "streams")), dynamic=False),

@@ -127,6 +127,13 @@ class SchemaReader:
             raise self.error(f"null where a string is required at byte {self.pos}")
         return value
 
+    def compact_bytes(self) -> bytes:
+        """Bytes with a uvarint length + 1 (a flexible ``bytes`` field); a null is refused."""
+        length = self.uvarint()
+        if length == 0:
+            raise self.error(f"null where bytes are required at byte {self.pos}")
+        return self.take(length - 1)
+
     def compact_nullable_bytes(self) -> bytes | None:
         """Bytes with a uvarint length + 1 (a flexible ``bytes`` field); 0 is null."""
         length = self.uvarint()

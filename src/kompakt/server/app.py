@@ -20,8 +20,7 @@ from typing import Protocol
 
 from kompakt.broker.context import Broker, TimerHandle
 from kompakt.broker.dispatch import Dispatcher
-from kompakt.broker.groups.config import ConsumerGroupConfig, GroupConfig
-from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC, TopicOffsetStore
+from kompakt.broker.groups import OFFSETS_TOPIC, ConsumerGroupConfig, GroupConfig, GroupLog
 from kompakt.broker.producer_ids import ProducerIdManager
 from kompakt.broker.readers import GroupReaderPositions
 from kompakt.broker.txn.coordinator import TransactionCoordinator
@@ -360,15 +359,13 @@ class BrokerApp:
         log_manager.open()
         self.log_manager = log_manager
         meta = read_meta_properties(settings.data_dir)
-        offsets = TopicOffsetStore(log_manager, self.clock)
-        offsets.load()
         producer_ids = ProducerIdManager(settings.data_dir)
         broker = Broker.create(
             clock=self.clock,
             group_config=group_config,
             consumer_group_config=consumer_group_config,
             group_configs=group_configs,
-            offsets=offsets,
+            group_log=GroupLog(log_manager, self.clock),
             log_manager=log_manager,
             broker_config=config,
             producer_ids=producer_ids,
@@ -376,15 +373,14 @@ class BrokerApp:
             advertised_host=settings.advertised_host,
             advertised_port=settings.advertised_port,
         )
-        self._attach_cleaner(broker, log_manager, offsets)
-        broker.txn = self._open_transactions(broker, log_manager, offsets, producer_ids, txn_config)
+        self._attach_cleaner(broker, log_manager)
+        broker.txn = self._open_transactions(broker, log_manager, producer_ids, txn_config)
         return broker
 
     def _open_transactions(
         self,
         broker: Broker,
         log_manager: LogManager,
-        offsets: TopicOffsetStore,
         producer_ids: ProducerIdManager,
         config: TxnConfig,
     ) -> TransactionCoordinator:
@@ -394,14 +390,14 @@ class BrokerApp:
 
         def on_marker(topic: str, partition: int, producer_id: int, committed: bool) -> None:
             if topic == OFFSETS_TOPIC:
-                offsets.complete_transaction(partition, producer_id, committed)
+                broker.groups.complete_transaction(partition, producer_id, committed)
             broker.fetch_waiters.notify(topic, partition)
 
         txn.markers.listeners.append(on_marker)
         txn.load()
         return txn
 
-    def _attach_cleaner(self, broker: Broker, log_manager: LogManager, offsets: TopicOffsetStore) -> None:
+    def _attach_cleaner(self, broker: Broker, log_manager: LogManager) -> None:
         """Create the log cleaner, run it as a service, and subscribe it to config changes and
         topic deletions (so a deleted partition's clean is aborted before its files go)."""
         warmup = BackgroundWarmup()
@@ -412,7 +408,7 @@ class BrokerApp:
             self.clock,
             kernels_ready=warmup.wait,
             kernels_pending=lambda: warmup.running,
-            readers=GroupReaderPositions(offsets, broker.groups),
+            readers=GroupReaderPositions(broker.groups),
         )
         broker.cleaner = cleaner
         self.services.insert(0, CleanerService(cleaner, warmup))
@@ -427,7 +423,7 @@ class BrokerApp:
 
         broker.config_listeners.append(on_config)
         broker.on_topic_deleted.append(on_deleted)
-        broker.on_topic_deleted.append(offsets.on_topic_deleted)
+        broker.on_topic_deleted.append(broker.groups.on_topic_deleted)
 
     async def start(self) -> KafkaServer:
         """Bind both addresses, open storage, start services, then listen; returns the server.

@@ -11,7 +11,7 @@ import pytest
 
 from kompakt.clock import FakeClock
 from kompakt.protocol.codec import ErrorCode as E
-from tests.broker.groups.test_consumer_coordinator import NOW_MS, TOPIC, Cluster, describe, heartbeat, join
+from tests.broker.groups.consumer.test_membership import NOW_MS, TOPIC, Cluster, describe, heartbeat, join
 from tests.broker.topic_admin.test_configs import incremental
 
 GROUP = 32

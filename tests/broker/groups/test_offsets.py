@@ -1,4 +1,4 @@
-"""Committed offsets: coordinator rules, the in-memory store, and OffsetCommit/OffsetFetch per version."""
+"""Committed offsets: the coordinator's rules for both group types, OffsetCommit/OffsetFetch per version."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from kompakt.broker.groups import (
     GroupConfig,
     GroupCoordinator,
     GroupState,
-    InMemoryOffsetStore,
     JoinRequest,
     OffsetCommitEntry,
 )
@@ -21,6 +20,7 @@ from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.codec import ErrorCode as E
+from tests.broker.groups.conftest import GroupsDir
 from tests.support.wire import call
 
 
@@ -36,8 +36,8 @@ def join_one(coordinator: GroupCoordinator, group_id: str = "g", session_ms: int
 
 
 @pytest.fixture
-def coordinator(clock: FakeClock) -> GroupCoordinator:
-    return GroupCoordinator(GroupConfig(group_initial_rebalance_delay_ms=0), clock, InMemoryOffsetStore())
+def coordinator(groups_dir: GroupsDir) -> GroupCoordinator:
+    return groups_dir.coordinator(GroupConfig(group_initial_rebalance_delay_ms=0))
 
 
 def test_simple_commit_creates_an_empty_group(coordinator: GroupCoordinator, clock: FakeClock) -> None:
@@ -73,10 +73,10 @@ def test_fetch_unknown_partitions_gives_none(coordinator: GroupCoordinator) -> N
     assert coordinator.fetch_offsets("nobody", [("t", 0)]) == [("t", 0, None)]
 
 
-def test_offsets_expire_only_for_groups_without_members(clock: FakeClock) -> None:
+def test_offsets_expire_only_for_groups_without_members(clock: FakeClock, groups_dir: GroupsDir) -> None:
     # A retention shorter than the member's session, so the member outlives it without heartbeats.
     config = GroupConfig(group_initial_rebalance_delay_ms=0, offsets_retention_minutes=10)
-    coordinator = GroupCoordinator(config, clock, InMemoryOffsetStore())
+    coordinator = groups_dir.coordinator(config)
     coordinator.commit_offsets("idle", -1, "", None, [entry()])
     member, generation = join_one(coordinator, "busy", session_ms=config.group_max_session_timeout_ms)
     coordinator.sync("busy", generation, member, None, None, None, {})

@@ -12,8 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from kompakt.broker.groups import CommittedOffset
-from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC, TopicOffsetStore, partition_for
+from kompakt.broker.groups import (
+    OFFSETS_TOPIC,
+    GroupConfig,
+    GroupCoordinator,
+    GroupLog,
+    OffsetCommitEntry,
+    partition_for,
+)
 from kompakt.broker.producer_ids import ProducerIdManager
 from kompakt.broker.txn.coordinator import TransactionCoordinator
 from kompakt.broker.txn.log_format import decode_key, decode_value, encode_key, encode_value
@@ -59,7 +65,7 @@ def logs(data_dir: Path, clock: FakeClock) -> Iterator[LogManager]:
 
 
 def coordinator_for(
-    logs: LogManager, clock: FakeClock, offsets: TopicOffsetStore | None = None
+    logs: LogManager, clock: FakeClock, offsets: GroupCoordinator | None = None
 ) -> TransactionCoordinator:
     txn = TransactionCoordinator(logs, clock, ProducerIdManager(logs.data_dir), CONFIG)
     if offsets is not None:
@@ -70,6 +76,17 @@ def coordinator_for(
         )
     txn.load()
     return txn
+
+
+def groups_for(logs: LogManager, clock: FakeClock) -> GroupCoordinator:
+    """The broker's group coordinator over this directory, loaded (as ``BrokerApp._open`` has it)."""
+    groups = GroupCoordinator(GroupConfig(), clock, GroupLog(logs, clock))
+    groups.load()
+    return groups
+
+
+def fetch(groups: GroupCoordinator) -> dict[tuple[str, int], int]:
+    return {(t, p): c.offset for t, p, c in groups.fetch_offsets("g", None) if c is not None}
 
 
 @pytest.fixture
@@ -292,37 +309,35 @@ def test_transactional_offsets_are_visible_only_after_commit_and_after_reload(
     data_dir: Path, clock: FakeClock
 ) -> None:
     logs = open_logs(data_dir, clock)
-    offsets = TopicOffsetStore(logs, clock)
-    offsets.load()
+    offsets = groups_for(logs, clock)
     txn = coordinator_for(logs, clock, offsets)
     group_tp = (OFFSETS_TOPIC, partition_for("g", 3))
     for tid, offset, commit in (("t1", 10, True), ("t2", 20, False)):
         r = txn.init_producer_id(tid, 60_000)
         txn.add_partitions(tid, r.producer_id, r.producer_epoch, [group_tp])
-        offsets.commit_transactional(
-            "g", r.producer_id, r.producer_epoch, [(TOPIC, 0, CommittedOffset(offset, -1, None, 0))]
+        offsets.commit_transactional_offsets(
+            "g", r.producer_id, r.producer_epoch, [OffsetCommitEntry(TOPIC, 0, offset, -1, None)]
         )
-        assert offsets.fetch("g") == {} or offsets.fetch("g")[(TOPIC, 0)].offset == 10
+        assert fetch(offsets) == {} or fetch(offsets)[(TOPIC, 0)] == 10
         assert offsets.has_pending_transactional("g", TOPIC, 0)
         txn.end_transaction(tid, r.producer_id, r.producer_epoch, commit=commit)
         assert not offsets.has_pending_transactional("g", TOPIC, 0)
-    assert offsets.fetch("g")[(TOPIC, 0)].offset == 10  # the aborted 20 was dropped
+    assert fetch(offsets)[(TOPIC, 0)] == 10  # the aborted 20 was dropped
     r = txn.init_producer_id("t3", 60_000)
     txn.add_partitions("t3", r.producer_id, r.producer_epoch, [group_tp])
-    offsets.commit_transactional(
-        "g", r.producer_id, r.producer_epoch, [(TOPIC, 1, CommittedOffset(5, -1, "m", 0))]
+    offsets.commit_transactional_offsets(
+        "g", r.producer_id, r.producer_epoch, [OffsetCommitEntry(TOPIC, 1, 5, -1, "m")]
     )
     logs.close()
 
     logs = open_logs(data_dir, clock)
     try:
-        offsets = TopicOffsetStore(logs, clock)
-        offsets.load()
-        assert {tp: o.offset for tp, o in offsets.fetch("g").items()} == {(TOPIC, 0): 10}
+        offsets = groups_for(logs, clock)
+        assert fetch(offsets) == {(TOPIC, 0): 10}
         assert offsets.has_pending_transactional("g", TOPIC, 1)  # t3 is still open
         txn = coordinator_for(logs, clock, offsets)
         assert txn.end_transaction("t3", r.producer_id, r.producer_epoch, commit=True) is E.none
-        assert {tp: o.offset for tp, o in offsets.fetch("g").items()} == {(TOPIC, 0): 10, (TOPIC, 1): 5}
+        assert fetch(offsets) == {(TOPIC, 0): 10, (TOPIC, 1): 5}
     finally:
         logs.close()
 

@@ -1,32 +1,47 @@
-"""The classic consumer-group coordinator (sans-IO, clock-injected) and committed offsets."""
+"""The group coordinator: classic and KIP-848 consumer groups and their committed offsets, kept in
+``__consumer_offsets`` (Kafka 4.1's ``group-coordinator`` module, split by role as it is).
 
-from kompakt.broker.groups.config import GroupConfig
-from kompakt.broker.groups.coordinator import (
-    GroupCoordinator,
-    GroupDescription,
-    GroupListing,
+``coordinator.py`` routes every request to a manager by group type and runs it as "records,
+append, replay"; ``classic/`` and ``consumer/`` hold the two membership managers and their group
+models, ``offsets.py`` the committed offsets of both, ``migration.py`` the conversion of a live
+group between the two protocols, and ``records/`` the record schemas and the log they are written
+to. ``docs/design.md`` ("Groups") has the rules the layout keeps.
+"""
+
+from kompakt.broker.groups.classic.group import (
+    ClassicGroup,
+    ClassicGroupMember,
+    GroupState,
+    JoinedMember,
     JoinRequest,
-    MemberDescription,
-    OffsetCommitEntry,
+    JoinResult,
+    SyncResult,
 )
-from kompakt.broker.groups.group import Group, GroupState, JoinedMember, JoinResult, Member, SyncResult
-from kompakt.broker.groups.offsets import CommittedOffset, InMemoryOffsetStore, OffsetStore
+from kompakt.broker.groups.classic.membership import GroupDescription, MemberDescription
+from kompakt.broker.groups.config import ConsumerGroupConfig, GroupConfig
+from kompakt.broker.groups.coordinator import GroupCoordinator, GroupListing
+from kompakt.broker.groups.offsets import OffsetCommitEntry
+from kompakt.broker.groups.records.log import OFFSETS_TOPIC, GroupLog
+from kompakt.broker.groups.records.placement import partition_for
+from kompakt.broker.groups.records.schemas import CommittedOffset
 
 __all__ = [
+    "OFFSETS_TOPIC",
+    "ClassicGroup",
+    "ClassicGroupMember",
     "CommittedOffset",
-    "Group",
+    "ConsumerGroupConfig",
     "GroupConfig",
     "GroupCoordinator",
     "GroupDescription",
     "GroupListing",
+    "GroupLog",
     "GroupState",
-    "InMemoryOffsetStore",
     "JoinRequest",
     "JoinResult",
     "JoinedMember",
-    "Member",
     "MemberDescription",
     "OffsetCommitEntry",
-    "OffsetStore",
     "SyncResult",
+    "partition_for",
 ]

@@ -68,3 +68,24 @@ class UnsupportedGroupVersionError(GroupError):
 
 class InvalidRegularExpressionError(GroupError):
     """INVALID_REGULAR_EXPRESSION: a subscribed topic regex that does not compile."""
+
+
+class InvalidGroupIdError(GroupError):
+    """INVALID_GROUP_ID: an empty group id where the request needs one."""
+
+
+class InvalidSessionTimeoutError(GroupError):
+    """INVALID_SESSION_TIMEOUT: a JoinGroup session timeout outside group.min/max.session.timeout.ms."""
+
+
+class CoordinatorNotAvailableError(GroupError):
+    """COORDINATOR_NOT_AVAILABLE: the group is being removed (Dead); the client looks for its
+    coordinator again."""
+
+
+class RebalanceInProgressError(GroupError):
+    """REBALANCE_IN_PROGRESS: the member must rejoin (or wait for the rebalance) first."""
+
+
+class OffsetMetadataTooLargeError(GroupError):
+    """OFFSET_METADATA_TOO_LARGE: a committed offset's metadata exceeds offset.metadata.max.bytes."""

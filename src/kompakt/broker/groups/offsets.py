@@ -1,132 +1,49 @@
-"""Committed consumer offsets: the narrow store interface and an in-memory implementation.
+"""``OffsetManager``: committed offsets of every group, classic or consumer (Kafka's
+``OffsetMetadataManager``).
 
-The coordinator decides *whether* a commit is allowed (generation and member checks); the store only
-keeps what was committed. Keeping the interface this small is what lets the lead swap the in-memory
-store for one backed by ``__consumer_offsets`` without touching the coordinator.
+The manager keeps what ``__consumer_offsets`` says was committed, per group and partition, plus the
+offsets of transactions not decided yet (KIP-98/447: a TxnOffsetCommit is in the log at once but
+becomes visible only when its producer's COMMIT marker reaches the partition; an ABORT drops it).
+Its operations return :class:`~kompakt.broker.groups.result.Result` records: offset commits, and
+tombstones for what OffsetDelete, DeleteGroups, expiry and topic deletion remove; only
+:meth:`OffsetManager.replay` (and :meth:`OffsetManager.replay_marker`) change the maps, as the
+coordinator applies the records it wrote and those it loads at startup.
 
-What a persistent implementation must do (Kafka's behaviour):
+Whether a commit is allowed (generation, member epoch) is the group's business: the coordinator
+asks the group's membership manager before it asks this one to write.
 
-* ``commit`` appends an offset-commit record to the compacted topic ``__consumer_offsets``, partition
-  chosen by the group id's hash modulo ``offsets.topic.num.partitions``: key schema v1
-  ``(group, topic, partition)``, value schema v3 ``(offset, leader_epoch, metadata, commit_timestamp)``
-  (v1 when an explicit expire timestamp must be kept). It returns only once the record is durable
-  enough for ``acks=-1`` semantics; the in-memory map is updated after the append.
-* ``delete_group`` and ``expire`` append tombstones (null value) for every removed key, so compaction
-  eventually forgets them.
-* On startup the store replays the topic from the log start offset into the same map (later records
-  win, tombstones delete) before the broker answers OffsetFetch; ``groups`` then reports every group
-  that still has offsets, so ListGroups/DescribeGroups show them after a restart.
+Thread-safe: the cleaner's threads read committed offsets (:mod:`kompakt.broker.readers`) and
+TxnOffsetCommit runs in a worker thread, so one lock covers the maps.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from kompakt.broker.groups.errors import OffsetMetadataTooLargeError
+from kompakt.broker.groups.records.schemas import CommittedOffset, GroupRecord, OffsetCommitKey
+from kompakt.broker.groups.result import Producer, Result
+
+#: ``(topic, partition) -> committed offset``.
+Offsets = dict[tuple[str, int], CommittedOffset]
 
 
 @dataclass(frozen=True, slots=True)
-class CommittedOffset:
-    """One committed position, as OffsetFetch returns it."""
+class OffsetCommitEntry:
+    """One partition of an OffsetCommit or TxnOffsetCommit request."""
 
+    topic: str
+    partition: int
     offset: int
     leader_epoch: int
     metadata: str | None
-    commit_timestamp_ms: int
-    #: An explicit expiry from OffsetCommit v2–v4 ``retention_time``; ``None`` uses the broker's retention.
-    expire_timestamp_ms: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class GroupMemberRecord:
-    """One member in a GroupMetadataValue (the schema's MemberMetadata)."""
-
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
-    subscription: bytes
-    assignment: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class GroupMetadataRecord:
-    """GroupMetadataValue: what Kafka persists about a classic group after each rebalance."""
-
-    protocol_type: str
-    generation: int
-    protocol: str | None
-    leader: str | None
-    current_state_timestamp_ms: int = -1
-    members: tuple[GroupMemberRecord, ...] = field(default_factory=tuple)
-
-
-class OffsetStore(Protocol):
-    """Where committed offsets live. Implementations must be thread-safe."""
-
-    def commit(
-        self,
-        group: str,
-        topic: str,
-        partition: int,
-        offset: int,
-        metadata: str | None,
-        leader_epoch: int,
-        commit_ts: int,
-        expire_ts: int | None = None,
-    ) -> None:
-        """Store (or replace) the committed offset of one partition for ``group``."""
-        ...
-
-    def commit_batch(self, group: str, entries: Sequence[tuple[str, int, CommittedOffset]]) -> None:
-        """Store several partitions of one group at once (one OffsetCommit request, one append)."""
-        ...
-
-    def fetch(
-        self, group: str, topic: str | None = None, partition: int | None = None
-    ) -> dict[tuple[str, int], CommittedOffset]:
-        """The group's committed offsets, optionally narrowed to one topic or one partition."""
-        ...
-
-    def delete_group(self, group: str) -> int:
-        """Forget every offset of ``group``; return how many were removed."""
-        ...
-
-    def delete_offsets(self, group: str, partitions: Collection[tuple[str, int]]) -> int:
-        """Forget ``group``'s offsets of these partitions (OffsetDelete); return how many existed."""
-        ...
-
-    def expire(self, now_ms: int, retention_ms: int, keep_groups: Collection[str] = ()) -> int:
-        """Drop offsets older than their retention, except for ``keep_groups`` (groups with members)."""
-        ...
-
-    def groups(self) -> set[str]:
-        """Every group that has at least one committed offset."""
-        ...
-
-    def store_group_metadata(self, group: str, record: GroupMetadataRecord | None) -> None:
-        """Persist a group's membership after a rebalance; ``None`` forgets it."""
-        ...
-
-    def all_group_metadata(self) -> dict[str, GroupMetadataRecord]:
-        """Every stored group's metadata (what the coordinator restores at startup)."""
-        ...
-
-    def append_group_records(self, group: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
-        """Append a consumer group's (KIP-848) ``(key, value)`` records as one batch; None is a tombstone."""
-        ...
-
-    def consumer_group_records(self) -> dict[str, list[tuple[bytes, bytes]]]:
-        """The live consumer-group records per group (latest value per key, tombstoned keys gone)."""
-        ...
 
 
 def select_offsets(
     offsets: Mapping[tuple[str, int], CommittedOffset], topic: str | None, partition: int | None
-) -> dict[tuple[str, int], CommittedOffset]:
+) -> Offsets:
     """The committed offsets of one topic and/or partition (``None`` matches every one)."""
     return {
         key: value
@@ -135,105 +52,158 @@ def select_offsets(
     }
 
 
-class InMemoryOffsetStore:
-    """A dict per group; lost on restart. Thread-safe (commits may come from handler threads)."""
+class OffsetManager:
+    """Committed and pending offsets; see the module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(self, offset_metadata_max_bytes: int) -> None:
+        self._max_metadata = offset_metadata_max_bytes
         self._lock = threading.Lock()
-        self._offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
-        self._group_metadata: dict[str, GroupMetadataRecord] = {}
-        self._consumer_records: dict[str, dict[bytes, bytes]] = {}
+        self._offsets: dict[str, Offsets] = {}
+        #: ``producer id -> group -> offsets`` of transactions not decided yet.
+        self._pending: dict[int, dict[str, Offsets]] = {}
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    def fetch(self, group: str, topic: str | None = None, partition: int | None = None) -> Offsets:
+        """The group's committed offsets, optionally narrowed to one topic or one partition."""
+        with self._lock:
+            return select_offsets(self._offsets.get(group, {}), topic, partition)
+
+    def groups(self) -> set[str]:
+        """Every group that has at least one committed offset."""
+        with self._lock:
+            return set(self._offsets)
+
+    def has_offsets(self, group: str) -> bool:
+        with self._lock:
+            return group in self._offsets
+
+    def has_pending_transactional(self, group: str, topic: str, partition: int) -> bool:
+        """Whether an undecided transaction holds an offset for this partition (OffsetFetch with
+        ``require_stable`` answers UNSTABLE_OFFSET_COMMIT then)."""
+        with self._lock:
+            return any((topic, partition) in groups.get(group, {}) for groups in self._pending.values())
+
+    # ---- operations --------------------------------------------------------------------------
 
     def commit(
         self,
         group: str,
-        topic: str,
-        partition: int,
-        offset: int,
-        metadata: str | None,
-        leader_epoch: int,
-        commit_ts: int,
-        expire_ts: int | None = None,
-    ) -> None:
-        entry = CommittedOffset(offset, leader_epoch, metadata, commit_ts, expire_ts)
-        with self._lock:
-            self._offsets.setdefault(group, {})[(topic, partition)] = entry
+        entries: Sequence[OffsetCommitEntry],
+        now_ms: int,
+        expire_timestamp_ms: int | None = None,
+        producer: Producer | None = None,
+    ) -> Result[list[Exception | None]]:
+        """Offset-commit records for ``entries``; the value is one error (or None) per entry.
 
-    def commit_batch(self, group: str, entries: Sequence[tuple[str, int, CommittedOffset]]) -> None:
-        with self._lock:
-            offsets = self._offsets.setdefault(group, {})
-            for topic, partition, entry in entries:
-                offsets[(topic, partition)] = entry
+        A null metadata is stored as "" (the value schema has a non-nullable string, and Kafka turns
+        a null into "" too), so a reload serves what was served before it.
+        """
+        errors: list[Exception | None] = []
+        records: list[GroupRecord] = []
+        for entry in entries:
+            if entry.metadata is not None and len(entry.metadata.encode()) > self._max_metadata:
+                errors.append(OffsetMetadataTooLargeError(f"metadata of {entry.topic}-{entry.partition}"))
+                continue
+            committed = CommittedOffset(
+                entry.offset, entry.leader_epoch, entry.metadata or "", now_ms, expire_timestamp_ms
+            )
+            records.append((OffsetCommitKey(group, entry.topic, entry.partition), committed))
+            errors.append(None)
+        return Result(errors, records, producer=producer)
 
-    def fetch(
-        self, group: str, topic: str | None = None, partition: int | None = None
-    ) -> dict[tuple[str, int], CommittedOffset]:
-        with self._lock:
-            return select_offsets(self._offsets.get(group, {}), topic, partition)
-
-    def delete_group(self, group: str) -> int:
-        with self._lock:
-            self._group_metadata.pop(group, None)
-            return len(self._offsets.pop(group, {}))
-
-    def delete_offsets(self, group: str, partitions: Collection[tuple[str, int]]) -> int:
+    def delete(self, group: str, partitions: Collection[tuple[str, int]]) -> Result[int]:
+        """OffsetDelete: tombstones for the partitions that have an offset (Kafka writes none for
+        the others); the value is how many."""
         with self._lock:
             offsets = self._offsets.get(group, {})
-            removed = sum(1 for key in set(partitions) if offsets.pop(key, None) is not None)
-            if not offsets:
-                self._offsets.pop(group, None)
-            return removed
+            gone = sorted(key for key in set(partitions) if key in offsets)
+        return Result(len(gone), _tombstones(group, gone))
 
-    def expire(self, now_ms: int, retention_ms: int, keep_groups: Collection[str] = ()) -> int:
-        removed = 0
+    def delete_all(self, group: str) -> list[GroupRecord]:
+        """The tombstones that forget every offset of ``group`` (DeleteGroups)."""
         with self._lock:
-            for group in [g for g in self._offsets if g not in keep_groups]:
-                offsets = self._offsets[group]
-                for key, entry in list(offsets.items()):
+            return _tombstones(group, sorted(self._offsets.get(group, {})))
+
+    def expire(self, now_ms: int, retention_ms: int, keep_groups: Collection[str] = ()) -> Result[int]:
+        """Tombstones for offsets past their expiry (explicit, else commit time + ``retention_ms``),
+        except in ``keep_groups`` (groups with members); the value is how many."""
+        records: list[GroupRecord] = []
+        with self._lock:
+            for group, offsets in self._offsets.items():
+                if group in keep_groups:
+                    continue
+                expired = []
+                for key, entry in offsets.items():
                     deadline = entry.expire_timestamp_ms
                     if deadline is None:
                         deadline = entry.commit_timestamp_ms + retention_ms
                     if now_ms >= deadline:
-                        del offsets[key]
-                        removed += 1
+                        expired.append(key)
+                records.extend(_tombstones(group, expired))
+        return Result(len(records), records)
+
+    def delete_topic(self, topic: str, partitions: Collection[int]) -> Result[None]:
+        """Tombstones for every group's offsets of a deleted topic (Kafka removes them too)."""
+        wanted = set(partitions)
+        records: list[GroupRecord] = []
+        with self._lock:
+            for group, offsets in self._offsets.items():
+                records.extend(
+                    _tombstones(group, sorted(k for k in offsets if k[0] == topic and k[1] in wanted))
+                )
+        return Result(None, records)
+
+    # ---- replay ------------------------------------------------------------------------------
+
+    def replay(
+        self, key: OffsetCommitKey, value: CommittedOffset | None, producer_id: int | None = None
+    ) -> None:
+        """Apply one offset-commit record; in a transactional batch it stays pending until its marker."""
+        tp = (key.topic, key.partition)
+        with self._lock:
+            if producer_id is not None:
+                if value is not None:
+                    self._pending.setdefault(producer_id, {}).setdefault(key.group, {})[tp] = value
+                return
+            if value is not None:
+                self._offsets.setdefault(key.group, {})[tp] = value
+                return
+            offsets = self._offsets.get(key.group)
+            if offsets is not None:
+                offsets.pop(tp, None)
                 if not offsets:
-                    del self._offsets[group]
-        return removed
+                    del self._offsets[key.group]
 
-    def groups(self) -> set[str]:
+    def replay_marker(
+        self, partition: int, producer_id: int, committed: bool, partition_of: Callable[[str], int]
+    ) -> None:
+        """A marker of ``producer_id`` reached ``__consumer_offsets``-``partition``: its pending
+        offsets of the groups there become committed, or are dropped (``handleTxnCompletion``)."""
         with self._lock:
-            return set(self._offsets)
+            by_group = self._pending.get(producer_id)
+            if not by_group:
+                return
+            for group in [g for g in by_group if partition_of(g) == partition]:
+                entries = by_group.pop(group)
+                if committed:
+                    self._offsets.setdefault(group, {}).update(entries)
+            if not by_group:
+                del self._pending[producer_id]
 
-    def store_group_metadata(self, group: str, record: GroupMetadataRecord | None) -> None:
+    def snapshot(self) -> tuple[dict[str, Offsets], dict[int, dict[str, Offsets]]]:
+        """Copies of the maps (tests compare them around an operation to check that only replay
+        changes them)."""
         with self._lock:
-            if record is None:
-                self._group_metadata.pop(group, None)
-            else:
-                self._group_metadata[group] = record
-
-    def all_group_metadata(self) -> dict[str, GroupMetadataRecord]:
-        with self._lock:
-            return dict(self._group_metadata)
-
-    def append_group_records(self, group: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
-        with self._lock:
-            apply_consumer_records(self._consumer_records, group, records)
-
-    def consumer_group_records(self) -> dict[str, list[tuple[bytes, bytes]]]:
-        with self._lock:
-            return {g: list(r.items()) for g, r in self._consumer_records.items()}
+            return (
+                {g: dict(o) for g, o in self._offsets.items()},
+                {p: {g: dict(o) for g, o in groups.items()} for p, groups in self._pending.items()},
+            )
 
 
-def apply_consumer_records(
-    view: dict[str, dict[bytes, bytes]], group: str, records: Sequence[tuple[bytes, bytes | None]]
-) -> None:
-    """Fold records into a compacted view (latest value per key; a tombstone removes the key)."""
-    keyed = view.setdefault(group, {})
-    for key, value in records:
-        if value is None:
-            keyed.pop(key, None)
-        else:
-            keyed.pop(key, None)  # re-insert at the end: the view keeps the log's order
-            keyed[key] = value
-    if not keyed:
-        del view[group]
+def _tombstones(group: str, keys: Sequence[tuple[str, int]]) -> list[GroupRecord]:
+    return [(OffsetCommitKey(group, topic, partition), None) for topic, partition in keys]
+
+
+def with_metadata(entry: CommittedOffset, metadata: str) -> CommittedOffset:
+    return replace(entry, metadata=metadata)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Protocol, cast
 
 from kompakt.broker.context import HandlerSpec, RequestContext
-from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC, partition_for
+from kompakt.broker.groups import OFFSETS_TOPIC, partition_for
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
 

@@ -1,7 +1,8 @@
 """ConsumerGroupDescribe (69), v0–1: a KIP-848 group's epochs, members, and their assignments.
 
 A group id that is not a consumer group answers GROUP_ID_NOT_FOUND for that group, as Kafka does
-(``DescribeGroups`` describes classic groups). v1 adds each member's type (1: consumer protocol).
+(``DescribeGroups`` describes classic groups). v1 adds each member's type (1: consumer protocol,
+0: a classic member that joined with JoinGroup).
 Authorized operations (KIP-430), when asked for, are every group operation: kompakt has no
 authorizer, and Kafka without one allows them all.
 """
@@ -12,19 +13,17 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Protocol, cast
 
+from kompakt.broker.authorized_operations import GROUP_AUTHORIZED_OPERATIONS, NOT_REQUESTED
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.error_codes import error_code_for
-from kompakt.broker.groups.consumer_coordinator import (
-    AUTHORIZED_OPERATIONS_OMITTED,
-    GROUP_AUTHORIZED_OPERATIONS,
-)
-from kompakt.broker.groups.consumer_records import Assignment
 from kompakt.broker.groups.errors import GroupError
+from kompakt.broker.groups.records.schemas import Assignment
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
 
-#: ``ConsumerGroupDescribeResponse.Member.MemberType`` of a consumer-protocol member.
-CONSUMER_MEMBER_TYPE = 1
+#: ``ConsumerGroupDescribeResponse.Member.MemberType`` of a classic-protocol member (a classic
+#: consumer that joined the group, KIP-848's online migration) and of a consumer-protocol member.
+CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1
 
 
 class _Request(Protocol):
@@ -43,15 +42,13 @@ def _assignment(assignment: Assignment, names: Mapping[uuid.UUID, str]) -> dict[
 
 def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
     req = cast(_Request, request)
-    consumer = ctx.broker.groups.consumer
-    names = {topic_id: name for name, (topic_id, _) in consumer.topics().items()}
-    operations = (
-        GROUP_AUTHORIZED_OPERATIONS if req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
-    )
+    groups_ = ctx.broker.groups
+    names = groups_.topic_names()
+    operations = GROUP_AUTHORIZED_OPERATIONS if req.include_authorized_operations else NOT_REQUESTED
     groups: list[dict[str, object]] = []
     for group_id in req.group_ids:
         try:
-            described = consumer.describe(group_id)
+            described = groups_.consumer_group_describe(group_id)
         except GroupError as exc:
             groups.append(
                 {
@@ -88,7 +85,7 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
                         "subscribed_topic_regex": m.subscribed_topic_regex,
                         "assignment": _assignment(m.assignment, names),
                         "target_assignment": _assignment(m.target_assignment, names),
-                        "member_type": CONSUMER_MEMBER_TYPE,
+                        "member_type": CLASSIC_MEMBER_TYPE if m.classic else CONSUMER_MEMBER_TYPE,
                     }
                     for m in described.members
                 ],

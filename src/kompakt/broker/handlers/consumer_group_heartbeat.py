@@ -1,7 +1,7 @@
 """ConsumerGroupHeartbeat (68), v0–1: the KIP-848 consumer group protocol.
 
 One request joins (member epoch 0), heartbeats, reconciles and leaves (-1; -2 for a static member's
-temporary leave); see :mod:`kompakt.broker.groups.consumer_coordinator`. v1 (KIP-1082) requires the
+temporary leave); see :mod:`kompakt.broker.groups.consumer.heartbeat`. v1 (KIP-1082) requires the
 client to generate its member id. An error answers with the error code and message only, as Kafka's
 ``GroupCoordinatorService`` does; when ``group.coordinator.rebalance.protocols`` leaves out
 ``consumer``, every heartbeat is refused with UNSUPPORTED_VERSION.
@@ -15,9 +15,9 @@ from typing import Protocol, cast
 
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.error_codes import error_code_for
-from kompakt.broker.groups.consumer_coordinator import HeartbeatRequest
+from kompakt.broker.groups.consumer.heartbeat import HeartbeatRequest
+from kompakt.broker.groups.consumer.reconciliation import owned_from_request
 from kompakt.broker.groups.errors import GroupError
-from kompakt.broker.groups.reconciliation import owned_from_request
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
 
@@ -66,7 +66,7 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
         client_host=f"/{ctx.client_host}",
     )
     try:
-        result = ctx.broker.groups.consumer.heartbeat(heartbeat, ctx.api_version)
+        result = ctx.broker.groups.consumer_group_heartbeat(heartbeat, ctx.api_version)
     except GroupError as exc:
         return _error(request, error_code_for(exc), str(exc))
     assignment = None

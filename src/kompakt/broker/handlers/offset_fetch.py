@@ -49,10 +49,9 @@ def _topics(
 ) -> list[dict[str, object]]:
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     by_topic: dict[str, list[dict[str, object]]] = {}
-    store = ctx.broker.offset_store
-    pending = getattr(store, "has_pending_transactional", None) if require_stable else None
-    for topic, partition, committed in ctx.broker.groups.fetch_offsets(group_id, wanted):
-        if pending is not None and pending(group_id, topic, partition):
+    groups = ctx.broker.groups
+    for topic, partition, committed in groups.fetch_offsets(group_id, wanted):
+        if require_stable and groups.has_pending_transactional(group_id, topic, partition):
             by_topic.setdefault(topic, []).append(
                 {
                     "partition_index": partition,
@@ -84,7 +83,7 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
         groups = []
         for g in batch.groups:
             try:
-                ctx.broker.groups.consumer.check_fetch(
+                ctx.broker.groups.validate_offset_fetch(
                     g.group_id, getattr(g, "member_id", None), getattr(g, "member_epoch", -1)
                 )
             except GroupError as exc:

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kompakt.broker.groups.offsets_topic import partition_for
+from kompakt.broker.groups.records.placement import partition_for
 from kompakt.broker.txn.log_format import (
     TransactionLogFormatError,
     TransactionLogValue,

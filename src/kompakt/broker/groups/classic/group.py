@@ -1,4 +1,4 @@
-"""One classic consumer group: its members and the bookkeeping of Kafka's ``ClassicGroup``.
+"""One classic group: its members and the bookkeeping of Kafka's ``ClassicGroup``.
 
 Theory of operation (Kafka's classic protocol, ``GroupMetadataManager`` drives it)::
 
@@ -31,8 +31,11 @@ Theory of operation (Kafka's classic protocol, ``GroupMetadataManager`` drives i
   JoinGroup or SyncGroup answer (``has_satisfied_heartbeat``); a new member waiting in its first
   rebalance gets Kafka's fixed 5-minute join timeout instead.
 
-Nothing here reads a clock or starts a timer: the coordinator owns the timers and the decisions;
-this class keeps the state consistent. Not thread-safe: the coordinator serialises access.
+Nothing here reads a clock or starts a timer: the membership manager
+(:mod:`kompakt.broker.groups.classic.membership`) owns the timers and the decisions; this class
+keeps the state consistent. As Kafka's ``ClassicGroup``, it is soft state except for
+:attr:`ClassicGroup.persisted`, the group's last GroupMetadata record, which only the replay of
+that record sets. Not thread-safe: the coordinator serialises access.
 """
 
 from __future__ import annotations
@@ -40,13 +43,15 @@ from __future__ import annotations
 import enum
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kompakt.broker.deferred import Deferred
+from kompakt.broker.groups.errors import FencedInstanceIdError, UnknownMemberIdError
+from kompakt.broker.groups.records.schemas import GroupMetadataValue, MemberMetadata
 from kompakt.protocol.codec import ErrorCode
 
-#: ``Group.type`` of every group here; the KIP-848 coordinator's groups report "consumer".
+#: ``ClassicGroup.type`` of every group here; KIP-848 groups report "consumer".
 CLASSIC_GROUP_TYPE = "classic"
 #: The protocol type of Kafka consumers (``ConsumerProtocol.PROTOCOL_TYPE``).
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -72,6 +77,26 @@ _VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
     GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
     GroupState.DEAD: frozenset(GroupState),
 }
+
+
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    """The JoinGroup fields the coordinator needs, whatever the wire version."""
+
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    client_id: str = ""
+    client_host: str = ""
+    #: JoinGroup v4+ (KIP-394): a member without an id first gets MEMBER_ID_REQUIRED and an id.
+    require_known_member_id: bool = False
+    #: JoinGroup v9+ (KIP-814): a static leader rejoining in Stable is told to skip the assignment.
+    supports_skip_assignment: bool = False
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +135,8 @@ class SyncResult:
 
 
 @dataclass(slots=True, eq=False)
-class Member:
-    """A group member as the coordinator sees it (Kafka's ``ClassicGroupMember``)."""
+class ClassicGroupMember:
+    """A member as the coordinator sees it (Kafka's ``ClassicGroupMember``)."""
 
     member_id: str
     group_instance_id: str | None
@@ -164,7 +189,7 @@ class Member:
 
 
 @dataclass(slots=True, eq=False)
-class Group:
+class ClassicGroup:
     """A classic group. See the module docstring for the state machine."""
 
     group_id: str
@@ -174,7 +199,7 @@ class Group:
     protocol_type: str | None = None
     protocol_name: str | None = None
     leader_id: str | None = None
-    members: dict[str, Member] = field(default_factory=dict)
+    members: dict[str, ClassicGroupMember] = field(default_factory=dict)
     #: ``group.instance.id`` -> member id, for static members.
     static_members: dict[str, str] = field(default_factory=dict)
     #: KIP-394: member ids handed out with MEMBER_ID_REQUIRED and not joined with yet.
@@ -185,6 +210,9 @@ class Group:
     new_member_added: bool = False
     #: Topics the members subscribe to (``computeSubscribedTopics``); ``None`` when unknown.
     subscribed_topics: frozenset[str] | None = None
+    #: The last GroupMetadata record written for the group (None before the first one): what a
+    #: restart would rebuild. Set only by the replay of that record.
+    persisted: GroupMetadataValue | None = None
 
     @property
     def type(self) -> str:
@@ -192,9 +220,6 @@ class Group:
         return CLASSIC_GROUP_TYPE
 
     # -- queries -----------------------------------------------------------------------------------
-
-    def is_in(self, *states: GroupState) -> bool:
-        return self.state in states
 
     def can_rebalance(self) -> bool:
         return self.state in _VALID_PREVIOUS[GroupState.PREPARING_REBALANCE]
@@ -208,17 +233,13 @@ class Group:
     def static_member_id(self, group_instance_id: str) -> str | None:
         return self.static_members.get(group_instance_id)
 
-    def member_by_instance(self, group_instance_id: str) -> Member | None:
-        member_id = self.static_members.get(group_instance_id)
-        return self.members.get(member_id) if member_id is not None else None
-
     def num_awaiting_join(self) -> int:
         return sum(1 for member in self.members.values() if member.is_awaiting_join)
 
     def has_all_members_joined(self) -> bool:
         return self.num_awaiting_join() == len(self.members) and not self.pending_join_members
 
-    def not_yet_rejoined(self) -> list[Member]:
+    def not_yet_rejoined(self) -> list[ClassicGroupMember]:
         return [member for member in self.members.values() if not member.is_awaiting_join]
 
     def rebalance_timeout_ms(self) -> int:
@@ -233,17 +254,23 @@ class Group:
             return self.uses_consumer_protocol()
         return topic in self.subscribed_topics
 
-    def validate_member(self, member_id: str, group_instance_id: str | None) -> ErrorCode:
+    def validate_member(self, member_id: str, group_instance_id: str | None) -> ClassicGroupMember:
         """``ClassicGroup.validateMember``: the instance id must map to this member id."""
         if group_instance_id is not None:
             existing = self.static_members.get(group_instance_id)
             if existing is None:
-                return ErrorCode.unknown_member_id
+                raise UnknownMemberIdError(
+                    f"Static member with instance id {group_instance_id} is not in group {self.group_id}."
+                )
             if existing != member_id:
-                return ErrorCode.fenced_instance_id
-        if member_id not in self.members:
-            return ErrorCode.unknown_member_id
-        return ErrorCode.none
+                raise FencedInstanceIdError(
+                    f"Static member {member_id} with instance id {group_instance_id} was fenced by member "
+                    f"{existing}."
+                )
+        member = self.members.get(member_id)
+        if member is None:
+            raise UnknownMemberIdError(f"Member {member_id} is not a member of group {self.group_id}.")
+        return member
 
     def _supported_counts(self) -> Counter[str]:
         counts: Counter[str] = Counter()
@@ -281,7 +308,9 @@ class Group:
             for m in self.members.values()
         )
 
-    def join_result(self, member: Member, *, with_members: bool, leader_id: str | None = None) -> JoinResult:
+    def join_result(
+        self, member: ClassicGroupMember, *, with_members: bool, leader_id: str | None = None
+    ) -> JoinResult:
         """A successful JoinGroup answer for ``member`` in the current generation."""
         return JoinResult(
             error=ErrorCode.none,
@@ -293,7 +322,7 @@ class Group:
             members=self.current_members() if with_members else (),
         )
 
-    def sync_result(self, member: Member) -> SyncResult:
+    def sync_result(self, member: ClassicGroupMember) -> SyncResult:
         return SyncResult(ErrorCode.none, self.protocol_type, self.protocol_name, member.assignment)
 
     def generate_member_id(self, client_id: str, group_instance_id: str | None) -> str:
@@ -307,7 +336,7 @@ class Group:
             raise RuntimeError(f"group {self.group_id} cannot go from {self.state.value} to {state.value}")
         self.previous_state, self.state = self.state, state
 
-    def add(self, member: Member, waiter: Deferred[JoinResult] | None = None) -> None:
+    def add(self, member: ClassicGroupMember, waiter: Deferred[JoinResult] | None = None) -> None:
         if member.group_instance_id is not None:
             if member.group_instance_id in self.static_members:
                 raise RuntimeError(f"static member {member.group_instance_id} is already in {self.group_id}")
@@ -320,7 +349,7 @@ class Group:
         member.join_waiter = waiter
         self.pending_join_members.discard(member.member_id)
 
-    def remove(self, member_id: str) -> Member | None:
+    def remove(self, member_id: str) -> ClassicGroupMember | None:
         """Drop a member or pending member; a new leader is the first remaining member.
 
         Callers answer the member's pending requests first, as Kafka's do; any left over here are
@@ -352,14 +381,16 @@ class Group:
                 return True
         return False
 
-    def replace_static_member(self, group_instance_id: str, old_member_id: str, new_member_id: str) -> Member:
+    def replace_static_member(
+        self, group_instance_id: str, old_member_id: str, new_member_id: str
+    ) -> ClassicGroupMember:
         """Give a static member's slot (and assignment) to a new member id, fencing the old one."""
         old = self.members.pop(old_member_id, None)
         if old is None:
             raise KeyError(f"cannot replace non-existing member id {old_member_id}")
         self.complete_join(old, JoinResult(ErrorCode.fenced_instance_id, member_id=old_member_id))
         self.complete_sync(old, SyncResult(ErrorCode.fenced_instance_id))
-        new = Member(
+        new = ClassicGroupMember(
             member_id=new_member_id,
             group_instance_id=old.group_instance_id,
             client_id=old.client_id,
@@ -378,7 +409,7 @@ class Group:
 
     def update_member(
         self,
-        member: Member,
+        member: ClassicGroupMember,
         protocols: tuple[tuple[str, bytes], ...],
         rebalance_timeout_ms: int,
         session_timeout_ms: int,
@@ -393,14 +424,14 @@ class Group:
             # the older connection from waiting for its request timeout.
             previous.resolve(JoinResult(ErrorCode.rebalance_in_progress, member_id=member.member_id))
 
-    def complete_join(self, member: Member, result: JoinResult) -> bool:
+    def complete_join(self, member: ClassicGroupMember, result: JoinResult) -> bool:
         waiter, member.join_waiter = member.join_waiter, None
         if waiter is None:
             return False
         waiter.resolve(result)
         return True
 
-    def complete_sync(self, member: Member, result: SyncResult) -> bool:
+    def complete_sync(self, member: ClassicGroupMember, result: SyncResult) -> bool:
         waiter, member.sync_waiter = member.sync_waiter, None
         if waiter is None:
             return False
@@ -437,6 +468,68 @@ class Group:
                 return None
             topics.update(parsed)
         return frozenset(topics)
+
+    # -- records -----------------------------------------------------------------------------------
+
+    def metadata_value(
+        self, now_ms: int, assignment: Mapping[str, bytes] | None = None
+    ) -> GroupMetadataValue:
+        """``newGroupMetadataRecord``: the group as it stands, with ``assignment`` per member."""
+        members = tuple(
+            MemberMetadata(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout_ms=m.rebalance_timeout_ms,
+                session_timeout_ms=m.session_timeout_ms,
+                subscription=m.metadata_for(self.protocol_name),
+                assignment=(assignment or {}).get(m.member_id, m.assignment),
+            )
+            for m in self.members.values()
+        )
+        return GroupMetadataValue(
+            protocol_type=self.protocol_type or "",
+            generation=self.generation_id,
+            protocol=self.protocol_name if self.members else None,
+            leader=self.leader_id if self.members else None,
+            current_state_timestamp_ms=now_ms,
+            members=members,
+        )
+
+    @classmethod
+    def from_record(cls, group_id: str, value: GroupMetadataValue) -> ClassicGroup:
+        """The group a GroupMetadata record describes (a restart, or a downgraded consumer group):
+        Stable with its members and their assignments, or Empty without members."""
+        group = cls(
+            group_id,
+            generation_id=value.generation,
+            protocol_type=value.protocol_type or None,
+            protocol_name=value.protocol,
+        )
+        if value.members and value.protocol is not None:
+            for stored in value.members:
+                group.add(
+                    ClassicGroupMember(
+                        member_id=stored.member_id,
+                        group_instance_id=stored.group_instance_id,
+                        client_id=stored.client_id,
+                        client_host=stored.client_host,
+                        session_timeout_ms=stored.session_timeout_ms,
+                        rebalance_timeout_ms=stored.rebalance_timeout_ms,
+                        protocol_type=value.protocol_type,
+                        protocols=((value.protocol, stored.subscription),),
+                        assignment=stored.assignment,
+                    )
+                )
+            if value.leader in group.members:
+                group.leader_id = value.leader
+            group.state = GroupState.STABLE
+        else:
+            group.protocol_name = None
+        group.subscribed_topics = group.compute_subscribed_topics()
+        group.persisted = value
+        return group
 
 
 def parse_subscription_topics(metadata: bytes) -> list[str] | None:

@@ -6,40 +6,33 @@ ones the handler sets for the wire version (v4+: member id required; v9+: skip a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.groups import (
-    GroupConfig,
     GroupCoordinator,
     GroupState,
-    InMemoryOffsetStore,
     JoinRequest,
     JoinResult,
     SyncResult,
 )
+from kompakt.broker.groups.records.schemas import GroupMetadataKey, GroupMetadataValue
 from kompakt.clock import FakeClock
 from kompakt.protocol.codec import ErrorCode as E
+from tests.broker.groups.conftest import GroupsDir
 
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000
 
 
 @pytest.fixture
-def fake_clock() -> FakeClock:
-    return FakeClock()
+def fake_clock(clock: FakeClock) -> FakeClock:
+    return clock
 
 
 @pytest.fixture
-def store() -> InMemoryOffsetStore:
-    return InMemoryOffsetStore()
-
-
-@pytest.fixture
-def coord(fake_clock: FakeClock, store: InMemoryOffsetStore) -> Iterator[GroupCoordinator]:
-    yield GroupCoordinator(GroupConfig(group_initial_rebalance_delay_ms=0), fake_clock, store)
+def coord(groups_dir: GroupsDir) -> GroupCoordinator:
+    return groups_dir.coordinator()
 
 
 def request(
@@ -310,13 +303,13 @@ def test_batch_leave_by_member_id_and_by_instance_id(coord: GroupCoordinator) ->
     assert coord.leave("h", [("x", None)]) == (E.none, [("x", None, E.unknown_member_id)])
 
 
-def test_static_replacement_is_persisted_and_restored(
-    coord: GroupCoordinator, store: InMemoryOffsetStore, fake_clock: FakeClock
-) -> None:
+def test_static_replacement_is_persisted_and_restored(coord: GroupCoordinator, groups_dir: GroupsDir) -> None:
     a, b = stable_static_pair(coord)
     rejoined = join(coord, instance_id="b").result()
-    record = store.all_group_metadata()["g"]
+    record = groups_dir.stored()[GroupMetadataKey("g")]
+    assert isinstance(record, GroupMetadataValue)
     assert {m.member_id for m in record.members} == {a, rejoined.member_id}
-    restarted = GroupCoordinator(GroupConfig(group_initial_rebalance_delay_ms=0), fake_clock, store)
+    groups_dir.restart()
+    restarted = groups_dir.coordinator()
     assert restarted.heartbeat("g", 2, rejoined.member_id, "b") is E.none
     assert restarted.heartbeat("g", 2, b, "b") is E.fenced_instance_id

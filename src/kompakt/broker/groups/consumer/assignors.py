@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kompakt.broker.groups.consumer_records import Assignment
+from kompakt.broker.groups.records.schemas import Assignment
 
 
 class PartitionAssignorError(Exception):

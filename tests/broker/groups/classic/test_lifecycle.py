@@ -9,13 +9,13 @@ from kompakt.broker.groups import (
     GroupConfig,
     GroupCoordinator,
     GroupState,
-    InMemoryOffsetStore,
     JoinRequest,
     JoinResult,
     SyncResult,
 )
 from kompakt.clock import FakeClock
 from kompakt.protocol.codec import ErrorCode
+from tests.broker.groups.conftest import GroupsDir
 
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000
@@ -23,8 +23,8 @@ E = ErrorCode
 
 
 @pytest.fixture
-def coordinator(clock: FakeClock) -> GroupCoordinator:
-    return GroupCoordinator(GroupConfig(group_initial_rebalance_delay_ms=0), clock, InMemoryOffsetStore())
+def coordinator(groups_dir: GroupsDir) -> GroupCoordinator:
+    return groups_dir.coordinator(GroupConfig(group_initial_rebalance_delay_ms=0))
 
 
 def join(
@@ -206,10 +206,8 @@ def test_leader_that_never_syncs_is_dropped_after_the_rebalance_timeout(
     assert join(coordinator, b.member_id).result().generation_id == 3
 
 
-def test_initial_rebalance_delay_collects_members(clock: FakeClock) -> None:
-    coordinator = GroupCoordinator(
-        GroupConfig(group_initial_rebalance_delay_ms=3_000), clock, InMemoryOffsetStore()
-    )
+def test_initial_rebalance_delay_collects_members(clock: FakeClock, groups_dir: GroupsDir) -> None:
+    coordinator = groups_dir.coordinator(GroupConfig(group_initial_rebalance_delay_ms=3_000))
     first = join(coordinator)
     clock.advance(1_000)
     second = join(coordinator)
@@ -254,10 +252,8 @@ def test_join_errors(coordinator: GroupCoordinator) -> None:
     assert join(coordinator, "made-up").result().error is E.unknown_member_id
 
 
-def test_group_max_size(clock: FakeClock) -> None:
-    coordinator = GroupCoordinator(
-        GroupConfig(group_initial_rebalance_delay_ms=0, group_max_size=1), clock, InMemoryOffsetStore()
-    )
+def test_group_max_size(clock: FakeClock, groups_dir: GroupsDir) -> None:
+    coordinator = groups_dir.coordinator(GroupConfig(group_initial_rebalance_delay_ms=0, group_max_size=1))
     join(coordinator)
     assert join(coordinator).result().error is E.group_max_size_reached
 

@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
+from kompakt.broker.groups.consumer.reconciliation import MemberAssignmentState, MemberState, reconcile
 from kompakt.broker.groups.errors import FencedMemberEpochError
-from kompakt.broker.groups.reconciliation import MemberAssignmentState, MemberState, reconcile
 
 T = uuid.UUID(int=7)
 

@@ -1,33 +1,26 @@
-"""The ``__consumer_offsets``-backed offset store: Kafka's byte layouts, persistence, tombstones."""
+"""``GroupLog`` and what the coordinator keeps in it: Kafka's layout of ``__consumer_offsets``,
+one batch per operation, tombstones, and everything surviving a restart (a real log in tmp_path)."""
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
 import pytest
 
 from kompakt.broker.context import Broker
 from kompakt.broker.dispatch import Dispatcher
-from kompakt.broker.groups import GroupConfig
-from kompakt.broker.groups.offsets import CommittedOffset
-from kompakt.broker.groups.offsets_topic import (
-    OFFSETS_TOPIC,
-    GroupKey,
-    GroupMemberRecord,
-    GroupMetadataRecord,
-    OffsetKey,
-    TopicOffsetStore,
-    decode_group_metadata_value,
-    decode_key,
-    decode_offset_commit_value,
-    encode_group_metadata_key,
-    encode_group_metadata_value,
-    encode_offset_commit_key,
-    encode_offset_commit_value,
-    java_string_hashcode,
-    partition_for,
+from kompakt.broker.groups import GroupConfig, GroupCoordinator, GroupLog, JoinRequest, OffsetCommitEntry
+from kompakt.broker.groups.records.log import OFFSETS_TOPIC, LoadedRecord, TxnMarker
+from kompakt.broker.groups.records.placement import partition_for
+from kompakt.broker.groups.records.schemas import (
+    CommittedOffset,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    encode_key,
+    encode_value,
 )
+from kompakt.broker.groups.result import Producer
 from kompakt.clock import FakeClock
 from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
@@ -36,92 +29,6 @@ from kompakt.protocol.codec import ErrorCode as E
 from kompakt.records.batch import iter_batches
 from kompakt.records.record import Record, decode_records
 from tests.support.wire import call
-
-# ---------------------------------------------------------------------------------------------- golden bytes
-
-
-def test_java_hashcode_and_partition() -> None:
-    assert java_string_hashcode("") == 0
-    assert java_string_hashcode("a") == 97
-    assert java_string_hashcode("hello") == 99162322
-    assert java_string_hashcode("polygenelubricants") == -(2**31)  # the famous MIN_VALUE string
-    assert partition_for("polygenelubricants", 50) == 0  # Utils.abs(MIN_VALUE) == 0
-    # "é" is one UTF-16 unit (0xE9); "😀" is two surrogate units (0xD83D, 0xDE00).
-    assert java_string_hashcode("é") == 0xE9
-    assert java_string_hashcode("😀") == 0xD83D * 31 + 0xDE00
-    assert partition_for("hello", 50) == 99162322 % 50
-
-
-def test_offset_commit_key_bytes() -> None:
-    assert encode_offset_commit_key("g", "tp", 3) == bytes.fromhex("00010001670002747000000003")
-    assert decode_key(encode_offset_commit_key("g", "tp", 3)) == OffsetKey("g", "tp", 3)
-
-
-def test_group_metadata_key_bytes() -> None:
-    assert encode_group_metadata_key("grp") == bytes.fromhex("00020003677270")
-    assert decode_key(encode_group_metadata_key("grp")) == GroupKey("grp")
-    assert decode_key(bytes.fromhex("0003000167")) is None  # a KIP-848 record type: ignored
-
-
-def test_offset_commit_value_v3_bytes() -> None:
-    entry = CommittedOffset(offset=42, leader_epoch=5, metadata="md", commit_timestamp_ms=1000)
-    expected = bytes.fromhex(
-        "0003"  # version
-        "000000000000002a"  # offset
-        "00000005"  # leader epoch
-        "0002"
-        "6d64"  # metadata
-        "00000000000003e8"  # commit timestamp
-    )
-    assert encode_offset_commit_value(entry) == expected
-    assert decode_offset_commit_value(expected) == entry
-
-
-def test_offset_commit_value_v1_with_expiry() -> None:
-    entry = CommittedOffset(7, 9, "", 1000, expire_timestamp_ms=2000)
-    expected = bytes.fromhex("00010000000000000007000000000000000003e800000000000007d0")
-    assert encode_offset_commit_value(entry) == expected
-    # v1 has no leader epoch: it reads back as -1, as in Kafka
-    assert decode_offset_commit_value(expected) == CommittedOffset(7, -1, "", 1000, 2000)
-    # v0: offset, metadata, commit timestamp
-    v0 = bytes.fromhex("0000000000000000000700017800000000000003e8")
-    assert decode_offset_commit_value(v0) == CommittedOffset(7, -1, "x", 1000, None)
-
-
-def test_group_metadata_value_v3_bytes() -> None:
-    member = GroupMemberRecord("m", None, "c", "h", 300, 100, b"\x01", b"")
-    record = GroupMetadataRecord("consumer", 4, "range", "m", 5000, (member,))
-    expected = (
-        bytes.fromhex("0003")
-        + struct.pack(">h", 8)
-        + b"consumer"
-        + struct.pack(">i", 4)
-        + struct.pack(">h", 5)
-        + b"range"
-        + struct.pack(">h", 1)
-        + b"m"
-        + struct.pack(">q", 5000)
-        + struct.pack(">i", 1)
-        + struct.pack(">h", 1)
-        + b"m"
-        + struct.pack(">h", -1)
-        + struct.pack(">h", 1)
-        + b"c"
-        + struct.pack(">h", 1)
-        + b"h"
-        + struct.pack(">i", 300)
-        + struct.pack(">i", 100)
-        + struct.pack(">i", 1)
-        + b"\x01"
-        + struct.pack(">i", 0)
-    )
-    assert encode_group_metadata_value(record) == expected
-    assert decode_group_metadata_value(expected) == record
-    empty = GroupMetadataRecord("consumer", 0, None, None, -1, ())
-    assert decode_group_metadata_value(encode_group_metadata_value(empty)) == empty
-
-
-# ---------------------------------------------------------------------------------------------- the store
 
 
 def open_manager(data_dir: Path, clock: FakeClock, partitions: int = 4) -> LogManager:
@@ -149,15 +56,41 @@ def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
 
 
+def start(manager: LogManager, clock: FakeClock, config: GroupConfig | None = None) -> GroupCoordinator:
+    coordinator = GroupCoordinator(config or GroupConfig(), clock, GroupLog(manager, clock))
+    coordinator.load()
+    return coordinator
+
+
+def commit(
+    coordinator: GroupCoordinator,
+    group: str,
+    topic: str,
+    partition: int,
+    offset: int,
+    metadata: str | None = "",
+    leader_epoch: int = 0,
+    retention_ms: int | None = None,
+) -> None:
+    entry = OffsetCommitEntry(topic, partition, offset, leader_epoch, metadata)
+    assert coordinator.commit_offsets(group, -1, "", None, [entry], retention_ms) == [E.none]
+
+
+def committed(coordinator: GroupCoordinator, group: str) -> dict[tuple[str, int], CommittedOffset]:
+    return {(t, p): c for t, p, c in coordinator.fetch_offsets(group, None) if c is not None}
+
+
 def test_commit_survives_restart(data_dir: Path, clock: FakeClock) -> None:
     manager = open_manager(data_dir, clock)
-    store = TopicOffsetStore(manager, clock)
-    store.load()
+    coordinator = start(manager, clock)
     assert OFFSETS_TOPIC not in manager.topics()  # created on first use only
-    store.commit("g", "t", 0, 10, "meta", 3, 1000)
-    store.commit("g", "t", 0, 12, None, 3, 1001)
-    store.commit("g", "t", 1, 20, "x", -1, 1002, expire_ts=99_000)
-    store.commit("h", "u", 0, 5, "", 0, 1003)
+    commit(coordinator, "g", "t", 0, 10, "meta", 3)
+    clock.advance(1)
+    commit(coordinator, "g", "t", 0, 12, None, 3)
+    second = clock.now_ms()
+    clock.advance(1)
+    commit(coordinator, "g", "t", 1, 20, "x", -1, retention_ms=99_000)
+    commit(coordinator, "h", "u", 0, 5, "", 0)
     meta = manager.topics()[OFFSETS_TOPIC]
     assert meta.partitions == 4
     assert meta.configs == {
@@ -166,31 +99,31 @@ def test_commit_survives_restart(data_dir: Path, clock: FakeClock) -> None:
         "compression.type": "producer",
     }
     assert manager.topic_config(OFFSETS_TOPIC).compact
-    before = {g: store.fetch(g) for g in ("g", "h")}
+    before = {g: committed(coordinator, g) for g in ("g", "h")}
     manager.close()
 
     manager = open_manager(data_dir, clock, partitions=50)  # the existing topic's count wins
-    store = TopicOffsetStore(manager, clock)
-    store.load()
-    assert store.num_partitions == 4
-    assert {g: store.fetch(g) for g in ("g", "h")} == before
-    assert store.fetch("g")[("t", 0)] == CommittedOffset(12, 3, "", 1001, None)
-    assert store.fetch("g")[("t", 1)].expire_timestamp_ms == 99_000
-    assert store.groups() == {"g", "h"}
-    assert store.fetch("g", "t", 1) == {("t", 1): before["g"][("t", 1)]}
+    coordinator = start(manager, clock)
+    assert GroupLog(manager, clock).num_partitions == 4
+    assert {g: committed(coordinator, g) for g in ("g", "h")} == before
+    assert committed(coordinator, "g")[("t", 0)] == CommittedOffset(12, 3, "", second, None)
+    assert committed(coordinator, "g")[("t", 1)].expire_timestamp_ms == clock.now_ms() + 99_000
+    assert coordinator.offsets.groups() == {"g", "h"}
+    assert coordinator.fetch_offsets("g", [("t", 1)]) == [("t", 1, before["g"][("t", 1)])]
     manager.close()
 
 
 def test_records_are_in_the_group_partition(data_dir: Path, clock: FakeClock) -> None:
     manager = open_manager(data_dir, clock)
-    store = TopicOffsetStore(manager, clock)
-    store.commit_batch("group-a", [("t", p, CommittedOffset(p, 1, "m", 500)) for p in range(3)])
+    coordinator = start(manager, clock)
+    entries = [OffsetCommitEntry("t", p, p, 1, "m") for p in range(3)]
+    assert coordinator.commit_offsets("group-a", -1, "", None, entries) == [E.none] * 3
     partition = partition_for("group-a", 4)
-    assert store.partition_of("group-a") == partition
+    assert coordinator.partition_of("group-a") == partition
     records = records_of(manager, partition)
-    assert [r.key for r in records] == [encode_offset_commit_key("group-a", "t", p) for p in range(3)]
-    assert records[0].value == encode_offset_commit_value(CommittedOffset(0, 1, "m", 500))
-    assert all(r.timestamp == 500 for r in records)
+    assert [r.key for r in records] == [encode_key(OffsetCommitKey("group-a", "t", p)) for p in range(3)]
+    assert records[0].value == encode_value(CommittedOffset(0, 1, "m", clock.now_ms()))
+    assert all(r.timestamp == clock.now_ms() for r in records)
     # one commit request -> one batch
     data = manager.get_log(OFFSETS_TOPIC, partition).read(0, 1 << 20).records
     assert len(list(iter_batches(data))) == 1
@@ -199,71 +132,78 @@ def test_records_are_in_the_group_partition(data_dir: Path, clock: FakeClock) ->
 
 def test_delete_group_writes_tombstones(data_dir: Path, clock: FakeClock) -> None:
     manager = open_manager(data_dir, clock)
-    store = TopicOffsetStore(manager, clock)
-    store.commit("g", "t", 0, 1, "", 0, 100)
-    store.commit("g", "t", 1, 2, "", 0, 100)
-    store.commit("keep", "t", 0, 3, "", 0, 100)
-    assert store.delete_group("g") == 2
-    assert store.delete_group("g") == 0
-    assert store.fetch("g") == {}
+    coordinator = start(manager, clock)
+    commit(coordinator, "g", "t", 0, 1)
+    commit(coordinator, "g", "t", 1, 2)
+    commit(coordinator, "keep", "t", 0, 3)
+    assert coordinator.delete_groups(["g"]) == [("g", E.none)]
+    assert coordinator.delete_groups(["g"]) == [("g", E.group_id_not_found)]
+    assert committed(coordinator, "g") == {}
     tail = records_of(manager, partition_for("g", 4))[-3:]
     assert [(r.key, r.value) for r in tail] == [
-        (encode_offset_commit_key("g", "t", 0), None),
-        (encode_offset_commit_key("g", "t", 1), None),
-        (encode_group_metadata_key("g"), None),
+        (encode_key(OffsetCommitKey("g", "t", 0)), None),
+        (encode_key(OffsetCommitKey("g", "t", 1)), None),
+        (encode_key(GroupMetadataKey("g")), None),
     ]
     manager.close()
     manager = open_manager(data_dir, clock)
-    store = TopicOffsetStore(manager, clock)
-    store.load()
-    assert store.groups() == {"keep"}
+    assert start(manager, clock).offsets.groups() == {"keep"}
     manager.close()
 
 
 def test_expire_writes_tombstones(data_dir: Path, clock: FakeClock) -> None:
     manager = open_manager(data_dir, clock)
-    store = TopicOffsetStore(manager, clock)
-    store.commit("old", "t", 0, 1, "", 0, 1_000)
-    store.commit("old", "t", 1, 1, "", 0, 50_000)
-    store.commit("explicit", "t", 0, 1, "", 0, 1_000, expire_ts=5_000)
-    store.commit("active", "t", 0, 1, "", 0, 1_000)
-    removed = store.expire(now_ms=20_000, retention_ms=10_000, keep_groups={"active"})
-    assert removed == 2
-    assert set(store.fetch("old")) == {("t", 1)}
-    assert store.groups() == {"old", "active"}
+    config = GroupConfig(offsets_retention_minutes=1, group_initial_rebalance_delay_ms=0)
+    coordinator = start(manager, clock, config)
+    commit(coordinator, "old", "t", 0, 1)
+    commit(coordinator, "explicit", "t", 0, 1, retention_ms=5_000)
+    commit(coordinator, "active", "t", 0, 1)
+    clock.advance(50_000)
+    commit(coordinator, "old", "t", 1, 1)
+    join = coordinator.join(
+        JoinRequest("active", "", None, 600_000, 1_000, "consumer", (("range", b""),), "c", "h")
+    )
+    assert join.result().error is E.none  # "active" has a member: it keeps its offsets
+    clock.advance(10_000)
+    assert coordinator.expire_offsets() == 2
+    assert set(committed(coordinator, "old")) == {("t", 1)}
+    assert coordinator.offsets.groups() == {"old", "active"}
     last = records_of(manager, partition_for("old", 4))[-1]
-    assert (last.key, last.value) == (encode_offset_commit_key("old", "t", 0), None)
+    assert (last.key, last.value) == (encode_key(OffsetCommitKey("old", "t", 0)), None)
     explicit = [
         r for r in records_of(manager, partition_for("explicit", 4)) if r.key and b"explicit" in r.key
     ]
     assert explicit[-1].value is None
     manager.close()
     manager = open_manager(data_dir, clock)
-    store = TopicOffsetStore(manager, clock)
-    store.load()
-    assert store.groups() == {"old", "active"}
-    assert set(store.fetch("old")) == {("t", 1)}
+    coordinator = start(manager, clock, config)
+    assert coordinator.offsets.groups() == {"old", "active"}
+    assert set(committed(coordinator, "old")) == {("t", 1)}
     manager.close()
 
 
 def test_group_metadata_and_topic_deletion(data_dir: Path, clock: FakeClock) -> None:
     manager = open_manager(data_dir, clock)
-    store = TopicOffsetStore(manager, clock)
-    record = GroupMetadataRecord("consumer", 2, "range", "m", 10, ())
-    store.store_group_metadata("g", record)
-    store.commit("g", "gone", 0, 1, "", 0, 1)
-    store.commit("g", "gone", 1, 1, "", 0, 1)
-    store.commit("g", "kept", 0, 1, "", 0, 1)
-    store.on_topic_deleted("gone", [0, 1])
-    assert set(store.fetch("g")) == {("kept", 0)}
+    coordinator = start(manager, clock, GroupConfig(group_initial_rebalance_delay_ms=0))
+    request = JoinRequest("g", "", None, 600_000, 1_000, "consumer", (("range", b""),), "c", "h")
+    member = coordinator.join(request).result()
+    assert coordinator.leave("g", [(member.member_id, None)]) == (E.none, [(member.member_id, None, E.none)])
+    record = GroupLogView(manager, clock).latest(GroupMetadataKey("g"))
+    assert isinstance(record, GroupMetadataValue) and record.generation == 2 and record.members == ()
+    commit(coordinator, "g", "gone", 0, 1)
+    commit(coordinator, "g", "gone", 1, 1)
+    commit(coordinator, "g", "kept", 0, 1)
+    coordinator.on_topic_deleted("gone", [0, 1])
+    assert set(committed(coordinator, "g")) == {("kept", 0)}
     manager.close()
     manager = open_manager(data_dir, clock)
-    store = TopicOffsetStore(manager, clock)
-    store.load()
-    assert store.group_metadata("g") == record
-    assert set(store.fetch("g")) == {("kept", 0)}
-    store.store_group_metadata("g", None)
-    assert store.group_metadata("g") is None
+    coordinator = start(manager, clock)
+    group = coordinator.group("g")
+    assert group is not None and group.persisted == record and group.generation_id == 2
+    assert set(committed(coordinator, "g")) == {("kept", 0)}
+    assert coordinator.delete_groups(["g"]) == [("g", E.none)]
+    assert coordinator.group("g") is None
+    assert GroupLogView(manager, clock).latest(GroupMetadataKey("g")) is None
     manager.close()
 
 
@@ -271,39 +211,57 @@ def test_load_skips_garbage_records(data_dir: Path, clock: FakeClock) -> None:
     from kompakt.records.builder import SimpleRecord, build_batch
 
     manager = open_manager(data_dir, clock, partitions=1)
-    store = TopicOffsetStore(manager, clock)
-    store.commit("g", "t", 0, 1, "", 0, 1)
+    coordinator = start(manager, clock)
+    commit(coordinator, "g", "t", 0, 1)
     manager.get_log(OFFSETS_TOPIC, 0).append(
         build_batch(
             [
                 SimpleRecord(b"\x00\x01\x00", b"junk"),
-                SimpleRecord(encode_offset_commit_key("g", "t", 1), b"\x00"),
+                SimpleRecord(encode_key(OffsetCommitKey("g", "t", 1)), b"\x00"),
             ]
         )
     )
-    store.load()
-    assert set(store.fetch("g")) == {("t", 0)}
+    assert set(committed(start(manager, clock), "g")) == {("t", 0)}
     manager.close()
 
 
-def test_coordinator_over_topic_store(data_dir: Path, clock: FakeClock) -> None:
-    """OffsetCommit/OffsetFetch through the dispatcher with the persistent store, across a restart."""
+def test_transactional_batches_and_markers_are_read_back(data_dir: Path, clock: FakeClock) -> None:
+    manager = open_manager(data_dir, clock, partitions=1)
+    group_log = GroupLog(manager, clock)
+    key = OffsetCommitKey("g", "t", 0)
+    group_log.append([(key, CommittedOffset(5, 0, "", 1))], Producer(7, 2))
+    [loaded] = list(group_log.load())
+    assert loaded == LoadedRecord(0, key, CommittedOffset(5, 0, "", 1), producer_id=7)
+    batch = next(iter_batches(manager.get_log(OFFSETS_TOPIC, 0).read(0, 1 << 20).records))
+    assert (batch.is_transactional, batch.producer_id, batch.producer_epoch) == (True, 7, 2)
+    manager.close()
+    assert TxnMarker(0, 7, True) != TxnMarker(0, 7, False)
 
-    def start() -> tuple[LogManager, Dispatcher]:
+
+class GroupLogView:
+    """What the log says of one key now (its latest record)."""
+
+    def __init__(self, manager: LogManager, clock: FakeClock) -> None:
+        self.items = [i for i in GroupLog(manager, clock).load() if isinstance(i, LoadedRecord)]
+
+    def latest(self, key: object) -> object:
+        values = [i.value for i in self.items if i.key == key]
+        return values[-1] if values else None
+
+
+def test_offsets_through_handlers_survive_restart(data_dir: Path, clock: FakeClock) -> None:
+    """OffsetCommit/OffsetFetch through the dispatcher, across a restart."""
+
+    def start_broker() -> tuple[LogManager, Dispatcher]:
         manager = open_manager(data_dir, clock)
         if "t" not in manager.topics():
             manager.create_topic("t", 2)
-        store = TopicOffsetStore(manager, clock)
-        store.load()
         broker = Broker.create(
-            clock=clock,
-            log_manager=manager,
-            offsets=store,
-            group_config=GroupConfig(group_initial_rebalance_delay_ms=0),
+            clock=clock, log_manager=manager, group_config=GroupConfig(group_initial_rebalance_delay_ms=0)
         )
         return manager, Dispatcher(broker)
 
-    manager, dispatcher = start()
+    manager, dispatcher = start_broker()
     commit = call(
         dispatcher,
         ApiKey.OFFSET_COMMIT,
@@ -326,7 +284,7 @@ def test_coordinator_over_topic_store(data_dir: Path, clock: FakeClock) -> None:
     assert [p.error_code for p in commit.topics[0].partitions] == [E.none, E.none]
     manager.close()
 
-    manager, dispatcher = start()
+    manager, dispatcher = start_broker()
     fetched = call(
         dispatcher,
         ApiKey.OFFSET_FETCH,
@@ -349,13 +307,11 @@ def test_group_metadata_and_offset_expiry_through_handlers(data_dir: Path, clock
         offsets_retention_check_interval_ms=1_000,
     )
 
-    def start() -> tuple[LogManager, Dispatcher, Broker]:
+    def start_broker() -> tuple[LogManager, Dispatcher, Broker]:
         manager = open_manager(data_dir, clock)
         if "t" not in manager.topics():
             manager.create_topic("t", 2)
-        store = TopicOffsetStore(manager, clock)
-        store.load()
-        broker = Broker.create(clock=clock, log_manager=manager, offsets=store, group_config=config)
+        broker = Broker.create(clock=clock, log_manager=manager, group_config=config)
         return manager, Dispatcher(broker), broker
 
     def commit(dispatcher: Dispatcher, group: str, generation: int, member: str, offset: int) -> None:
@@ -382,7 +338,7 @@ def test_group_metadata_and_offset_expiry_through_handlers(data_dir: Path, clock
         )
         return [p.committed_offset for p in response.topics[0].partitions]
 
-    manager, dispatcher, broker = start()
+    manager, dispatcher, broker = start_broker()
     join = {
         "group_id": "busy",
         "session_timeout": 600_000,
@@ -408,9 +364,8 @@ def test_group_metadata_and_offset_expiry_through_handlers(data_dir: Path, clock
         },
     )
     assert synced.error_code == E.none
-    stored = broker.groups._offsets
-    assert isinstance(stored, TopicOffsetStore)
-    record = stored.group_metadata("busy")
+    record = GroupLogView(manager, clock).latest(GroupMetadataKey("busy"))
+    assert isinstance(record, GroupMetadataValue)
     assert record is not None and record.generation == generation and record.leader == member
     assert [(m.member_id, m.subscription, m.assignment) for m in record.members] == [
         (member, b"sub", b"both")
@@ -433,14 +388,15 @@ def test_group_metadata_and_offset_expiry_through_handlers(data_dir: Path, clock
     broker.groups.tick(clock.monotonic_ms())
     assert fetch(dispatcher, "idle") == [-1, -1]
     assert fetch(dispatcher, "busy") == [10, 11]  # a group with members keeps its offsets
-    tail = records_of(manager, idle_partition)[-2:]
+    tail = records_of(manager, idle_partition)[-3:]
     assert [(r.key, r.value) for r in tail] == [
-        (encode_offset_commit_key("idle", "t", 0), None),
-        (encode_offset_commit_key("idle", "t", 1), None),
+        (encode_key(OffsetCommitKey("idle", "t", 0)), None),
+        (encode_key(OffsetCommitKey("idle", "t", 1)), None),
+        (encode_key(GroupMetadataKey("idle")), None),  # the Empty group forgotten, as Kafka writes it
     ]
     manager.close()
 
-    manager, dispatcher, broker = start()
+    manager, dispatcher, broker = start_broker()
     assert fetch(dispatcher, "idle") == [-1, -1]
     assert fetch(dispatcher, "busy") == [10, 11]
     described = call(
@@ -463,6 +419,10 @@ def test_group_metadata_and_offset_expiry_through_handlers(data_dir: Path, clock
         {"group_id": "busy", "members": [{"member_id": member}]},
     )
     assert left.error_code == E.none
-    record = broker.groups._offsets.group_metadata("busy")  # type: ignore[attr-defined]
-    assert record is not None and record.generation == generation + 1 and record.members == ()
+    record = GroupLogView(manager, clock).latest(GroupMetadataKey("busy"))
+    assert (
+        isinstance(record, GroupMetadataValue)
+        and record.generation == generation + 1
+        and record.members == ()
+    )
     manager.close()

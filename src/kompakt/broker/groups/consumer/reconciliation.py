@@ -23,8 +23,8 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from kompakt.broker.groups.consumer_records import Assignment
 from kompakt.broker.groups.errors import FencedMemberEpochError
+from kompakt.broker.groups.records.schemas import Assignment
 
 
 class MemberState(enum.IntEnum):

@@ -6,7 +6,12 @@ import uuid
 
 import pytest
 
-from kompakt.broker.groups.assignors import MemberSpec, PartitionAssignorError, RangeAssignor, UniformAssignor
+from kompakt.broker.groups.consumer.assignors import (
+    MemberSpec,
+    PartitionAssignorError,
+    RangeAssignor,
+    UniformAssignor,
+)
 
 T1, T2, T3 = (uuid.UUID(int=i) for i in (1, 2, 3))
 

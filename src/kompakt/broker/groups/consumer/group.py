@@ -12,22 +12,29 @@ Three epochs (KIP-848):
   changes what it subscribes to, or a subscribed topic changes its partitions);
 * the **assignment epoch** is the group epoch the target assignment was last computed for;
 * each **member epoch** is the target epoch the member has reconciled to (see
-  :mod:`kompakt.broker.groups.reconciliation`). A partition's *partition epoch* is the epoch of the
+  :mod:`kompakt.broker.groups.consumer.reconciliation`). A partition's *partition epoch* is the epoch of the
   member that owns it (assigned or pending revocation); an unowned partition has none (-1).
 
 State (``ConsumerGroup.computeState`` in Kafka): Empty without members, Assigning while the group
 epoch is ahead of the assignment epoch, Reconciling while a member is not yet at the assignment
 epoch in state STABLE, else Stable.
+
+A member that joined with the classic protocol (KIP-848's online migration: a JoinGroup to a
+consumer group, or a classic group upgraded by a member of the consumer protocol) keeps how it
+joined in its ``classic_member_metadata``; it is reconciled like the others, one JoinGroup and
+SyncGroup per step, and its session is the one it asked for in its JoinGroup.
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from kompakt.broker.groups.consumer_records import (
+from kompakt.broker.groups.consumer.reconciliation import MemberAssignmentState, MemberState
+from kompakt.broker.groups.records.schemas import (
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
     CONSUMER_GROUP_MEMBER_METADATA,
     CONSUMER_GROUP_METADATA,
@@ -35,20 +42,37 @@ from kompakt.broker.groups.consumer_records import (
     CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
     CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
     Assignment,
+    ClassicMemberMetadata,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataValue,
     ConsumerGroupRecordKey,
     ConsumerGroupRecordValue,
-    CurrentMemberAssignmentValue,
-    GroupMetadataValue,
-    MemberMetadataValue,
-    TargetAssignmentMemberValue,
-    TargetAssignmentMetadataValue,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataValue,
 )
-from kompakt.broker.groups.reconciliation import MemberAssignmentState, MemberState
 
 #: Member epoch of a member leaving the group (KIP-848).
 LEAVE_GROUP_MEMBER_EPOCH = -1
 #: Member epoch of a static member leaving temporarily (it keeps its partitions until its session ends).
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+
+
+def topic_hash(topics: Mapping[str, tuple[uuid.UUID, int]], names: Iterable[str]) -> int:
+    """The subscribed topics' hash (KIP-1101's role): 0 without topics, else a signed 64-bit digest.
+
+    Kafka computes XXH3 over each topic's id, name, partitions and racks; kompakt digests the
+    same facts (it has no racks) with BLAKE2b. The value only has to change when they change.
+    """
+    present = sorted(n for n in names if n in topics)
+    if not present:
+        return 0
+    digest = hashlib.blake2b(digest_size=8)
+    for name in present:
+        topic_id, count = topics[name]
+        digest.update(name.encode() + b"\0" + topic_id.bytes + count.to_bytes(4, "big"))
+    value = int.from_bytes(digest.digest(), "big", signed=True)
+    return value or 1
 
 
 class ConsumerGroupState(enum.Enum):
@@ -75,15 +99,25 @@ class ConsumerGroupMember:
     subscribed_topic_regex: str | None = None
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
-    classic_member_metadata: bytes | None = None
+    #: Set for a member that joined with the classic protocol (JoinGroup): how it joined.
+    classic_member_metadata: ClassicMemberMetadata | None = None
     assignment: MemberAssignmentState = field(default_factory=MemberAssignmentState)
 
     @property
     def member_epoch(self) -> int:
         return self.assignment.member_epoch
 
-    def metadata_value(self) -> MemberMetadataValue:
-        return MemberMetadataValue(
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic_member_metadata is not None
+
+    def session_timeout_ms(self, default: int) -> int:
+        """A classic member's own session timeout, else the group's."""
+        classic = self.classic_member_metadata
+        return classic.session_timeout_ms if classic is not None else default
+
+    def metadata_value(self) -> ConsumerGroupMemberMetadataValue:
+        return ConsumerGroupMemberMetadataValue(
             instance_id=self.instance_id,
             rack_id=self.rack_id,
             client_id=self.client_id,
@@ -95,9 +129,9 @@ class ConsumerGroupMember:
             classic_member_metadata=self.classic_member_metadata,
         )
 
-    def assignment_value(self) -> CurrentMemberAssignmentValue:
+    def assignment_value(self) -> ConsumerGroupCurrentMemberAssignmentValue:
         a = self.assignment
-        return CurrentMemberAssignmentValue(
+        return ConsumerGroupCurrentMemberAssignmentValue(
             member_epoch=a.member_epoch,
             previous_member_epoch=a.previous_member_epoch,
             state=int(a.state),
@@ -105,7 +139,7 @@ class ConsumerGroupMember:
             partitions_pending_revocation=a.partitions_pending_revocation,
         )
 
-    def with_metadata(self, value: MemberMetadataValue) -> ConsumerGroupMember:
+    def with_metadata(self, value: ConsumerGroupMemberMetadataValue) -> ConsumerGroupMember:
         return replace(
             self,
             instance_id=value.instance_id,
@@ -147,6 +181,10 @@ class ConsumerGroup:
     session_deadlines_ms: dict[str, float] = field(default_factory=dict)
     #: ``member id -> (epoch, deadline)``: fenced if still revoking in that epoch past the deadline.
     revocation_deadlines_ms: dict[str, tuple[int, float]] = field(default_factory=dict)
+    #: Classic members told to rejoin: fenced if no JoinGroup comes by then (Kafka's join timeout).
+    join_deadlines_ms: dict[str, float] = field(default_factory=dict)
+    #: Classic members that joined: fenced if no SyncGroup comes by then (Kafka's sync timeout).
+    sync_deadlines_ms: dict[str, float] = field(default_factory=dict)
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -175,13 +213,47 @@ class ConsumerGroup:
     def target_of(self, member_id: str) -> Assignment:
         return self.target_assignment.get(member_id, {})
 
+    def classic_members(self) -> list[ConsumerGroupMember]:
+        return [m for m in self.members.values() if m.uses_classic_protocol]
+
+    def all_use_classic_protocol_except(self, leaving: Iterable[ConsumerGroupMember]) -> bool:
+        """Whether every member but ``leaving`` uses the classic protocol
+        (``allMembersUseClassicProtocolExcept``)."""
+        gone = {m.member_id for m in leaving}
+        return all(m.uses_classic_protocol for mid, m in self.members.items() if mid not in gone)
+
+    def supports_classic_protocols(self, protocol_type: str, names: Iterable[str]) -> bool:
+        """Whether a classic member with these protocols may join (``supportsClassicProtocols``): the
+        consumer protocol type, and a protocol every classic member supports."""
+        if protocol_type != "consumer":
+            return False
+        wanted = set(names)
+        if not self.members:
+            return bool(wanted)
+        classic = self.classic_members()
+        return any(
+            all(name in {n for n, _ in m.classic_member_metadata.supported_protocols} for m in classic)  # type: ignore[union-attr]
+            for name in wanted
+        )
+
+    def waiting_on_unreleased_partition(self, member: ConsumerGroupMember) -> bool:
+        """Whether a target partition of the member is still owned by another
+        (``waitingOnUnreleasedPartition``)."""
+        if member.assignment.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic_id, partitions in self.target_of(member.member_id).items():
+            assigned = member.assignment.assigned_partitions.get(topic_id, frozenset())
+            if any(p not in assigned and self.partition_epoch(topic_id, p) != -1 for p in partitions):
+                return True
+        return False
+
     # -- replay ----------------------------------------------------------------------------
 
     def replay(self, key: ConsumerGroupRecordKey, value: ConsumerGroupRecordValue | None) -> None:
         """Apply one record (a ``None`` value is a tombstone) as Kafka's replay does."""
         kind = key.record_type
         if kind == CONSUMER_GROUP_METADATA:
-            if isinstance(value, GroupMetadataValue):
+            if isinstance(value, ConsumerGroupMetadataValue):
                 self.group_epoch = value.epoch
                 self.metadata_hash = value.metadata_hash
             return  # its tombstone is handled by the coordinator (it drops the group)
@@ -190,26 +262,26 @@ class ConsumerGroup:
             return
         if kind == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
             self.assignment_epoch = (
-                value.assignment_epoch if isinstance(value, TargetAssignmentMetadataValue) else 0
+                value.assignment_epoch if isinstance(value, ConsumerGroupTargetAssignmentMetadataValue) else 0
             )
             return
         member_id = key.member_id
         if member_id is None:
             return
         if kind == CONSUMER_GROUP_MEMBER_METADATA:
-            if isinstance(value, MemberMetadataValue):
+            if isinstance(value, ConsumerGroupMemberMetadataValue):
                 member = self.members.get(member_id) or ConsumerGroupMember(member_id)
                 self.members[member_id] = member.with_metadata(value)
             else:
                 self._remove_member(member_id)
         elif kind == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
-            if isinstance(value, TargetAssignmentMemberValue):
+            if isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
                 self.target_assignment[member_id] = dict(value.partitions)
             else:
                 self.target_assignment.pop(member_id, None)
         elif kind == CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT:
             current = self.members.get(member_id)
-            if isinstance(value, CurrentMemberAssignmentValue):
+            if isinstance(value, ConsumerGroupCurrentMemberAssignmentValue):
                 state = MemberAssignmentState(
                     member_epoch=value.member_epoch,
                     previous_member_epoch=value.previous_member_epoch,
@@ -249,6 +321,5 @@ class ConsumerGroup:
             self._drop_epochs(member)
         self.session_deadlines_ms.pop(member_id, None)
         self.revocation_deadlines_ms.pop(member_id, None)
-
-    def iter_member_ids(self) -> Iterator[str]:
-        return iter(list(self.members))
+        self.join_deadlines_ms.pop(member_id, None)
+        self.sync_deadlines_ms.pop(member_id, None)
