@@ -24,8 +24,10 @@ import asyncio
 import contextlib
 import errno
 import logging
+import mmap
 import os
 import socket
+import threading
 import time
 from collections import deque
 from typing import TypeVar, cast
@@ -40,6 +42,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: Bytes received per read into the thread's scratch buffer (whole frames are copied out of it).
 _READ_SIZE = 256 * 1024
 #: Frames at least this large are received straight into a buffer of their own.
 _OWN_BUFFER_BYTES = 64 * 1024
@@ -72,22 +75,43 @@ async def wait_deferred(deferred: Deferred[T]) -> T:
     return await future
 
 
+_SCRATCH = threading.local()
+
+
+def _scratch() -> memoryview:
+    """This thread's receive buffer, shared by every connection of its event loop.
+
+    A buffer per connection (256 KiB each) was most of a broker's memory with many idle clients.
+    """
+    buffer: memoryview | None = getattr(_SCRATCH, "buffer", None)
+    if buffer is None:
+        buffer = _SCRATCH.buffer = memoryview(bytearray(_READ_SIZE))
+    return buffer
+
+
 class FrameProtocol(asyncio.BufferedProtocol):
     """Splits the byte stream into request frames (without their size prefix) as it arrives.
 
     Frames go to :meth:`next_frames` in order; a size prefix outside ``0..max_frame_bytes`` ends the
     stream with :class:`FrameTooLarge` once the frames before it are taken. ``stream`` is the
     protocol this one replaces; it keeps receiving the write-side callbacks.
+
+    Memory follows the bytes that arrived, not the connection count or what a size prefix claims:
+    an idle connection holds no buffer at all (bytes are received into one scratch buffer per
+    thread, see :func:`_scratch`, and whole frames are copied out of it at once); a small frame
+    split across receives keeps only its received part; a large frame is received in place into
+    an anonymous mapping of its size, whose pages the kernel provides as they are written and
+    takes back as soon as the frame is dropped.
     """
 
     def __init__(self, stream: asyncio.BaseProtocol, max_frame_bytes: int) -> None:
         self._stream = stream
         self._max_frame_bytes = max_frame_bytes
         self._transport: asyncio.Transport | None = None
-        self._buffer = bytearray(_READ_SIZE)
-        self._start = 0  # first unparsed byte of _buffer
-        self._end = 0  # end of the received bytes in _buffer
-        self._frame: bytearray | None = None  # a large frame being received into its own buffer
+        #: The received part of a small frame, size prefix included (or of a split size prefix).
+        self._partial: bytearray | None = None
+        self._frame: mmap.mmap | None = None  # a large frame being received into its own mapping
+        self._frame_size = 0
         self._frame_filled = 0
         self._frames: deque[bytes | memoryview] = deque()
         self._queued_bytes = 0
@@ -110,6 +134,12 @@ class FrameProtocol(asyncio.BufferedProtocol):
         if at_eof:
             self._eof = True
         transport.resume_reading()  # the stream reader may have paused it
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes of an incomplete frame held by this connection (what its memory grows with)."""
+        partial = len(self._partial) if self._partial is not None else 0
+        return partial + self._frame_filled
 
     async def next_frames(self) -> list[bytes | memoryview]:
         """Every frame received so far, waiting for at least one; empty at the end of the stream."""
@@ -134,51 +164,96 @@ class FrameProtocol(asyncio.BufferedProtocol):
     # ------------------------------------------------------------------ asyncio callbacks
 
     def get_buffer(self, sizehint: int) -> memoryview:
+        # asyncio calls buffer_updated right after receiving into this buffer, on the same thread,
+        # so one scratch buffer serves every connection of the thread's event loop.
         if self._frame is not None:
             return memoryview(self._frame)[self._frame_filled :]
-        if self._start == self._end:
+        if self._partial is None:
             # Between frames: read a little at first, so that most of a large frame lands in its
-            # own buffer rather than being copied there from this one.
-            self._start = self._end = 0
-            return memoryview(self._buffer)[:_OWN_BUFFER_BYTES]
-        if self._end == len(self._buffer):  # move the partial frame to the front
-            pending = self._end - self._start
-            self._buffer[:pending] = self._buffer[self._start : self._end]
-            self._start, self._end = 0, pending
-        return memoryview(self._buffer)[self._end :]
+            # own buffer rather than being copied there from the scratch buffer.
+            return _scratch()[:_OWN_BUFFER_BYTES]
+        return _scratch()
 
     def buffer_updated(self, nbytes: int) -> None:
         frame = self._frame
-        if frame is not None:
-            self._frame_filled += nbytes
-            if self._frame_filled == len(frame):
-                self._frame = None
-                self._push(memoryview(frame).toreadonly())
+        if frame is None:
+            if self._error is None:
+                self._split(_scratch()[:nbytes])
             return
-        self._end += nbytes
-        self._split()
+        self._frame_filled += nbytes
+        if self._frame_filled == self._frame_size:
+            self._frame, self._frame_filled = None, 0
+            self._push(memoryview(frame).toreadonly())
 
-    def _split(self) -> None:
-        buffer = self._buffer
-        start, end = self._start, self._end
-        view = memoryview(buffer)
-        while end - start >= 4:
-            size = int.from_bytes(buffer[start : start + 4], "big", signed=True)
-            if size < 0 or size > self._max_frame_bytes:
-                self._fail(FrameTooLarge(size, self._max_frame_bytes))
+    def _split(self, view: memoryview) -> None:
+        """Cut the frames out of ``view`` (just received), after the partial frame before them."""
+        start, end = 0, len(view)
+        if self._partial is not None:
+            start = self._continue_partial(view)
+            if self._partial is not None or self._frame is not None:
                 return
-            available = end - start - 4
-            if available >= size:
+        while end - start >= 4:
+            size = self._frame_size_of(view, start)
+            if self._error is not None:
+                return
+            if end - start - 4 >= size:
                 self._push(bytes(view[start + 4 : start + 4 + size]))
                 start += 4 + size
-                continue
+            elif size >= _OWN_BUFFER_BYTES:
+                self._own_buffer(size, view[start + 4 :])
+                return
+            else:
+                break
+        if start < end:
+            self._partial = bytearray(view[start:])
+
+    def _continue_partial(self, view: memoryview) -> int:
+        """Add the front of ``view`` to the partial frame; where the rest of ``view`` starts."""
+        partial = self._partial
+        assert partial is not None
+        taken = 0
+        if len(partial) < 4:  # the size prefix itself was split
+            taken = min(4 - len(partial), len(view))
+            partial += view[:taken]
+            if len(partial) < 4:
+                return taken
+            size = self._frame_size_of(partial, 0)
+            if self._error is not None:
+                self._partial = None
+                return taken
             if size >= _OWN_BUFFER_BYTES:
-                frame = bytearray(size)
-                frame[:available] = view[start + 4 : end]
-                self._frame, self._frame_filled = frame, available
-                start = end
-            break
-        self._start, self._end = start, end
+                self._partial = None
+                return taken + self._own_buffer(size, view[taken:])
+        wanted = 4 + int.from_bytes(partial[:4], "big")
+        more = min(wanted - len(partial), len(view) - taken)
+        partial += view[taken : taken + more]
+        if len(partial) == wanted:
+            self._partial = None
+            self._push(memoryview(partial)[4:].toreadonly())
+        return taken + more
+
+    def _frame_size_of(self, buffer: bytearray | memoryview, at: int) -> int:
+        """The size prefix at ``at``; one out of bounds fails the stream (see :attr:`_error`)."""
+        size = int.from_bytes(buffer[at : at + 4], "big", signed=True)
+        if size < 0 or size > self._max_frame_bytes:
+            self._fail(FrameTooLarge(size, self._max_frame_bytes))
+        return size
+
+    def _own_buffer(self, size: int, received: memoryview) -> int:
+        """Start receiving a frame of ``size`` bytes in place, with its first bytes ``received``;
+        returns how many of them it took.
+
+        An anonymous mapping, not a ``bytearray``: it is not zero-filled up front (a size prefix
+        alone costs no resident memory) and it is unmapped, not kept by malloc, when it is freed.
+        """
+        taken = min(size, len(received))
+        frame = mmap.mmap(-1, size)
+        frame[:taken] = received[:taken]
+        if taken == size:
+            self._push(memoryview(frame).toreadonly())
+        else:
+            self._frame, self._frame_size, self._frame_filled = frame, size, taken
+        return taken
 
     def _push(self, frame: bytes | memoryview) -> None:
         self._frames.append(frame)
