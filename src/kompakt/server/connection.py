@@ -4,18 +4,26 @@ Requests of one connection are served strictly one after another, which is what 
 mutes a channel until the response to its current request is sent). That keeps pipelined requests
 from librdkafka answered in order even when one of them is deferred (JoinGroup waiting for a
 rebalance), and keeps the side effects of consecutive Produce requests in order. Other connections
-are unaffected: each has its own task.
+are unaffected: each is served by a task of its own.
 
 A frame that cannot be decoded, or a handler that raises, closes this connection after one log
 line; the server and the other connections keep going.
 
-Reading: the stream's transport is switched to :class:`FrameProtocol`, a buffered protocol that
-receives a large frame (a Produce request) straight into a buffer of its own size with
-``recv_into``, instead of the chain of copies of ``StreamReader`` (socket → bytes → reader buffer
-→ bytes → frame assembly → frame). Small frames are cut out of one reusable receive buffer. It
+Memory: a broker may hold thousands of connections that rarely send anything, so an idle
+connection is only its transport, its socket and this protocol object. It has no task (one is
+started when frames arrive and ends when they are answered), no coroutine, no futures and no
+receive buffer: bytes are received into one scratch buffer per thread (:func:`_scratch`) and whole
+frames are copied out of it at once. Python keeps the memory of a burst of connections after they
+close (pymalloc does not give back an arena while one object in it lives), so what each connection
+allocates is also what a broker keeps after a burst of them: with asyncio's streams, a task and a
+256 KiB receive buffer each, that was 265 kB per connection, kept after close.
+
+Reading: :class:`FrameProtocol` is an asyncio buffered protocol that receives a large frame (a
+Produce request) straight into a buffer of its own size with ``recv_into``, instead of the chain of
+copies of ``StreamReader`` (socket → bytes → reader buffer → bytes → frame assembly → frame). It
 reads ahead up to :data:`_READ_AHEAD` bytes of whole frames while the current request is served,
-then pauses the socket. The stream writer keeps working: flow control and ``connection_lost`` are
-passed on to the original stream protocol, so ``drain()`` and ``wait_closed()`` behave as before.
+then pauses the socket. Writing goes through the transport, whose buffer limit is 0, so
+:meth:`Connection._drain` returns only once everything written is on the socket.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ import os
 import socket
 import threading
 import time
-from collections import deque
+from collections.abc import Callable
 from typing import TypeVar, cast
 
 from kompakt.broker.deferred import Deferred
@@ -81,7 +89,8 @@ _SCRATCH = threading.local()
 def _scratch() -> memoryview:
     """This thread's receive buffer, shared by every connection of its event loop.
 
-    A buffer per connection (256 KiB each) was most of a broker's memory with many idle clients.
+    asyncio calls ``buffer_updated`` right after receiving into the buffer ``get_buffer`` gave it,
+    on the loop's thread, so the bytes are always taken before another connection reads.
     """
     buffer: memoryview | None = getattr(_SCRATCH, "buffer", None)
     if buffer is None:
@@ -92,80 +101,54 @@ def _scratch() -> memoryview:
 class FrameProtocol(asyncio.BufferedProtocol):
     """Splits the byte stream into request frames (without their size prefix) as it arrives.
 
-    Frames go to :meth:`next_frames` in order; a size prefix outside ``0..max_frame_bytes`` ends the
-    stream with :class:`FrameTooLarge` once the frames before it are taken. ``stream`` is the
-    protocol this one replaces; it keeps receiving the write-side callbacks.
+    Frames are queued for :meth:`take_frames` in order, and :meth:`frames_ready` is called when
+    there is something to take: frames, the end of the stream, or an error. A size prefix outside
+    ``0..max_frame_bytes`` is such an error (:class:`FrameTooLarge`, in :attr:`error` once the
+    frames before it are taken); reading stops there.
 
-    Memory follows the bytes that arrived, not the connection count or what a size prefix claims:
-    an idle connection holds no buffer at all (bytes are received into one scratch buffer per
-    thread, see :func:`_scratch`, and whole frames are copied out of it at once); a small frame
-    split across receives keeps only its received part; a large frame is received in place into
-    an anonymous mapping of its size, whose pages the kernel provides as they are written and
-    takes back as soon as the frame is dropped.
+    Memory follows the bytes that arrived, not what a size prefix claims: a small frame split
+    across receives keeps only its received part; a large frame is received in place into an
+    anonymous mapping of its size, whose pages the kernel provides as they are written and takes
+    back as soon as the frame is dropped.
     """
 
-    def __init__(self, stream: asyncio.BaseProtocol, max_frame_bytes: int) -> None:
-        self._stream = stream
+    def __init__(self, max_frame_bytes: int) -> None:
         self._max_frame_bytes = max_frame_bytes
-        self._transport: asyncio.Transport | None = None
+        self.transport: asyncio.Transport | None = None
         #: The received part of a small frame, size prefix included (or of a split size prefix).
         self._partial: bytearray | None = None
         self._frame: mmap.mmap | None = None  # a large frame being received into its own mapping
         self._frame_size = 0
         self._frame_filled = 0
-        self._frames: deque[bytes | memoryview] = deque()
+        self._frames: list[bytes | memoryview] = []
         self._queued_bytes = 0
         self._paused = False
-        self._eof = False
-        self._error: Exception | None = None
-        self._waiter: asyncio.Future[None] | None = None
+        #: The peer ended the stream (or the connection is gone): no frame follows the queued ones.
+        self.at_eof = False
+        #: Why no frame follows the queued ones, if not a clean end of the stream.
+        self.error: Exception | None = None
 
-    def attach(self, transport: asyncio.Transport, buffered: bytes | bytearray, at_eof: bool) -> None:
-        """Take over ``transport``'s reads, starting with what the old protocol had buffered."""
-        self._transport = transport
-        transport.set_protocol(self)
-        view = memoryview(buffered)
-        while view and self._error is None:
-            target = memoryview(self.get_buffer(len(view)))
-            n = min(len(target), len(view))
-            target[:n] = view[:n]
-            view = view[n:]
-            self.buffer_updated(n)
-        if at_eof:
-            self._eof = True
-        transport.resume_reading()  # the stream reader may have paused it
-
-    @property
-    def buffered_bytes(self) -> int:
-        """Bytes of an incomplete frame held by this connection (what its memory grows with)."""
-        partial = len(self._partial) if self._partial is not None else 0
-        return partial + self._frame_filled
-
-    async def next_frames(self) -> list[bytes | memoryview]:
-        """Every frame received so far, waiting for at least one; empty at the end of the stream."""
-        while not self._frames:
-            if self._error is not None:
-                raise self._error
-            if self._eof:
-                return []
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        frames = list(self._frames)
-        self._frames.clear()
+    def take_frames(self) -> list[bytes | memoryview]:
+        """Every frame received so far (possibly none); reading resumes if the read-ahead was full."""
+        frames = self._frames
+        if not frames:
+            return frames
+        self._frames = []
         self._queued_bytes = 0
-        if self._paused and self._error is None and self._transport is not None:
+        if self._paused and self.error is None and self.transport is not None:
             self._paused = False
-            self._transport.resume_reading()
+            self.transport.resume_reading()
         return frames
+
+    def frames_ready(self) -> None:
+        """Called when frames, the end of the stream or an error arrived (for subclasses)."""
 
     # ------------------------------------------------------------------ asyncio callbacks
 
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
     def get_buffer(self, sizehint: int) -> memoryview:
-        # asyncio calls buffer_updated right after receiving into this buffer, on the same thread,
-        # so one scratch buffer serves every connection of the thread's event loop.
         if self._frame is not None:
             return memoryview(self._frame)[self._frame_filled :]
         if self._partial is None:
@@ -177,13 +160,27 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         frame = self._frame
         if frame is None:
-            if self._error is None:
+            if self.error is None:
                 self._split(_scratch()[:nbytes])
             return
         self._frame_filled += nbytes
         if self._frame_filled == self._frame_size:
             self._frame, self._frame_filled = None, 0
             self._push(memoryview(frame).toreadonly())
+
+    def eof_received(self) -> bool:
+        self.at_eof = True
+        self.frames_ready()
+        return True  # keep the write side open: answer what was received before the EOF
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.at_eof = True
+        if exc is not None and self.error is None:
+            self.error = exc if isinstance(exc, ConnectionError) else ConnectionError(str(exc))
+        self._partial = self._frame = None
+        self.frames_ready()
+
+    # ------------------------------------------------------------------ splitting
 
     def _split(self, view: memoryview) -> None:
         """Cut the frames out of ``view`` (just received), after the partial frame before them."""
@@ -194,7 +191,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 return
         while end - start >= 4:
             size = self._frame_size_of(view, start)
-            if self._error is not None:
+            if self.error is not None:
                 return
             if end - start - 4 >= size:
                 self._push(bytes(view[start + 4 : start + 4 + size]))
@@ -218,7 +215,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
             if len(partial) < 4:
                 return taken
             size = self._frame_size_of(partial, 0)
-            if self._error is not None:
+            if self.error is not None:
                 self._partial = None
                 return taken
             if size >= _OWN_BUFFER_BYTES:
@@ -233,10 +230,12 @@ class FrameProtocol(asyncio.BufferedProtocol):
         return taken + more
 
     def _frame_size_of(self, buffer: bytearray | memoryview, at: int) -> int:
-        """The size prefix at ``at``; one out of bounds fails the stream (see :attr:`_error`)."""
+        """The size prefix at ``at``; one out of bounds fails the stream (see :attr:`error`)."""
         size = int.from_bytes(buffer[at : at + 4], "big", signed=True)
         if size < 0 or size > self._max_frame_bytes:
-            self._fail(FrameTooLarge(size, self._max_frame_bytes))
+            self.error = FrameTooLarge(size, self._max_frame_bytes)
+            self._pause()
+            self.frames_ready()
         return size
 
     def _own_buffer(self, size: int, received: memoryview) -> int:
@@ -258,110 +257,153 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def _push(self, frame: bytes | memoryview) -> None:
         self._frames.append(frame)
         self._queued_bytes += len(frame)
-        if self._queued_bytes >= _READ_AHEAD and not self._paused and self._transport is not None:
+        if self._queued_bytes >= _READ_AHEAD:
+            self._pause()
+        self.frames_ready()
+
+    def _pause(self) -> None:
+        if not self._paused and self.transport is not None:
             self._paused = True
-            self._transport.pause_reading()
-        self._wake()
-
-    def _fail(self, error: Exception) -> None:
-        self._error = error
-        if self._transport is not None and not self._paused:
-            self._paused = True
-            self._transport.pause_reading()
-        self._wake()
-
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def eof_received(self) -> bool:
-        self._eof = True
-        self._wake()
-        return True  # keep the write side open: answer what was received before the EOF
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._eof = True
-        if exc is not None and self._error is None:
-            self._error = exc if isinstance(exc, ConnectionError) else ConnectionError(str(exc))
-        self._wake()
-        self._stream.connection_lost(exc)
-
-    def pause_writing(self) -> None:
-        self._stream.pause_writing()
-
-    def resume_writing(self) -> None:
-        self._stream.resume_writing()
+            self.transport.pause_reading()
 
 
-class Connection:
-    """Serves one accepted socket until the peer closes, a protocol error, or :meth:`stop`."""
+class Connection(FrameProtocol):
+    """Serves one accepted socket until the peer closes, a protocol error, or :meth:`stop`.
+
+    ``connections`` is the server's set of open connections: this one is in it from
+    ``connection_made`` to ``connection_lost``.
+    """
 
     def __init__(
         self,
         dispatcher: Dispatcher,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
         max_frame_bytes: int,
+        connections: set[Connection],
         request_metrics: RequestMetrics | None = None,
     ) -> None:
+        super().__init__(max_frame_bytes)
         self._dispatcher = dispatcher
         self._metrics = request_metrics
-        self._reader = reader
-        self._writer = writer
-        self._max_frame_bytes = max_frame_bytes
-        peer = writer.get_extra_info("peername")
-        self.client_host: str = peer[0] if isinstance(peer, tuple) else str(peer or "")
-        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self._connections = connections
+        #: Serves the queued frames; None while the connection is idle.
+        self.task: asyncio.Task[None] | None = None
         self._stopping = False
-        self._idle = True
-        # drain() returns only once the transport's buffer is empty, so a response written past
-        # the transport (:class:`_DirectSender`) can never overtake bytes still queued in it.
-        writer.transport.set_write_buffer_limits(high=0)
+        self._lost = False
+        self._write_paused = False
+        self._drain_waiter: asyncio.Future[None] | None = None
+        self._closed: asyncio.Future[None] | None = None
         self._direct: _DirectSender | None = None
 
-    def stop(self) -> bool:
-        """Ask the connection to close after its current request; True when it is idle right now."""
-        self._stopping = True
-        return self._idle
+    @property
+    def peer(self) -> str:
+        """``host:port`` of the client, for log lines."""
+        peer = self.transport.get_extra_info("peername") if self.transport is not None else None
+        return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
 
-    async def run(self) -> None:
+    @property
+    def client_host(self) -> str:
+        """The client's address, as request contexts (and quotas) see it."""
+        peer = self.transport.get_extra_info("peername") if self.transport is not None else None
+        return str(peer[0]) if isinstance(peer, tuple) else str(peer or "")
+
+    def stop(self) -> None:
+        """Close the connection after its current request (right away when it is idle)."""
+        self._stopping = True
+        if self.task is None:
+            self._close()
+
+    async def wait_closed(self) -> None:
+        """Until the socket is closed (``connection_lost``)."""
+        if self._lost:
+            return
+        if self._closed is None:
+            self._closed = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._closed)
+
+    # ------------------------------------------------------------------ asyncio callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        # _drain() returns only once the transport's buffer is empty, so a response written past
+        # the transport (:class:`_DirectSender`) can never overtake bytes still queued in it.
+        cast(asyncio.WriteTransport, transport).set_write_buffer_limits(high=0)
+        self._connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self._connections.discard(self)
+        self._wake_drain()
+        if self._closed is not None and not self._closed.done():
+            self._closed.set_result(None)
+        super().connection_lost(exc)
+        if self.task is None and self._direct is not None:
+            self._direct.close()
+            self._direct = None
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._wake_drain()
+
+    def frames_ready(self) -> None:
+        if self.task is None and not self._lost and not self._stopping:
+            self.task = asyncio.get_running_loop().create_task(self._serve_queued())
+
+    # ------------------------------------------------------------------ serving
+
+    async def _serve_queued(self) -> None:
+        """Answer the queued frames, and those that arrive meanwhile; end when there are none."""
+        close = True
         try:
-            await self._loop(self._take_over_reads())
-        except (ConnectionError, asyncio.IncompleteReadError) as exc:
+            close = await self._serve_frames()
+        except ConnectionError as exc:
             log.debug("connection %s: %s", self.peer, exc)
         finally:
-            if self._direct is not None:
+            self.task = None
+            if close or self._stopping:
+                self._close()
+            if self._lost and self._direct is not None:
                 self._direct.close()
-            self._writer.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await self._writer.wait_closed()
+                self._direct = None
 
-    def _take_over_reads(self) -> FrameProtocol:
-        transport = cast(asyncio.Transport, self._writer.transport)
-        protocol = FrameProtocol(transport.get_protocol(), self._max_frame_bytes)
-        reader = self._reader
-        # What the stream reader received before the switch (usually nothing): StreamReader keeps
-        # it in ``_buffer``, which has no public accessor that does not await.
-        buffered = getattr(reader, "_buffer", b"")
-        protocol.attach(transport, bytes(buffered), reader.at_eof() or bool(getattr(reader, "_eof", False)))
-        return protocol
-
-    async def _loop(self, protocol: FrameProtocol) -> None:
+    async def _serve_frames(self) -> bool:
+        """Serve until no frame is queued; True means close the connection."""
         while not self._stopping:
-            try:
-                frames = await protocol.next_frames()
-            except FrameTooLarge as exc:
-                log.warning("closing connection %s: %s", self.peer, exc)
-                return
+            frames = self.take_frames()
             if not frames:
-                return
-            self._idle = False
+                break
             for frame in frames:
                 if not await self._serve(frame):
-                    return
-            await self._writer.drain()
-            self._idle = True
+                    return True
+            await self._drain()
+        error = self.error
+        if isinstance(error, FrameTooLarge):
+            log.warning("closing connection %s: %s", self.peer, error)
+        elif error is not None:
+            log.debug("connection %s: %s", self.peer, error)
+        return self.at_eof or error is not None
+
+    def _close(self) -> None:
+        if self.transport is not None and not self._lost:
+            self.transport.close()
+
+    async def _drain(self) -> None:
+        """Until everything written is on the socket (the transport's buffer limit is 0)."""
+        while self._write_paused and not self._lost:
+            self._drain_waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._drain_waiter
+            finally:
+                self._drain_waiter = None
+        if self._lost:
+            raise ConnectionError("connection lost")
+
+    def _wake_drain(self) -> None:
+        waiter = self._drain_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def _serve(self, frame: bytes | memoryview) -> bool:
         """Answer one frame; False means close the connection."""
@@ -416,9 +458,10 @@ class Connection:
             if all(isinstance(chunk, bytes | bytearray | memoryview) for chunk in chunks):
                 self._write_bytes(cast(list[bytes | memoryview], chunks))
                 return
-            await self._writer.drain()  # the write limits are 0: this waits for an empty buffer
+            await self._drain()  # the write limits are 0: this waits for an empty buffer
             if self._direct is None:
-                self._direct = _DirectSender(self._writer.transport)
+                assert self.transport is not None
+                self._direct = _DirectSender(self.transport)
             await self._direct.send(chunks)
         finally:
             codec.close_chunks(chunks)
@@ -426,20 +469,36 @@ class Connection:
     def _write_bytes(self, chunks: list[bytes | memoryview]) -> None:
         """Queue byte chunks without copying record data more than once.
 
-        ``StreamWriter.writelines`` (Python 3.11) joins every chunk into one new bytes object, then
-        slices and re-buffers what the socket did not take: three copies of a Fetch response's
-        records. Small responses still go out joined (one syscall); large ones are written chunk by
-        chunk, so the socket takes the first chunks straight from the segment buffers and only the
-        rest is copied, once, into the transport's buffer.
+        ``writelines`` (Python 3.11) joins every chunk into one new bytes object, then slices and
+        re-buffers what the socket did not take: three copies of a Fetch response's records. Small
+        responses still go out joined (one syscall); large ones are written chunk by chunk, so the
+        socket takes the first chunks straight from the segment buffers and only the rest is
+        copied, once, into the transport's buffer.
         """
+        transport = self.transport
+        assert transport is not None
         for view in _coalesce(chunks):
-            self._writer.write(view)
+            transport.write(view)
 
     def _record(self, api_key: int, started: float, *, failed: bool = False) -> None:
         if self._metrics is not None:
             self._metrics.record(
                 kafka_request_name(codec.api_name(api_key)), time.perf_counter() - started, failed=failed
             )
+
+
+def connection_factory(
+    dispatcher: Dispatcher,
+    max_frame_bytes: int,
+    connections: set[Connection],
+    request_metrics: RequestMetrics | None = None,
+) -> Callable[[], Connection]:
+    """The protocol factory of a Kafka listener: one :class:`Connection` per accepted socket."""
+
+    def factory() -> Connection:
+        return Connection(dispatcher, max_frame_bytes, connections, request_metrics)
+
+    return factory
 
 
 _IOV_MAX = 1024
