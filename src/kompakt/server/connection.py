@@ -57,7 +57,7 @@ _OWN_BUFFER_BYTES = 64 * 1024
 #: Bytes of whole frames read ahead of the request being served before the socket is paused.
 _READ_AHEAD = 8 * 1024 * 1024
 #: Responses (and chunks) up to this size are joined before they are written.
-_JOIN_LIMIT = 64 * 1024
+_JOIN_LIMIT = codec.JOIN_BYTES
 
 
 async def wait_deferred(deferred: Deferred[T]) -> T:
@@ -456,7 +456,7 @@ class Connection(FrameProtocol):
         """
         try:
             if all(isinstance(chunk, bytes | bytearray | memoryview) for chunk in chunks):
-                self._write_bytes(cast(list[bytes | memoryview], chunks))
+                self._write_bytes(cast(list[bytes | bytearray | memoryview], chunks))
                 return
             await self._drain()  # the write limits are 0: this waits for an empty buffer
             if self._direct is None:
@@ -466,7 +466,7 @@ class Connection(FrameProtocol):
         finally:
             codec.close_chunks(chunks)
 
-    def _write_bytes(self, chunks: list[bytes | memoryview]) -> None:
+    def _write_bytes(self, chunks: list[bytes | bytearray | memoryview]) -> None:
         """Queue byte chunks without copying record data more than once.
 
         ``writelines`` (Python 3.11) joins every chunk into one new bytes object, then slices and
@@ -504,11 +504,11 @@ def connection_factory(
 _IOV_MAX = 1024
 
 
-def _coalesce(chunks: list[bytes | memoryview]) -> list[memoryview]:
+def _coalesce(chunks: list[bytes | bytearray | memoryview]) -> list[memoryview]:
     """Byte views to write: runs of small chunks (kio writes field by field) joined, large ones
     (record data) as they are, so a small response is one write and records are not copied."""
     views: list[memoryview] = []
-    small: list[bytes | memoryview] = []
+    small: list[bytes | bytearray | memoryview] = []
     for chunk in chunks:
         if len(chunk) >= _JOIN_LIMIT:
             if small:
@@ -611,7 +611,7 @@ class _DirectSender:
         registered = False
         self._cork(True)
         try:
-            pending: list[bytes | memoryview] = []
+            pending: list[bytes | bytearray | memoryview] = []
             for chunk in chunks:
                 if isinstance(chunk, bytes | bytearray | memoryview):
                     pending.append(chunk)
@@ -633,7 +633,7 @@ class _DirectSender:
                 loop.remove_writer(self._fd)
 
     async def _write_all(
-        self, loop: asyncio.AbstractEventLoop, chunks: list[bytes | memoryview], registered: bool
+        self, loop: asyncio.AbstractEventLoop, chunks: list[bytes | bytearray | memoryview], registered: bool
     ) -> bool:
         views = _coalesce(chunks)
         while views:

@@ -44,9 +44,9 @@ def _selected(
         if not here:
             continue
         for partition in requested_topic.partitions:
-            partition_log = here.get(partition)
-            if partition_log is not None:
-                chosen[(requested_topic.topic, int(partition))] = partition_log
+            found = here.get(partition)
+            if found is not None:
+                chosen[(requested_topic.topic, int(partition))] = found
     return sorted(chosen.items())
 
 
