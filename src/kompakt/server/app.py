@@ -40,6 +40,7 @@ from kompakt.server.admin_api import AdminApi
 from kompakt.server.admin_http import AdminHttpServer
 from kompakt.server.connection import Connection, connection_factory
 from kompakt.server.listener import Listener
+from kompakt.server.memory import MemoryReturn
 from kompakt.server.request_metrics import RequestMetrics
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,8 @@ class KafkaServer:
         self._tick_task: asyncio.Task[None] | None = None
         #: The open connections (each adds itself when accepted and leaves when closed).
         self._connections: set[Connection] = set()
+        #: Gives back the memory large requests leave behind.
+        self.memory = MemoryReturn()
 
     async def start(self, listener: Listener | None = None) -> None:
         """Bind (unless ``listener`` is already bound) and start accepting; returns once the
@@ -140,7 +143,7 @@ class KafkaServer:
             self.broker.advertised_host = self.host
         await listener.serve_protocol(
             connection_factory(
-                self.dispatcher, self._max_frame_bytes, self._connections, self.request_metrics
+                self.dispatcher, self._max_frame_bytes, self._connections, self.request_metrics, self.memory
             )
         )
         self._tick_task = asyncio.create_task(self._tick_loop(), name="kompakt-group-tick")

@@ -44,6 +44,7 @@ from kompakt.broker.deferred import Deferred
 from kompakt.broker.dispatch import Dispatcher
 from kompakt.protocol import codec
 from kompakt.protocol.framing import FrameTooLarge
+from kompakt.server.memory import MemoryReturn
 from kompakt.server.request_metrics import RequestMetrics, kafka_request_name
 
 log = logging.getLogger(__name__)
@@ -280,10 +281,12 @@ class Connection(FrameProtocol):
         max_frame_bytes: int,
         connections: set[Connection],
         request_metrics: RequestMetrics | None = None,
+        memory: MemoryReturn | None = None,
     ) -> None:
         super().__init__(max_frame_bytes)
         self._dispatcher = dispatcher
         self._metrics = request_metrics
+        self._memory = memory
         self._connections = connections
         #: Serves the queued frames; None while the connection is idle.
         self.task: asyncio.Task[None] | None = None
@@ -432,6 +435,7 @@ class Connection(FrameProtocol):
                 self._record(request.api_key, started)
                 return True
             chunks = codec.encode_response(request.correlation_id, response)
+            built = sum(len(chunk) for chunk in chunks if isinstance(chunk, bytes | bytearray))
         except Exception:
             self._record(request.api_key, started, failed=True)
             log.exception(
@@ -443,6 +447,8 @@ class Connection(FrameProtocol):
             return False
         await self._send(chunks)
         self._record(request.api_key, started)
+        if self._memory is not None:
+            self._memory.after_request(max(len(frame), built))
         return True
 
     async def _send(self, chunks: codec.Chunks) -> None:
@@ -492,11 +498,12 @@ def connection_factory(
     max_frame_bytes: int,
     connections: set[Connection],
     request_metrics: RequestMetrics | None = None,
+    memory: MemoryReturn | None = None,
 ) -> Callable[[], Connection]:
     """The protocol factory of a Kafka listener: one :class:`Connection` per accepted socket."""
 
     def factory() -> Connection:
-        return Connection(dispatcher, max_frame_bytes, connections, request_metrics)
+        return Connection(dispatcher, max_frame_bytes, connections, request_metrics, memory)
 
     return factory
 
