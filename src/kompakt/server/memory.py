@@ -68,6 +68,11 @@ class MemoryReturn:
         #: How many times memory was given back (for tests and the curious).
         self.runs = 0
 
+    @property
+    def pending(self) -> bool:
+        """Whether a run is scheduled."""
+        return self._pending
+
     def after_request(self, nbytes: int) -> None:
         """A request whose frame or response took ``nbytes`` was answered (on the event loop)."""
         if nbytes < LARGE_REQUEST_BYTES or self._pending:
