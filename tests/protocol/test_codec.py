@@ -172,9 +172,8 @@ def test_encoding_a_large_response_takes_about_its_own_size() -> None:
         {"partition_index": i, "error_code": 3, "timestamp": -1, "offset": -1, "leader_epoch": -1}
         for i in range(50_000)
     ]
-    response = codec.build(
-        codec.response_class(ApiKey.LIST_OFFSETS, 7), {"topics": [{"name": "nowhere", "partitions": partitions}]}
-    )
+    values = {"topics": [{"name": "nowhere", "partitions": partitions}]}
+    response = codec.build(codec.response_class(ApiKey.LIST_OFFSETS, 7), values)
     tracemalloc.start()
     try:
         chunks = codec.encode_response(9, response)
