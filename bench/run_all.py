@@ -28,6 +28,7 @@ BENCHES: list[str | tuple[str, str, dict[str, str]]] = [
     "bench_table.py",
     "bench_throttle.py",
     "bench_readers.py",
+    "bench_connections.py",
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from kompakt.protocol.codec import ErrorCode as E
 from kompakt.records.batch import iter_batches
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.record import decode_records
-from tests.support.wire import call
+from tests.support.wire import call, decode, request_frame
 
 
 def fill(log_manager: LogManager, topic: str, count: int, configs: dict[str, str] | None = None) -> None:
@@ -143,6 +144,31 @@ def test_describe_log_dirs(dispatcher: Dispatcher, log_manager: LogManager, vers
     assert [(t.name, [p.partition_index for p in t.partitions]) for t in some.results[0].topics] == [
         ("b", [1])
     ]
+
+
+def test_describe_log_dirs_work_is_bounded_by_the_hosted_partitions(
+    dispatcher: Dispatcher, log_manager: LogManager
+) -> None:
+    """A request naming 200,000 partitions of a topic that is not here allocates nothing for them
+    (it made a set of every requested pair: 200,000 tuples for an answer of one partition)."""
+    log_manager.create_topic("b", 2)
+    values = {
+        "topics": [
+            {"topic": "nowhere", "partitions": list(range(200_000))},
+            {"topic": "b", "partitions": [1, 1, 9]},
+        ]
+    }
+    request = dispatcher.decode(request_frame(ApiKey.DESCRIBE_LOG_DIRS, 4, values))
+    context = dispatcher.context(request, "127.0.0.1")
+    tracemalloc.start()
+    try:
+        response = dispatcher.call(context, request.body)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    (result,) = decode(response, ApiKey.DESCRIBE_LOG_DIRS, 4).results
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in result.topics] == [("b", [1])]
+    assert peak < 256 * 1024, f"{peak} bytes allocated to answer with one partition"
 
 
 def test_delete_records_trims_a_compact_only_topic_and_compaction_carries_on(

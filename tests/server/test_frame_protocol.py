@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import random
 import struct
-
-import pytest
 
 from kompakt.protocol.framing import FrameTooLarge
 from kompakt.server.connection import FrameProtocol
@@ -15,12 +12,8 @@ from tests.support.wire import framed
 
 class FakeTransport:
     def __init__(self) -> None:
-        self.protocol: object = None
         self.paused = False
         self.pauses = 0
-
-    def set_protocol(self, protocol: object) -> None:
-        self.protocol = protocol
 
     def pause_reading(self) -> None:
         self.paused = True
@@ -30,12 +23,26 @@ class FakeTransport:
         self.paused = False
 
 
-class Stream(asyncio.Protocol):
-    def __init__(self) -> None:
-        self.lost: list[Exception | None] = []
+class Collector(FrameProtocol):
+    """Takes the frames as soon as they are ready, as the connection's task does."""
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost.append(exc)
+    def __init__(self, max_frame_bytes: int, *, take: bool = True) -> None:
+        super().__init__(max_frame_bytes)
+        self.transport_ = FakeTransport()
+        self.connection_made(self.transport_)  # type: ignore[arg-type]
+        self.take = take
+        self.got: list[bytes] = []
+        self.ready_calls = 0
+
+    def frames_ready(self) -> None:
+        self.ready_calls += 1
+        if self.take:
+            self.collect()
+
+    def collect(self) -> list[bytes]:
+        frames = [bytes(frame) for frame in self.take_frames()]
+        self.got.extend(frames)
+        return frames
 
 
 def receive(protocol: FrameProtocol, data: bytes, rng: random.Random) -> None:
@@ -49,60 +56,68 @@ def receive(protocol: FrameProtocol, data: bytes, rng: random.Random) -> None:
         protocol.buffer_updated(n)
 
 
-@pytest.mark.parametrize("seed", range(5))
-def test_frames_survive_any_split(seed: int) -> None:
-    rng = random.Random(seed)
-    payloads = [rng.randbytes(rng.choice((0, 5, 1000, 65_535, 65_536, 300_000))) for _ in range(40)]
-    payloads[10:10] = [rng.randbytes(3_000_000) for _ in range(3)]  # beyond the read-ahead
-
-    async def scenario() -> list[bytes]:
-        protocol = FrameProtocol(Stream(), 10**7)
-        transport = FakeTransport()
-        protocol.attach(transport, b"", at_eof=False)  # type: ignore[arg-type]
-        got: list[bytes] = []
-        data = framed(payloads)
-        receive(protocol, data, rng)
-        protocol.eof_received()
-        while frames := await protocol.next_frames():
-            got.extend(bytes(f) for f in frames)
-        assert transport.pauses >= 1 and not transport.paused  # read-ahead pauses, taking resumes
-        return got
-
-    assert asyncio.run(scenario()) == payloads
+def test_frames_survive_any_split() -> None:
+    for seed in range(5):
+        rng = random.Random(seed)
+        sizes = (0, 1, 5, 1000, 65_531, 65_535, 65_536, 300_000)
+        payloads = [rng.randbytes(rng.choice(sizes)) for _ in range(40)]
+        protocol = Collector(10**7)
+        receive(protocol, framed(payloads), rng)
+        assert protocol.got == payloads, seed
 
 
-def test_buffered_bytes_of_the_stream_reader_come_first() -> None:
-    async def scenario() -> list[bytes]:
-        protocol = FrameProtocol(Stream(), 1000)
-        protocol.attach(FakeTransport(), framed([b"a", b"bc"]) + b"\0\0", at_eof=False)  # type: ignore[arg-type]
-        receive(protocol, b"\0\1d", random.Random(0))
-        return [bytes(f) for f in await protocol.next_frames()]
+def test_read_ahead_pauses_the_socket_until_the_frames_are_taken() -> None:
+    payloads = [random.Random(1).randbytes(3_000_000) for _ in range(3)]  # beyond the read-ahead
+    protocol = Collector(10**7, take=False)
+    receive(protocol, framed(payloads), random.Random(2))
+    assert protocol.transport_.paused and protocol.transport_.pauses == 1
+    assert protocol.collect() == payloads
+    assert not protocol.transport_.paused
 
-    assert asyncio.run(scenario()) == [b"a", b"bc", b"d"]
+
+def test_frames_received_by_different_connections_do_not_mix() -> None:
+    """Every connection of a thread receives into the same scratch buffer, in turns."""
+    rng = random.Random(3)
+    first, second = Collector(10**6), Collector(10**6)
+    a = framed([b"a" * 100, b"b" * 70_000, b"c" * 10])
+    b = framed([b"x" * 50, b"y" * 100_000, b"z" * 5])
+    while a or b:
+        for protocol, name in ((first, "a"), (second, "b")):
+            data = a if name == "a" else b
+            if not data:
+                continue
+            target = protocol.get_buffer(-1)
+            n = min(len(target), len(data), rng.choice((1, 7, 300, 40_000)))
+            target[:n] = data[:n]
+            protocol.buffer_updated(n)
+            if name == "a":
+                a = a[n:]
+            else:
+                b = b[n:]
+    assert first.got == [b"a" * 100, b"b" * 70_000, b"c" * 10]
+    assert second.got == [b"x" * 50, b"y" * 100_000, b"z" * 5]
 
 
 def test_oversized_frame_fails_after_the_frames_before_it() -> None:
-    async def scenario() -> None:
-        protocol = FrameProtocol(Stream(), 100)
-        transport = FakeTransport()
-        protocol.attach(transport, b"", at_eof=False)  # type: ignore[arg-type]
-        receive(protocol, framed([b"ok"]) + struct.pack(">i", 101), random.Random(0))
-        assert [bytes(f) for f in await protocol.next_frames()] == [b"ok"]
-        assert transport.paused
-        with pytest.raises(FrameTooLarge):
-            await protocol.next_frames()
-
-    asyncio.run(scenario())
+    protocol = Collector(100, take=False)
+    receive(protocol, framed([b"ok"]) + struct.pack(">i", 101) + b"more", random.Random(0))
+    assert isinstance(protocol.error, FrameTooLarge)
+    assert protocol.transport_.paused
+    assert protocol.collect() == [b"ok"]
+    assert protocol.transport_.paused  # nothing after a bad size prefix is read
 
 
-def test_connection_lost_ends_the_stream_and_reaches_the_stream_protocol() -> None:
-    async def scenario() -> None:
-        stream = Stream()
-        protocol = FrameProtocol(stream, 100)
-        protocol.attach(FakeTransport(), b"", at_eof=False)  # type: ignore[arg-type]
-        # The loss arrives while next_frames waits: it runs once the read below has suspended.
-        asyncio.get_running_loop().call_soon(protocol.connection_lost, None)
-        assert await protocol.next_frames() == []
-        assert stream.lost == [None]
+def test_a_negative_size_fails_the_stream() -> None:
+    protocol = Collector(100)
+    receive(protocol, struct.pack(">i", -1), random.Random(0))
+    assert isinstance(protocol.error, FrameTooLarge) and protocol.got == []
 
-    asyncio.run(scenario())
+
+def test_end_of_stream_and_connection_loss_are_reported() -> None:
+    protocol = Collector(100)
+    assert protocol.eof_received() is True  # the write side stays open for the answers
+    assert protocol.at_eof and protocol.error is None and protocol.ready_calls == 1
+
+    lost = Collector(100)
+    lost.connection_lost(OSError("reset"))
+    assert lost.at_eof and isinstance(lost.error, ConnectionError) and lost.ready_calls == 1

@@ -154,7 +154,7 @@ class FileRange(Protocol):
 
 
 #: What :func:`encode_response` returns: the size prefix, then the encoded pieces, in order.
-Chunks: TypeAlias = list[bytes | memoryview | FileRange]
+Chunks: TypeAlias = list[bytes | bytearray | memoryview | FileRange]
 
 _PEEK = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
@@ -197,18 +197,36 @@ class DecodedRequest:
     body: RequestPayload
 
 
-class _ChunkWriter:
-    """The ``Writable`` kio writes to: keeps each chunk as given, so memoryviews are not copied."""
+#: Encoded fields smaller than this are copied into one buffer as they come; larger ones are kept
+#: as they are, and so are record memoryviews and file ranges of any size.
+JOIN_BYTES = 64 * 1024
 
-    __slots__ = ("chunks", "size")
+
+class _ChunkWriter:
+    """The ``Writable`` kio writes to: the fields it encodes joined as they come, records as given.
+
+    kio writes field by field, each a new ``bytes``: kept in a list, they took about 50 bytes of
+    Python objects per byte of a large response (a ListOffsets answer for 200,000 partitions made
+    1.4 million of them); joined, the encoding takes what the response takes. Record data (a
+    memoryview of a segment or of a request, a file range) stays a chunk of its own, uncopied.
+    """
+
+    __slots__ = ("_small", "chunks", "size")
 
     def __init__(self) -> None:
         self.chunks: Chunks = [b""]
+        self._small = bytearray()
         self.size = 0
 
     def write(self, chunk: bytes | memoryview | FileRange) -> int:
         length = chunk.nbytes if isinstance(chunk, memoryview) else len(chunk)
-        self.chunks.append(chunk)
+        if length < JOIN_BYTES and isinstance(chunk, bytes):
+            self._small += chunk
+        else:
+            if self._small:
+                self.chunks.append(self._small)
+                self._small = bytearray()
+            self.chunks.append(chunk)
         self.size += length
         return length
 
@@ -218,6 +236,8 @@ class _ChunkWriter:
         return cast(IO[bytes], self)
 
     def finish(self) -> Chunks:
+        if self._small:
+            self.chunks.append(self._small)
         self.chunks[0] = _SIZE.pack(self.size)
         return self.chunks
 

@@ -37,8 +37,9 @@ from kompakt.log.segments import ManualScheduler
 from kompakt.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from kompakt.server.admin_api import AdminApi
 from kompakt.server.admin_http import AdminHttpServer
-from kompakt.server.connection import Connection
+from kompakt.server.connection import Connection, connection_factory
 from kompakt.server.listener import Listener
+from kompakt.server.memory import MemoryReturn
 from kompakt.server.request_metrics import RequestMetrics
 
 log = logging.getLogger(__name__)
@@ -121,7 +122,10 @@ class KafkaServer:
         self._tick_interval_s = tick_interval_ms / 1000
         self._server: Listener | None = None
         self._tick_task: asyncio.Task[None] | None = None
-        self._connections: dict[asyncio.Task[None], Connection] = {}
+        #: The open connections (each adds itself when accepted and leaves when closed).
+        self._connections: set[Connection] = set()
+        #: Gives back the memory large requests leave behind.
+        self.memory = MemoryReturn()
 
     async def start(self, listener: Listener | None = None) -> None:
         """Bind (unless ``listener`` is already bound) and start accepting; returns once the
@@ -136,7 +140,11 @@ class KafkaServer:
             self.broker.advertised_port = self.port
         if not self.broker.advertised_host:
             self.broker.advertised_host = self.host
-        await listener.serve(self._accept)
+        await listener.serve_protocol(
+            connection_factory(
+                self.dispatcher, self._max_frame_bytes, self._connections, self.request_metrics, self.memory
+            )
+        )
         self._tick_task = asyncio.create_task(self._tick_loop(), name="kompakt-group-tick")
         log.info("listening on %s:%d", self.host, self.port)
 
@@ -152,14 +160,17 @@ class KafkaServer:
             self._server.close()
         # Parked fetches would hold their connections for up to max_wait_ms: answer them now.
         self.broker.fetch_waiters.wake_all()
-        for task, connection in list(self._connections.items()):
-            if connection.stop():
-                task.cancel()
-        if self._connections:
-            _, pending = await asyncio.wait(list(self._connections), timeout=grace_s)
+        connections = list(self._connections)
+        for connection in connections:
+            connection.stop()  # idle ones close right away, busy ones after their request
+        busy = [connection.task for connection in connections if connection.task is not None]
+        if busy:
+            _, pending = await asyncio.wait(busy, timeout=grace_s)
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
+        if connections:
+            await asyncio.wait([asyncio.ensure_future(c.wait_closed()) for c in connections], timeout=grace_s)
         if self._tick_task is not None:
             self._tick_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -174,19 +185,6 @@ class KafkaServer:
 
     async def __aexit__(self, *_: object) -> None:
         await self.close()
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        connection = Connection(
-            self.dispatcher, reader, writer, self._max_frame_bytes, request_metrics=self.request_metrics
-        )
-        # A task of our own, so that close() can cancel it without asyncio's stream callback
-        # reporting the cancellation of the accept task as an error.
-        task = asyncio.create_task(connection.run(), name=f"kompakt-conn-{connection.peer}")
-        self._connections[task] = connection
-        try:
-            await asyncio.wait([task])
-        finally:
-            self._connections.pop(task, None)
 
     async def _tick_loop(self) -> None:
         while True:

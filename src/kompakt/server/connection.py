@@ -4,18 +4,26 @@ Requests of one connection are served strictly one after another, which is what 
 mutes a channel until the response to its current request is sent). That keeps pipelined requests
 from librdkafka answered in order even when one of them is deferred (JoinGroup waiting for a
 rebalance), and keeps the side effects of consecutive Produce requests in order. Other connections
-are unaffected: each has its own task.
+are unaffected: each is served by a task of its own.
 
 A frame that cannot be decoded, or a handler that raises, closes this connection after one log
 line; the server and the other connections keep going.
 
-Reading: the stream's transport is switched to :class:`FrameProtocol`, a buffered protocol that
-receives a large frame (a Produce request) straight into a buffer of its own size with
-``recv_into``, instead of the chain of copies of ``StreamReader`` (socket → bytes → reader buffer
-→ bytes → frame assembly → frame). Small frames are cut out of one reusable receive buffer. It
+Memory: a broker may hold thousands of connections that rarely send anything, so an idle
+connection is only its transport, its socket and this protocol object. It has no task (one is
+started when frames arrive and ends when they are answered), no coroutine, no futures and no
+receive buffer: bytes are received into one scratch buffer per thread (:func:`_scratch`) and whole
+frames are copied out of it at once. Python keeps the memory of a burst of connections after they
+close (pymalloc does not give back an arena while one object in it lives), so what each connection
+allocates is also what a broker keeps after a burst of them: with asyncio's streams, a task and a
+256 KiB receive buffer each, that was 265 kB per connection, kept after close.
+
+Reading: :class:`FrameProtocol` is an asyncio buffered protocol that receives a large frame (a
+Produce request) straight into a buffer of its own size with ``recv_into``, instead of the chain of
+copies of ``StreamReader`` (socket → bytes → reader buffer → bytes → frame assembly → frame). It
 reads ahead up to :data:`_READ_AHEAD` bytes of whole frames while the current request is served,
-then pauses the socket. The stream writer keeps working: flow control and ``connection_lost`` are
-passed on to the original stream protocol, so ``drain()`` and ``wait_closed()`` behave as before.
+then pauses the socket. Writing goes through the transport, whose buffer limit is 0, so
+:meth:`Connection._drain` returns only once everything written is on the socket.
 """
 
 from __future__ import annotations
@@ -24,29 +32,41 @@ import asyncio
 import contextlib
 import errno
 import logging
+import mmap
 import os
 import socket
+import threading
 import time
-from collections import deque
+from collections.abc import Callable
 from typing import TypeVar, cast
 
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.dispatch import Dispatcher
 from kompakt.protocol import codec
+from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.framing import FrameTooLarge
+from kompakt.server.memory import MemoryReturn
 from kompakt.server.request_metrics import RequestMetrics, kafka_request_name
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: Bytes received per read into the thread's scratch buffer (whole frames are copied out of it).
 _READ_SIZE = 256 * 1024
 #: Frames at least this large are received straight into a buffer of their own.
 _OWN_BUFFER_BYTES = 64 * 1024
+#: Frames at least this large get an anonymous mapping as their buffer, smaller ones a bytearray.
+#: A mapping costs memory only as the frame's bytes arrive and goes back to the kernel when the
+#: frame is dropped, but each of its pages faults in on first write: for the 1 MB Produce frames
+#: of a producer's defaults that was half as much broker CPU again as malloc's reused memory
+#: (bench_broker, 256 MB produced, three runs each: 0.80-1.10 against 0.59-0.66 CPU-s). So a
+#: frame announced but not sent holds at most this much of the broker (100 MiB before).
+_MAPPED_FRAME_BYTES = 8 * 1024 * 1024
 #: Bytes of whole frames read ahead of the request being served before the socket is paused.
 _READ_AHEAD = 8 * 1024 * 1024
 #: Responses (and chunks) up to this size are joined before they are written.
-_JOIN_LIMIT = 64 * 1024
+_JOIN_LIMIT = codec.JOIN_BYTES
 
 
 async def wait_deferred(deferred: Deferred[T]) -> T:
@@ -72,221 +92,332 @@ async def wait_deferred(deferred: Deferred[T]) -> T:
     return await future
 
 
+_SCRATCH = threading.local()
+
+
+def _scratch() -> memoryview:
+    """This thread's receive buffer, shared by every connection of its event loop.
+
+    asyncio calls ``buffer_updated`` right after receiving into the buffer ``get_buffer`` gave it,
+    on the loop's thread, so the bytes are always taken before another connection reads.
+    """
+    buffer: memoryview | None = getattr(_SCRATCH, "buffer", None)
+    if buffer is None:
+        buffer = _SCRATCH.buffer = memoryview(bytearray(_READ_SIZE))
+    return buffer
+
+
 class FrameProtocol(asyncio.BufferedProtocol):
     """Splits the byte stream into request frames (without their size prefix) as it arrives.
 
-    Frames go to :meth:`next_frames` in order; a size prefix outside ``0..max_frame_bytes`` ends the
-    stream with :class:`FrameTooLarge` once the frames before it are taken. ``stream`` is the
-    protocol this one replaces; it keeps receiving the write-side callbacks.
+    Frames are queued for :meth:`take_frames` in order, and :meth:`frames_ready` is called when
+    there is something to take: frames, the end of the stream, or an error. A size prefix outside
+    ``0..max_frame_bytes`` is such an error (:class:`FrameTooLarge`, in :attr:`error` once the
+    frames before it are taken); reading stops there.
+
+    Memory follows the bytes that arrived more than what a size prefix claims: a small frame
+    split across receives keeps only its received part; a large frame is received in place into
+    a buffer of its size, for the largest ones an anonymous mapping whose pages the kernel
+    provides as they are written and takes back as soon as the frame is dropped.
     """
 
-    def __init__(self, stream: asyncio.BaseProtocol, max_frame_bytes: int) -> None:
-        self._stream = stream
+    def __init__(self, max_frame_bytes: int) -> None:
         self._max_frame_bytes = max_frame_bytes
-        self._transport: asyncio.Transport | None = None
-        self._buffer = bytearray(_READ_SIZE)
-        self._start = 0  # first unparsed byte of _buffer
-        self._end = 0  # end of the received bytes in _buffer
-        self._frame: bytearray | None = None  # a large frame being received into its own buffer
+        self.transport: asyncio.Transport | None = None
+        #: The received part of a small frame, size prefix included (or of a split size prefix).
+        self._partial: bytearray | None = None
+        self._frame: bytearray | mmap.mmap | None = None  # a large frame received in place
+        self._frame_size = 0
         self._frame_filled = 0
-        self._frames: deque[bytes | memoryview] = deque()
+        self._frames: list[bytes | memoryview] = []
         self._queued_bytes = 0
         self._paused = False
-        self._eof = False
-        self._error: Exception | None = None
-        self._waiter: asyncio.Future[None] | None = None
+        #: The peer ended the stream (or the connection is gone): no frame follows the queued ones.
+        self.at_eof = False
+        #: Why no frame follows the queued ones, if not a clean end of the stream.
+        self.error: Exception | None = None
 
-    def attach(self, transport: asyncio.Transport, buffered: bytes | bytearray, at_eof: bool) -> None:
-        """Take over ``transport``'s reads, starting with what the old protocol had buffered."""
-        self._transport = transport
-        transport.set_protocol(self)
-        view = memoryview(buffered)
-        while view and self._error is None:
-            target = memoryview(self.get_buffer(len(view)))
-            n = min(len(target), len(view))
-            target[:n] = view[:n]
-            view = view[n:]
-            self.buffer_updated(n)
-        if at_eof:
-            self._eof = True
-        transport.resume_reading()  # the stream reader may have paused it
-
-    async def next_frames(self) -> list[bytes | memoryview]:
-        """Every frame received so far, waiting for at least one; empty at the end of the stream."""
-        while not self._frames:
-            if self._error is not None:
-                raise self._error
-            if self._eof:
-                return []
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        frames = list(self._frames)
-        self._frames.clear()
+    def take_frames(self) -> list[bytes | memoryview]:
+        """Every frame received so far (possibly none); reading resumes if the read-ahead was full."""
+        frames = self._frames
+        if not frames:
+            return frames
+        self._frames = []
         self._queued_bytes = 0
-        if self._paused and self._error is None and self._transport is not None:
+        if self._paused and self.error is None and self.transport is not None:
             self._paused = False
-            self._transport.resume_reading()
+            self.transport.resume_reading()
         return frames
 
+    def frames_ready(self) -> None:
+        """Called when frames, the end of the stream or an error arrived (for subclasses)."""
+
     # ------------------------------------------------------------------ asyncio callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._frame is not None:
             return memoryview(self._frame)[self._frame_filled :]
-        if self._start == self._end:
+        if self._partial is None:
             # Between frames: read a little at first, so that most of a large frame lands in its
-            # own buffer rather than being copied there from this one.
-            self._start = self._end = 0
-            return memoryview(self._buffer)[:_OWN_BUFFER_BYTES]
-        if self._end == len(self._buffer):  # move the partial frame to the front
-            pending = self._end - self._start
-            self._buffer[:pending] = self._buffer[self._start : self._end]
-            self._start, self._end = 0, pending
-        return memoryview(self._buffer)[self._end :]
+            # own buffer rather than being copied there from the scratch buffer.
+            return _scratch()[:_OWN_BUFFER_BYTES]
+        return _scratch()
 
     def buffer_updated(self, nbytes: int) -> None:
         frame = self._frame
-        if frame is not None:
-            self._frame_filled += nbytes
-            if self._frame_filled == len(frame):
-                self._frame = None
-                self._push(memoryview(frame).toreadonly())
+        if frame is None:
+            if self.error is None:
+                self._split(_scratch()[:nbytes])
             return
-        self._end += nbytes
-        self._split()
+        self._frame_filled += nbytes
+        if self._frame_filled == self._frame_size:
+            self._frame, self._frame_filled = None, 0
+            self._push(memoryview(frame).toreadonly())
 
-    def _split(self) -> None:
-        buffer = self._buffer
-        start, end = self._start, self._end
-        view = memoryview(buffer)
-        while end - start >= 4:
-            size = int.from_bytes(buffer[start : start + 4], "big", signed=True)
-            if size < 0 or size > self._max_frame_bytes:
-                self._fail(FrameTooLarge(size, self._max_frame_bytes))
+    def eof_received(self) -> bool:
+        self.at_eof = True
+        self.frames_ready()
+        return True  # keep the write side open: answer what was received before the EOF
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.at_eof = True
+        if exc is not None and self.error is None:
+            self.error = exc if isinstance(exc, ConnectionError) else ConnectionError(str(exc))
+        self._partial = self._frame = None
+        self.frames_ready()
+
+    # ------------------------------------------------------------------ splitting
+
+    def _split(self, view: memoryview) -> None:
+        """Cut the frames out of ``view`` (just received), after the partial frame before them."""
+        start, end = 0, len(view)
+        if self._partial is not None:
+            start = self._continue_partial(view)
+            if self._partial is not None or self._frame is not None:
                 return
-            available = end - start - 4
-            if available >= size:
+        while end - start >= 4:
+            size = self._frame_size_of(view, start)
+            if self.error is not None:
+                return
+            if end - start - 4 >= size:
                 self._push(bytes(view[start + 4 : start + 4 + size]))
                 start += 4 + size
-                continue
+            elif size >= _OWN_BUFFER_BYTES:
+                self._own_buffer(size, view[start + 4 :])
+                return
+            else:
+                break
+        if start < end:
+            self._partial = bytearray(view[start:])
+
+    def _continue_partial(self, view: memoryview) -> int:
+        """Add the front of ``view`` to the partial frame; where the rest of ``view`` starts."""
+        partial = self._partial
+        assert partial is not None
+        taken = 0
+        if len(partial) < 4:  # the size prefix itself was split
+            taken = min(4 - len(partial), len(view))
+            partial += view[:taken]
+            if len(partial) < 4:
+                return taken
+            size = self._frame_size_of(partial, 0)
+            if self.error is not None:
+                self._partial = None
+                return taken
             if size >= _OWN_BUFFER_BYTES:
-                frame = bytearray(size)
-                frame[:available] = view[start + 4 : end]
-                self._frame, self._frame_filled = frame, available
-                start = end
-            break
-        self._start, self._end = start, end
+                self._partial = None
+                return taken + self._own_buffer(size, view[taken:])
+        wanted = 4 + int.from_bytes(partial[:4], "big")
+        more = min(wanted - len(partial), len(view) - taken)
+        partial += view[taken : taken + more]
+        if len(partial) == wanted:
+            self._partial = None
+            self._push(memoryview(partial)[4:].toreadonly())
+        return taken + more
+
+    def _frame_size_of(self, buffer: bytearray | memoryview, at: int) -> int:
+        """The size prefix at ``at``; one out of bounds fails the stream (see :attr:`error`)."""
+        size = int.from_bytes(buffer[at : at + 4], "big", signed=True)
+        if size < 0 or size > self._max_frame_bytes:
+            self.error = FrameTooLarge(size, self._max_frame_bytes)
+            self._pause()
+            self.frames_ready()
+        return size
+
+    def _own_buffer(self, size: int, received: memoryview) -> int:
+        """Start receiving a frame of ``size`` bytes in place, with its first bytes ``received``;
+        returns how many of them it took.
+
+        From :data:`_MAPPED_FRAME_BYTES` on, an anonymous mapping rather than a ``bytearray``: it
+        is not zero-filled up front (a size prefix alone costs no resident memory) and it is
+        unmapped, not kept by malloc, when it is freed.
+        """
+        taken = min(size, len(received))
+        frame: bytearray | mmap.mmap = mmap.mmap(-1, size) if size >= _MAPPED_FRAME_BYTES else bytearray(size)
+        frame[:taken] = received[:taken]
+        if taken == size:
+            self._push(memoryview(frame).toreadonly())
+        else:
+            self._frame, self._frame_size, self._frame_filled = frame, size, taken
+        return taken
 
     def _push(self, frame: bytes | memoryview) -> None:
         self._frames.append(frame)
         self._queued_bytes += len(frame)
-        if self._queued_bytes >= _READ_AHEAD and not self._paused and self._transport is not None:
+        if self._queued_bytes >= _READ_AHEAD:
+            self._pause()
+        self.frames_ready()
+
+    def _pause(self) -> None:
+        if not self._paused and self.transport is not None:
             self._paused = True
-            self._transport.pause_reading()
-        self._wake()
-
-    def _fail(self, error: Exception) -> None:
-        self._error = error
-        if self._transport is not None and not self._paused:
-            self._paused = True
-            self._transport.pause_reading()
-        self._wake()
-
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def eof_received(self) -> bool:
-        self._eof = True
-        self._wake()
-        return True  # keep the write side open: answer what was received before the EOF
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._eof = True
-        if exc is not None and self._error is None:
-            self._error = exc if isinstance(exc, ConnectionError) else ConnectionError(str(exc))
-        self._wake()
-        self._stream.connection_lost(exc)
-
-    def pause_writing(self) -> None:
-        self._stream.pause_writing()
-
-    def resume_writing(self) -> None:
-        self._stream.resume_writing()
+            self.transport.pause_reading()
 
 
-class Connection:
-    """Serves one accepted socket until the peer closes, a protocol error, or :meth:`stop`."""
+class Connection(FrameProtocol):
+    """Serves one accepted socket until the peer closes, a protocol error, or :meth:`stop`.
+
+    ``connections`` is the server's set of open connections: this one is in it from
+    ``connection_made`` to ``connection_lost``.
+    """
 
     def __init__(
         self,
         dispatcher: Dispatcher,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
         max_frame_bytes: int,
+        connections: set[Connection],
         request_metrics: RequestMetrics | None = None,
+        memory: MemoryReturn | None = None,
     ) -> None:
+        super().__init__(max_frame_bytes)
         self._dispatcher = dispatcher
         self._metrics = request_metrics
-        self._reader = reader
-        self._writer = writer
-        self._max_frame_bytes = max_frame_bytes
-        peer = writer.get_extra_info("peername")
-        self.client_host: str = peer[0] if isinstance(peer, tuple) else str(peer or "")
-        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self._memory = memory
+        self._connections = connections
+        #: Serves the queued frames; None while the connection is idle.
+        self.task: asyncio.Task[None] | None = None
         self._stopping = False
-        self._idle = True
-        # drain() returns only once the transport's buffer is empty, so a response written past
-        # the transport (:class:`_DirectSender`) can never overtake bytes still queued in it.
-        writer.transport.set_write_buffer_limits(high=0)
+        self._lost = False
+        self._write_paused = False
+        self._drain_waiter: asyncio.Future[None] | None = None
+        self._closed: asyncio.Future[None] | None = None
         self._direct: _DirectSender | None = None
 
-    def stop(self) -> bool:
-        """Ask the connection to close after its current request; True when it is idle right now."""
+    @property
+    def peer(self) -> str:
+        """``host:port`` of the client, for log lines."""
+        peer = self.transport.get_extra_info("peername") if self.transport is not None else None
+        return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+
+    @property
+    def client_host(self) -> str:
+        """The client's address, as request contexts (and quotas) see it."""
+        peer = self.transport.get_extra_info("peername") if self.transport is not None else None
+        return str(peer[0]) if isinstance(peer, tuple) else str(peer or "")
+
+    def stop(self) -> None:
+        """Close the connection after its current request (right away when it is idle)."""
         self._stopping = True
-        return self._idle
+        if self.task is None:
+            self._close()
 
-    async def run(self) -> None:
+    async def wait_closed(self) -> None:
+        """Until the socket is closed (``connection_lost``)."""
+        if self._lost:
+            return
+        if self._closed is None:
+            self._closed = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._closed)
+
+    # ------------------------------------------------------------------ asyncio callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        # _drain() returns only once the transport's buffer is empty, so a response written past
+        # the transport (:class:`_DirectSender`) can never overtake bytes still queued in it.
+        cast(asyncio.WriteTransport, transport).set_write_buffer_limits(high=0)
+        self._connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self._connections.discard(self)
+        self._wake_drain()
+        if self._closed is not None and not self._closed.done():
+            self._closed.set_result(None)
+        super().connection_lost(exc)
+        if self.task is None and self._direct is not None:
+            self._direct.close()
+            self._direct = None
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._wake_drain()
+
+    def frames_ready(self) -> None:
+        if self.task is None and not self._lost and not self._stopping:
+            self.task = asyncio.get_running_loop().create_task(self._serve_queued())
+
+    # ------------------------------------------------------------------ serving
+
+    async def _serve_queued(self) -> None:
+        """Answer the queued frames, and those that arrive meanwhile; end when there are none."""
+        close = True
         try:
-            await self._loop(self._take_over_reads())
-        except (ConnectionError, asyncio.IncompleteReadError) as exc:
+            close = await self._serve_frames()
+        except ConnectionError as exc:
             log.debug("connection %s: %s", self.peer, exc)
+        except Exception:
+            log.exception("closing connection %s", self.peer)
         finally:
-            if self._direct is not None:
+            self.task = None
+            if close or self._stopping:
+                self._close()
+            if self._lost and self._direct is not None:
                 self._direct.close()
-            self._writer.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await self._writer.wait_closed()
+                self._direct = None
 
-    def _take_over_reads(self) -> FrameProtocol:
-        transport = cast(asyncio.Transport, self._writer.transport)
-        protocol = FrameProtocol(transport.get_protocol(), self._max_frame_bytes)
-        reader = self._reader
-        # What the stream reader received before the switch (usually nothing): StreamReader keeps
-        # it in ``_buffer``, which has no public accessor that does not await.
-        buffered = getattr(reader, "_buffer", b"")
-        protocol.attach(transport, bytes(buffered), reader.at_eof() or bool(getattr(reader, "_eof", False)))
-        return protocol
-
-    async def _loop(self, protocol: FrameProtocol) -> None:
+    async def _serve_frames(self) -> bool:
+        """Serve until no frame is queued; True means close the connection."""
         while not self._stopping:
-            try:
-                frames = await protocol.next_frames()
-            except FrameTooLarge as exc:
-                log.warning("closing connection %s: %s", self.peer, exc)
-                return
+            frames = self.take_frames()
             if not frames:
-                return
-            self._idle = False
+                break
             for frame in frames:
                 if not await self._serve(frame):
-                    return
-            await self._writer.drain()
-            self._idle = True
+                    return True
+            await self._drain()
+        error = self.error
+        if isinstance(error, FrameTooLarge):
+            log.warning("closing connection %s: %s", self.peer, error)
+        elif error is not None:
+            log.debug("connection %s: %s", self.peer, error)
+        return self.at_eof or error is not None
+
+    def _close(self) -> None:
+        if self.transport is not None and not self._lost:
+            self.transport.close()
+
+    async def _drain(self) -> None:
+        """Until everything written is on the socket (the transport's buffer limit is 0)."""
+        while self._write_paused and not self._lost:
+            self._drain_waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._drain_waiter
+            finally:
+                self._drain_waiter = None
+        if self._lost:
+            raise ConnectionError("connection lost")
+
+    def _wake_drain(self) -> None:
+        waiter = self._drain_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def _serve(self, frame: bytes | memoryview) -> bool:
         """Answer one frame; False means close the connection."""
@@ -315,6 +446,7 @@ class Connection:
                 self._record(request.api_key, started)
                 return True
             chunks = codec.encode_response(request.correlation_id, response)
+            built = sum(len(chunk) for chunk in chunks if isinstance(chunk, bytes | bytearray))
         except Exception:
             self._record(request.api_key, started, failed=True)
             log.exception(
@@ -326,6 +458,11 @@ class Connection:
             return False
         await self._send(chunks)
         self._record(request.api_key, started)
+        if self._memory is not None:
+            # A Produce frame is its records, received into a buffer of their own and written to
+            # the log as they are: it leaves no garbage behind, however large.
+            framed = 0 if request.api_key == ApiKey.PRODUCE else len(frame)
+            self._memory.after_request(max(framed, built))
         return True
 
     async def _send(self, chunks: codec.Chunks) -> None:
@@ -339,26 +476,29 @@ class Connection:
         """
         try:
             if all(isinstance(chunk, bytes | bytearray | memoryview) for chunk in chunks):
-                self._write_bytes(cast(list[bytes | memoryview], chunks))
+                self._write_bytes(cast(list[bytes | bytearray | memoryview], chunks))
                 return
-            await self._writer.drain()  # the write limits are 0: this waits for an empty buffer
+            await self._drain()  # the write limits are 0: this waits for an empty buffer
             if self._direct is None:
-                self._direct = _DirectSender(self._writer.transport)
+                assert self.transport is not None
+                self._direct = _DirectSender(self.transport)
             await self._direct.send(chunks)
         finally:
             codec.close_chunks(chunks)
 
-    def _write_bytes(self, chunks: list[bytes | memoryview]) -> None:
+    def _write_bytes(self, chunks: list[bytes | bytearray | memoryview]) -> None:
         """Queue byte chunks without copying record data more than once.
 
-        ``StreamWriter.writelines`` (Python 3.11) joins every chunk into one new bytes object, then
-        slices and re-buffers what the socket did not take: three copies of a Fetch response's
-        records. Small responses still go out joined (one syscall); large ones are written chunk by
-        chunk, so the socket takes the first chunks straight from the segment buffers and only the
-        rest is copied, once, into the transport's buffer.
+        ``writelines`` (Python 3.11) joins every chunk into one new bytes object, then slices and
+        re-buffers what the socket did not take: three copies of a Fetch response's records. Small
+        responses still go out joined (one syscall); large ones are written chunk by chunk, so the
+        socket takes the first chunks straight from the segment buffers and only the rest is
+        copied, once, into the transport's buffer.
         """
+        transport = self.transport
+        assert transport is not None
         for view in _coalesce(chunks):
-            self._writer.write(view)
+            transport.write(view)
 
     def _record(self, api_key: int, started: float, *, failed: bool = False) -> None:
         if self._metrics is not None:
@@ -367,14 +507,29 @@ class Connection:
             )
 
 
+def connection_factory(
+    dispatcher: Dispatcher,
+    max_frame_bytes: int,
+    connections: set[Connection],
+    request_metrics: RequestMetrics | None = None,
+    memory: MemoryReturn | None = None,
+) -> Callable[[], Connection]:
+    """The protocol factory of a Kafka listener: one :class:`Connection` per accepted socket."""
+
+    def factory() -> Connection:
+        return Connection(dispatcher, max_frame_bytes, connections, request_metrics, memory)
+
+    return factory
+
+
 _IOV_MAX = 1024
 
 
-def _coalesce(chunks: list[bytes | memoryview]) -> list[memoryview]:
+def _coalesce(chunks: list[bytes | bytearray | memoryview]) -> list[memoryview]:
     """Byte views to write: runs of small chunks (kio writes field by field) joined, large ones
     (record data) as they are, so a small response is one write and records are not copied."""
     views: list[memoryview] = []
-    small: list[bytes | memoryview] = []
+    small: list[bytes | bytearray | memoryview] = []
     for chunk in chunks:
         if len(chunk) >= _JOIN_LIMIT:
             if small:
@@ -477,7 +632,7 @@ class _DirectSender:
         registered = False
         self._cork(True)
         try:
-            pending: list[bytes | memoryview] = []
+            pending: list[bytes | bytearray | memoryview] = []
             for chunk in chunks:
                 if isinstance(chunk, bytes | bytearray | memoryview):
                     pending.append(chunk)
@@ -499,7 +654,7 @@ class _DirectSender:
                 loop.remove_writer(self._fd)
 
     async def _write_all(
-        self, loop: asyncio.AbstractEventLoop, chunks: list[bytes | memoryview], registered: bool
+        self, loop: asyncio.AbstractEventLoop, chunks: list[bytes | bytearray | memoryview], registered: bool
     ) -> bool:
         views = _coalesce(chunks)
         while views:

@@ -2,7 +2,7 @@
 
 :class:`~kompakt.server.app.BrokerApp` binds its Kafka and admin addresses before it opens the
 data directory: a taken port then fails start-up with one :class:`BindError` and nothing created
-on disk, instead of a traceback from ``asyncio.start_server`` after the data directory, its lock
+on disk, instead of a traceback from ``create_server`` after the data directory, its lock
 and the cleaner threads exist. The sockets are bound but not yet listening
 (``start_serving=False``), so a client that connects while the logs are being opened is refused
 and retries, as with a broker that is not up yet; :meth:`Listener.serve` starts accepting.
@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from kompakt.errors import OperatorError
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+ProtocolFactory = Callable[[], asyncio.BaseProtocol]
 
 
 class BindError(OperatorError):
@@ -44,14 +45,15 @@ class Listener:
         self.host = host
         self.listener = listener
         self._server: asyncio.Server | None = None
-        self._handler: Handler | None = None
+        self._factory: ProtocolFactory | None = None
 
     @classmethod
     async def bind(cls, host: str, port: int, listener: str) -> Listener:
         """Bind ``host:port`` (0 picks a free port; :attr:`port` names it) without accepting yet."""
         bound = cls(host, listener)
+        loop = asyncio.get_running_loop()
         try:
-            bound._server = await asyncio.start_server(bound._accept, host, port, start_serving=False)
+            bound._server = await loop.create_server(bound._protocol, host, port, start_serving=False)
         except OSError as exc:
             raise BindError(host, port, listener, exc) from exc
         return bound
@@ -63,9 +65,21 @@ class Listener:
         return int(self._server.sockets[0].getsockname()[1])
 
     async def serve(self, handler: Handler) -> None:
-        """Start listening and hand every connection to ``handler``."""
+        """Start listening and hand every connection to ``handler`` as an asyncio stream pair."""
+
+        def streams() -> asyncio.BaseProtocol:
+            return asyncio.StreamReaderProtocol(asyncio.StreamReader(), handler)
+
+        await self.serve_protocol(streams)
+
+    async def serve_protocol(self, factory: ProtocolFactory) -> None:
+        """Start listening with a protocol from ``factory`` for every connection.
+
+        Without streams a connection costs only what its protocol holds (see
+        :mod:`kompakt.server.connection`); the Kafka listener serves this way.
+        """
         assert self._server is not None
-        self._handler = handler
+        self._factory = factory
         try:
             await self._server.start_serving()
         except OSError as exc:  # another socket started listening on the port since bind()
@@ -85,6 +99,6 @@ class Listener:
             await self._server.wait_closed()
             self._server = None
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        assert self._handler is not None  # the socket only accepts once serve() has set it
-        await self._handler(reader, writer)
+    def _protocol(self) -> asyncio.BaseProtocol:
+        assert self._factory is not None  # the socket only accepts once serve() has set it
+        return self._factory()
