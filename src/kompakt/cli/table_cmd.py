@@ -487,10 +487,10 @@ def export_command(
     topic, cluster = _cluster(topic, bootstrap, log_dir, timeout_s)
     try:
         if cluster is not None:
-            tables = _cluster_tables(cluster, partition)
-            with _reading(cluster, [t.partition for t in tables], 2):
+            sources = _cluster_tables(cluster, partition)
+            with _reading(cluster, [t.partition for t in sources], 2):
                 stats = export_records(
-                    _local_records(tables, prefix.encode(), include_tombstones, as_of_ms),
+                    _local_records(sources, prefix.encode(), include_tombstones, as_of_ms),
                     target,
                     fmt=fmt,
                     encoding=encoding,

@@ -251,7 +251,11 @@ class ClusterTopic:
         """Whether the topic's cleanup.policy has compact (True when the cluster does not say)."""
         if self._compacted is None:
             from confluent_kafka import KafkaException
-            from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # type: ignore[attr-defined]
+            from confluent_kafka.admin import (  # type: ignore[attr-defined]
+                AdminClient,
+                ConfigResource,
+                ResourceType,
+            )
 
             admin = AdminClient({**self._config, "bootstrap.servers": self.bootstrap})
             resource = ConfigResource(ResourceType.TOPIC, self.topic)
