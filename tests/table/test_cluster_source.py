@@ -206,6 +206,10 @@ def test_as_of_over_a_kafka_source_says_a_compacted_topic_may_be_incomplete(
 
 def test_kafka_source_errors_are_one_line(broker: InProcessBroker, cli: Cli, tmp_path: Path) -> None:
     bootstrap = broker.bootstrap_servers
+    broker.create_topic("nothing", 2, cleanup_policy="compact")
+    got = cli("table", "counts", f"kafka://{bootstrap}/nothing", "--timeout", "10", "-o", "json")
+    assert got.code == 0, got.err  # empty partitions end, they do not time out
+    assert [(p["live_keys"], p["indexed_to_offset"]) for p in got.json()["partitions"]] == [(0, 0), (0, 0)]
     got = cli("table", "scan", f"kafka://{bootstrap}/no-such-topic")
     assert got.code == 1 and f"topic 'no-such-topic' does not exist at {bootstrap}" in got.err
     got = cli("table", "counts", f"kafka://{bootstrap}")
