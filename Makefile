@@ -49,8 +49,8 @@ run: native
 	$(VENV)/bin/kompakt serve --data-dir $(DATA_DIR) --port $(PORT) --admin-port $(ADMIN_PORT)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests bench hatch_build.py
-	$(VENV)/bin/ruff format --check src tests bench hatch_build.py
+	$(VENV)/bin/ruff check src tests bench tools hatch_build.py
+	$(VENV)/bin/ruff format --check src tests bench tools hatch_build.py
 	$(VENV)/bin/mypy src/kompakt
 	$(VENV)/bin/lint-imports
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -16,7 +17,7 @@ from kompakt.backup.reader import RestoreSource
 from kompakt.backup.storage import FilesystemStorage
 from tests.support.serve import BrokerProcess
 
-from .conftest import backup_config, create_topic, produce
+from .conftest import COMPACT_CONFIGS, backup_config, create_topic, produce
 
 pytestmark = [pytest.mark.clients, pytest.mark.xdist_group("backup")]
 
@@ -116,3 +117,40 @@ def test_continuous_mode_until_stopped(broker: BrokerProcess, tmp_path: Path) ->
     assert isinstance(result, BackupResult), result
     assert result.manifest.status == "complete" and result.run.mode == "continuous"
     assert result.manifest.partitions[("cont", 1)].end_offset == 2
+
+
+def test_registering_as_a_reader_waits_for_a_coordinator_that_moves(
+    broker: BrokerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a multi-broker Kafka cluster the group's coordinator moves or loads (a broker stopped,
+    ``__consumer_offsets`` just created): the reader registration's commit met NOT_COORDINATOR
+    and the whole backup failed (found on Apache Kafka 4.1.2 by tools/realkafka_multibroker.py).
+    It is tried again, as librdkafka looks the coordinator up again after that answer."""
+    import confluent_kafka
+
+    from kompakt.backup import backup as backup_module
+
+    create_topic(broker, "moving", 1, COMPACT_CONFIGS)
+    produce(broker, "moving", [(b"k", b"v")])
+    refusals = {"left": 2}
+
+    class MovingCoordinator:
+        def __init__(self, conf: dict[str, object]) -> None:
+            self._consumer = confluent_kafka.Consumer(conf)
+
+        def commit(self, *args: object, **kwargs: object) -> object:
+            if refusals["left"]:
+                refusals["left"] -= 1
+                error = confluent_kafka.KafkaError(confluent_kafka.KafkaError.NOT_COORDINATOR)
+                raise confluent_kafka.KafkaException(error)
+            return self._consumer.commit(*args, **kwargs)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._consumer, name)
+
+    names = {n: getattr(confluent_kafka, n) for n in dir(confluent_kafka) if not n.startswith("__")}
+    names["Consumer"] = MovingCoordinator
+    monkeypatch.setattr(backup_module, "KAFKA", SimpleNamespace(**names))
+    result = run_backup(backup_config(broker, tmp_path, "moving", topics=["moving"]))
+    assert result.manifest.status == "complete" and refusals["left"] == 0
+    assert result.manifest.partitions[("moving", 0)].records == 1

@@ -367,3 +367,25 @@ def test_kafka_consumer_groups_delete_offsets(broker: BrokerProcess) -> None:
     unknown = run_cli(*tool, "--delete-offsets", "--group", "nobody", "--topic", "trimmed")
     assert unknown.code == 1 and "GROUP_ID_NOT_FOUND" in unknown.stdout
     assert run_cli(*tool, "--delete-offsets", "--group", "trimmers").code == 2  # --topic is required
+
+
+def test_delete_offsets_takes_the_next_bootstrap_server_when_the_first_is_down(broker: BrokerProcess) -> None:
+    """A bootstrap list names several brokers so that one being down does not matter: describe
+    (confluent-kafka) went on to the next, --delete-offsets (kompakt's own client) did not."""
+    import socket
+
+    ok(broker, "topic", "create", "trimmed-2")
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "trimmers-2"})
+    try:
+        consumer.commit(offsets=[TopicPartition("trimmed-2", 0, 0)], asynchronous=False)
+    finally:
+        consumer.close()
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        dead = probe.getsockname()[1]
+    servers = f"127.0.0.1:{dead},{broker.bootstrap}"
+    tool = ("kafka-consumer-groups", "--bootstrap-server", servers)
+    described = run_cli(*tool, "--describe", "--group", "trimmers-2")
+    assert described.code == 0 and "trimmed-2" in described.stdout
+    done = run_cli(*tool, "--delete-offsets", "--group", "trimmers-2", "--topic", "trimmed-2")
+    assert done.code == 0, done.stderr
+    assert "Request succeeded for deleting offsets from group trimmers-2." in done.stdout

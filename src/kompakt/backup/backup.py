@@ -107,6 +107,18 @@ class BackupResult:
         }
 
 
+#: Commit errors of a coordinator that is moving or loading: worth another try.
+_RETRIABLE_COMMIT = frozenset(
+    {
+        KAFKA.KafkaError.NOT_COORDINATOR,
+        KAFKA.KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KAFKA.KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KAFKA.KafkaError.REQUEST_TIMED_OUT,
+    }
+)
+_COMMIT_BACKOFF_S = 0.1
+
+
 class BackupRun:
     """Everything one ``kompakt backup`` run needs; :meth:`run` does it."""
 
@@ -199,20 +211,34 @@ class BackupRun:
         ]
         if offsets:
             try:
-                consumer.commit(offsets=offsets, asynchronous=False)
+                self._commit(consumer, offsets)
             except KAFKA.KafkaException as exc:
                 raise self.client.fail("cannot register the backup as a reader", exc) from None
             self._registered = {(t.topic, t.partition) for t in offsets}
+
+    def _commit(self, consumer: Any, offsets: list[Any]) -> None:
+        """A synchronous commit, tried again while the group's coordinator moves or loads (a
+        broker of a multi-broker cluster stopped, ``__consumer_offsets`` just created): the commit
+        fails with NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS, librdkafka looks the
+        coordinator up again, and the next try reaches it. Gives up after ``timeout_s``."""
+        deadline = self.clock.monotonic_ms() + self.client.timeout_s * 1000
+        while True:
+            try:
+                consumer.commit(offsets=offsets, asynchronous=False)
+                return
+            except KAFKA.KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                code = error.code() if isinstance(error, KAFKA.KafkaError) else None
+                if code not in _RETRIABLE_COMMIT or self.clock.monotonic_ms() >= deadline:
+                    raise
+            time.sleep(_COMMIT_BACKOFF_S)
 
     def _advance_registration(self, consumer: Any, state: _PartitionRun) -> None:
         entry = state.entry
         if (entry.topic, entry.partition) not in self._registered:
             return
         try:
-            consumer.commit(
-                offsets=[KAFKA.TopicPartition(entry.topic, entry.partition, entry.end_offset)],
-                asynchronous=False,
-            )
+            self._commit(consumer, [KAFKA.TopicPartition(entry.topic, entry.partition, entry.end_offset)])
         except KAFKA.KafkaException as exc:
             # The data is safe in the backup; the broker only holds from the older position.
             self.progress.message(

@@ -129,15 +129,38 @@ def resolve_broker_defaults(
     return BrokerDefaults(config, origins, skipped, unknown)
 
 
+@dataclass(frozen=True)
+class ClusterConfigs:
+    """What a running cluster says about a log directory's topics and its broker."""
+
+    topics: dict[str, dict[str, str]]
+    """Each known topic's own overrides (DescribeConfigs source ``DYNAMIC_TOPIC_CONFIG``)."""
+    broker: dict[str, tuple[str, str]]
+    """The broker's non-default values kompakt acts on, as ``{name: (value, origin)}``."""
+    unknown_topics: tuple[str, ...] = ()
+    """Topics the cluster does not know (deleted since, or another cluster's directory)."""
+    notes: tuple[str, ...] = ()
+
+
 def cluster_configs(
-    bootstrap: str, topics: list[str], timeout_s: float = 10.0
-) -> tuple[dict[str, dict[str, str]], dict[str, tuple[str, str]]]:
+    bootstrap: str,
+    topics: list[str],
+    timeout_s: float = 10.0,
+    *,
+    node_id: int | None = None,
+    cluster_id: str | None = None,
+) -> ClusterConfigs:
     """From a running cluster: each topic's own overrides, and the broker's non-default values.
 
-    The broker's values come from DescribeConfigs of the BROKER resource (the lowest broker id the
-    metadata lists), as ``{name: (value, origin)}``; only the names kompakt acts on are kept.
+    The broker's values come from DescribeConfigs of the BROKER resource of ``node_id`` (the
+    directory's own broker, from its ``meta.properties``): brokers of one cluster may differ
+    (``kafka-configs --entity-type brokers --entity-name 2 --alter``), and a topic without an
+    override takes the value of the broker whose directory it is. Without it, or when the
+    cluster has no such broker, the lowest broker id the metadata lists, with a note. Only the
+    names kompakt acts on are kept. A topic the cluster does not know is listed, not fatal: a
+    broker's directory may hold a topic deleted since.
     """
-    from confluent_kafka import KafkaException
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import (  # type: ignore[attr-defined]
         AdminClient,
         ConfigResource,
@@ -145,23 +168,48 @@ def cluster_configs(
         ResourceType,
     )
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout_s * 1000)})
+    from kompakt.cli.cluster import Cluster
+
+    # The shared client settings route librdkafka's own log lines into logging (shown with
+    # --debug), so a note of theirs never lands among the report's lines.
+    admin = AdminClient(Cluster(bootstrap, timeout_s).base_config())
     try:
         metadata = admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
         raise CliError(f"cannot reach the cluster at {bootstrap}: {exc.args[0]}") from None
+    notes: list[str] = []
+    if cluster_id is not None and metadata.cluster_id and metadata.cluster_id != cluster_id:
+        notes.append(
+            f"the directory belongs to cluster {cluster_id}, the one at {bootstrap} is "
+            f"{metadata.cluster_id}: its configs may not be this directory's"
+        )
     resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
     broker_ids = sorted(metadata.brokers)
     if broker_ids:
-        resources.append(ConfigResource(ResourceType.BROKER, str(broker_ids[0])))
+        chosen = node_id if node_id in broker_ids else broker_ids[0]
+        if node_id is not None and node_id != chosen:
+            notes.append(
+                f"the directory's node.id {node_id} is not a broker of the cluster at {bootstrap} "
+                f"(brokers {', '.join(map(str, broker_ids))}): broker configs are broker {chosen}'s"
+            )
+        resources.append(ConfigResource(ResourceType.BROKER, str(chosen)))
     topic_values: dict[str, dict[str, str]] = {}
     broker_values: dict[str, tuple[str, str]] = {}
+    unknown: list[str] = []
     for resource, future in admin.describe_configs(resources, request_timeout=timeout_s).items():
         try:
             entries: dict[str, Any] = future.result(timeout=timeout_s)
         except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if (
+                resource.restype == ResourceType.TOPIC
+                and isinstance(error, KafkaError)
+                and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+            ):
+                unknown.append(resource.name)
+                continue
             raise CliError(
-                f"describe configs of {resource.name or 'the broker'} at {bootstrap} failed: {exc.args[0]}"
+                f"describe configs of {resource.name or 'the broker'} at {bootstrap} failed: {error}"
             ) from None
         if resource.restype == ResourceType.BROKER:
             for name, entry in entries.items():
@@ -181,4 +229,4 @@ def cluster_configs(
             and entry.value is not None
             and entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
         }
-    return topic_values, broker_values
+    return ClusterConfigs(topic_values, broker_values, tuple(sorted(unknown)), tuple(notes))

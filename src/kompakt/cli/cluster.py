@@ -216,8 +216,13 @@ def decode_text(data: bytes | None) -> str | None:
     return None if data is None else data.decode("utf-8", errors="replace")
 
 
-def progress(total: float | None = None, console: Console | None = None) -> Progress:
+def progress(
+    total: float | None = None, console: Console | None = None, *, redirect_stdout: bool = True
+) -> Progress:
     """A progress display on stderr, shown only on a terminal so pipes and tests stay clean.
+
+    ``redirect_stdout=False`` for a command that writes its results to ``sys.stdout`` while the
+    bar shows: rich would otherwise route those writes through the stderr console.
 
     With a known total it shows the bar, done/total, the percentage and the time left (rich's
     estimate from the recent rate); without one, the count and the time so far.
@@ -239,4 +244,5 @@ def progress(total: float | None = None, console: Console | None = None) -> Prog
         console=target,
         transient=True,
         disable=not target.is_terminal,
+        redirect_stdout=redirect_stdout,
     )

@@ -24,7 +24,12 @@ import typer
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
 from kompakt.cleaner.readers import FixedPositions
-from kompakt.cli.broker_defaults import BrokerDefaults, cluster_configs, resolve_broker_defaults
+from kompakt.cli.broker_defaults import (
+    BrokerDefaults,
+    ClusterConfigs,
+    cluster_configs,
+    resolve_broker_defaults,
+)
 from kompakt.cli.kafka_dir import load_metadata, note, note_hidden_internal, stray_partitions
 from kompakt.cli.output import (
     CliError,
@@ -629,6 +634,37 @@ def cluster_readers(bootstrap: str, topics: list[str], timeout_s: float = 10.0) 
     return FixedPositions(offsets, registered, known={g.group_id for g in listing.valid})
 
 
+def _cluster_configs_of(
+    bootstrap: str, target: LogTarget, topics: list[str], timeout_s: float
+) -> ClusterConfigs:
+    """The cluster's configs for the directory's topics and for the directory's own broker (its
+    ``meta.properties`` node.id); topics the cluster does not know are said in a note."""
+    from kompakt.errors import CorruptCheckpointError
+    from kompakt.log.metadata_files import read_meta_properties
+
+    meta = None
+    if target.data_dir is not None:
+        try:
+            meta = read_meta_properties(target.data_dir)
+        except CorruptCheckpointError:
+            meta = None
+    found = cluster_configs(
+        bootstrap,
+        topics,
+        timeout_s,
+        node_id=None if meta is None else meta.node_id,
+        cluster_id=None if meta is None else meta.cluster_id,
+    )
+    for text in found.notes:
+        note(text)
+    if found.unknown_topics:
+        note(
+            f"the cluster at {bootstrap} does not know topic(s) {', '.join(found.unknown_topics)} "
+            "(deleted since, or another cluster's): explained without the cluster's configs"
+        )
+    return found
+
+
 @log_app.command("explain")
 def explain_command(
     path: Annotated[Path, typer.Argument(help="A partition directory or a data directory.")],
@@ -669,10 +705,10 @@ def explain_command(
     stray_partitions(metadata, partitions)
     cluster: dict[str, dict[str, str]] = {}
     cluster_broker: dict[str, tuple[str, str]] = {}
+    topics = sorted({p.topic for p in partitions})
     if bootstrap is not None:
-        cluster, cluster_broker = cluster_configs(
-            bootstrap, sorted({p.topic for p in partitions}), bootstrap_timeout
-        )
+        found = _cluster_configs_of(bootstrap, target, topics, bootstrap_timeout)
+        cluster, cluster_broker = found.topics, found.broker
     defaults = resolve_broker_defaults(
         server_properties=server_properties,
         data_dir=target.data_dir,
@@ -684,7 +720,7 @@ def explain_command(
     _note_skipped(defaults)
     readers: FixedPositions | None = None
     if bootstrap is not None:
-        readers = cluster_readers(bootstrap, sorted({p.topic for p in partitions}), bootstrap_timeout)
+        readers = cluster_readers(bootstrap, topics, bootstrap_timeout)
     reports = []
     sources = []
     for part in partitions:

@@ -1,11 +1,13 @@
 """``kompakt table get|scan|counts|export|diff``: a compacted topic read as a table.
 
 The answer is the latest record per key, as a ``read_committed`` consumer replaying the topic from
-its start would end with (tombstoned keys are absent). Every command reads either a running
-broker through its admin endpoint (``--admin-url``, the default) or, with ``--log-dir``, a log
-directory on disk: a kompakt data directory or an Apache Kafka log directory, read-only.
-``table diff`` compares two sources: topics on any Kafka-compatible cluster, log directories and
-kompakt backups.
+its start would end with (tombstoned keys are absent). Every command reads a running kompakt
+broker through its admin endpoint (``--admin-url``, the default); with ``--log-dir``, a log
+directory on disk (a kompakt data directory or an Apache Kafka log directory, read-only); or with
+``kafka://HOST:PORT/TOPIC`` as the topic (or ``--bootstrap HOST:PORT``), a topic on any Kafka
+cluster, read by a ``read_committed`` consumer (:mod:`kompakt.table.cluster`), with a progress bar
+on a terminal. All three give the same rows. ``table diff`` compares two sources: topics on any
+Kafka-compatible cluster, log directories and kompakt backups.
 
 Exit codes: 0, 1 for a key that is absent (``get``) or sources that differ (``diff``) and for
 failures, 2 for usage errors.
@@ -14,9 +16,10 @@ failures, 2 for usage errors.
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -26,8 +29,10 @@ from kompakt.admin.client import DEFAULT_ADMIN_URL, AdminClient
 from kompakt.cli.output import CliError, CliUsageError, OutputFormat, console, emit_json, emit_table
 
 if TYPE_CHECKING:
+    from kompakt.table.cluster import ClusterTopic
     from kompakt.table.partition import PartitionTable
     from kompakt.table.records import TableRecord
+    from kompakt.table.service import TableSource
 
 table_app = typer.Typer(help="A compacted topic as a table: look up, scan, count, export, diff.")
 
@@ -44,6 +49,17 @@ AsOfOpt = Annotated[
     str | None, typer.Option("--as-of", help="The table as of this time (epoch ms or ISO-8601).")
 ]
 EncodingOpt = Annotated[str, typer.Option("--key-encoding", help="How KEY is given: utf8, base64 or hex.")]
+BootstrapOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--bootstrap",
+        help="Read the topic from a Kafka cluster (HOST:PORT) with a read_committed consumer; "
+        "the same as giving the topic as kafka://HOST:PORT/TOPIC.",
+    ),
+]
+TimeoutOpt = Annotated[
+    float, typer.Option("--timeout", min=0.1, help="Seconds a cluster may stay silent (kafka:// sources).")
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -69,6 +85,72 @@ def _key(text: str, encoding: str) -> bytes:
         return decode_key(text, encoding)
     except ArgumentError as exc:
         raise CliUsageError(str(exc)) from None
+
+
+def _cluster(
+    topic: str, bootstrap: str | None, log_dir: Path | None, timeout_s: float
+) -> tuple[str, ClusterTopic | None]:
+    """The topic's name and, for ``kafka://HOST:PORT/TOPIC`` or ``--bootstrap``, the cluster to read."""
+    from kompakt.table.cluster import SCHEME, ClusterTopic, parse_source
+
+    if topic.startswith(SCHEME):
+        try:
+            given, name = parse_source(topic)
+        except ValueError as exc:
+            raise CliUsageError(str(exc)) from None
+        if name is None:
+            raise CliUsageError(f"{topic!r} names no topic: give kafka://HOST:PORT/TOPIC")
+        if bootstrap is not None and bootstrap != given:
+            raise CliUsageError(f"give the cluster once: {topic!r} or --bootstrap {bootstrap}")
+        topic, bootstrap = name, given
+    if bootstrap is None:
+        return topic, None
+    if log_dir is not None:
+        raise CliUsageError("give one source: a cluster (kafka:// or --bootstrap) or --log-dir")
+    from kompakt.cli.cluster import Cluster
+
+    config = Cluster(bootstrap, timeout_s).base_config()
+    config.pop("error_cb", None)
+    return topic, ClusterTopic(bootstrap, topic, timeout_s=timeout_s, config=config)
+
+
+@contextlib.contextmanager
+def _reading(source: ClusterTopic, partitions: Sequence[int], passes: int) -> Iterator[None]:
+    """A progress bar on stderr (a terminal only) while ``partitions`` are read ``passes`` times;
+    cluster errors become one error line."""
+    from kompakt.cli.cluster import progress
+    from kompakt.table.cluster import ClusterSourceError
+
+    try:
+        total = source.span(partitions) * passes
+        with progress(total, redirect_stdout=False) as bar:
+            task = bar.add_task(f"reading {source.topic} from {source.bootstrap}", total=total)
+            source.on_progress = lambda n: bar.advance(task, n)
+            try:
+                yield
+            finally:
+                source.on_progress = None
+    except ClusterSourceError as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        source.close()
+
+
+def _cluster_tables(source: ClusterTopic, partition: int | None) -> list[TableSource]:
+    from kompakt.table.cluster import ClusterSourceError
+
+    try:
+        tables: list[TableSource] = list(source.tables())
+    except ClusterSourceError as exc:
+        source.close()
+        raise CliError(str(exc)) from None
+    if partition is not None and partition not in {t.partition for t in tables}:
+        source.close()
+        raise CliError(
+            f"{source.topic}: partition {partition} is not here "
+            f"(have {', '.join(str(t.partition) for t in tables)})"
+        )
+    return [t for t in tables if partition is None or t.partition == partition]
 
 
 def _offline(log_dir: Path, topic: str) -> list[PartitionTable]:
@@ -128,18 +210,47 @@ def get_command(
         typer.Option(
             "--partitioner",
             help="Where the key lives: murmur2 (the Java client's default), crc32 (librdkafka's), "
-            "or any (every partition). Default: murmur2 on a broker, any with --log-dir.",
+            "or any (every partition). Default: murmur2 on a broker or a cluster, any with --log-dir.",
         ),
     ] = None,
     as_of: AsOfOpt = None,
     admin_url: UrlOpt = DEFAULT_ADMIN_URL,
     log_dir: LogDirOpt = None,
+    bootstrap: BootstrapOpt = None,
+    timeout_s: TimeoutOpt = 30.0,
     output: OutputOpt = OutputFormat.TABLE,
 ) -> None:
-    """The latest value of KEY in TOPIC (exit code 1 when the key is absent or tombstoned)."""
+    """The latest value of KEY in TOPIC (exit code 1 when the key is absent or tombstoned).
+
+    TOPIC may be kafka://HOST:PORT/TOPIC: only the key's partition is read."""
     key_bytes = _key(key, key_encoding)
     as_of_ms = _as_of(as_of)
-    if log_dir is not None:
+    topic, cluster = _cluster(topic, bootstrap, log_dir, timeout_s)
+    if cluster is not None:
+        from kompakt.table import service
+        from kompakt.table.views import ArgumentError
+
+        every = _cluster_tables(cluster, None)
+        chosen_by = partitioner or "murmur2"
+        try:
+            chosen = service.choose_partitions(every, key_bytes, partition, chosen_by, len(every))
+            with _reading(cluster, [t.partition for t in chosen], 1):
+                data = service.lookup(
+                    topic,
+                    every,
+                    key_bytes,
+                    partition=partition,
+                    partitioner=chosen_by,
+                    partition_count=len(every),
+                    as_of_ms=as_of_ms,
+                )
+        except ArgumentError as exc:
+            cluster.close()
+            raise CliUsageError(str(exc)) from None
+        except LookupError as exc:
+            cluster.close()
+            raise CliError(f"{topic}: {exc}") from None
+    elif log_dir is not None:
         from kompakt.table import service
         from kompakt.table.views import ArgumentError
 
@@ -219,19 +330,26 @@ def _record_of(row: dict[str, Any]) -> TableRecord:
     )
 
 
-def _local_rows(
-    tables: list[PartitionTable], prefix: bytes, include_tombstones: bool, as_of_ms: int | None
-) -> Iterator[dict[str, Any]]:
+def _local_records(
+    tables: Sequence[TableSource], prefix: bytes, include_tombstones: bool, as_of_ms: int | None
+) -> Iterator[TableRecord]:
     from kompakt.table import service
-    from kompakt.table.views import record_json
 
     infos: list[Any] = []
-    for record in service.iter_rows(
+    yield from service.iter_rows(
         tables, prefix=prefix, include_tombstones=include_tombstones, as_of_ms=as_of_ms, infos=infos
-    ):
-        yield record_json(record)
+    )
     for _, info in infos:
         _pending_notes.append(info.to_json())
+
+
+def _local_rows(
+    tables: Sequence[TableSource], prefix: bytes, include_tombstones: bool, as_of_ms: int | None
+) -> Iterator[dict[str, Any]]:
+    from kompakt.table.views import record_json
+
+    for record in _local_records(tables, prefix, include_tombstones, as_of_ms):
+        yield record_json(record)
 
 
 @table_app.command("scan")
@@ -247,15 +365,25 @@ def scan_command(
     as_of: AsOfOpt = None,
     admin_url: UrlOpt = DEFAULT_ADMIN_URL,
     log_dir: LogDirOpt = None,
+    bootstrap: BootstrapOpt = None,
+    timeout_s: TimeoutOpt = 30.0,
     output: OutputOpt = OutputFormat.TABLE,
 ) -> None:
-    """The latest record of every key, partition by partition in offset order (JSON: one per line)."""
+    """The latest record of every key, partition by partition in offset order (JSON: one per line).
+
+    TOPIC may be kafka://HOST:PORT/TOPIC (each partition is read twice: the keys, then the rows)."""
     prefix_bytes = _key(prefix, key_encoding) if prefix else b""
     as_of_ms = _as_of(as_of)
     _pending_notes.clear()
-    if log_dir is not None:
-        tables = [t for t in _offline(log_dir, topic) if partition is None or t.partition == partition]
+    topic, cluster = _cluster(topic, bootstrap, log_dir, timeout_s)
+    reading: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if cluster is not None:
+        tables = _cluster_tables(cluster, partition)
+        reading = _reading(cluster, [t.partition for t in tables], 2)
         rows = _local_rows(tables, prefix_bytes, include_tombstones, as_of_ms)
+    elif log_dir is not None:
+        local = [t for t in _offline(log_dir, topic) if partition is None or t.partition == partition]
+        rows = _local_rows(local, prefix_bytes, include_tombstones, as_of_ms)
     else:
         rows = _remote_rows(
             AdminClient(admin_url),
@@ -269,13 +397,14 @@ def scan_command(
     shown: list[dict[str, Any]] = []
     import json
 
-    for n, row in enumerate(rows):
-        if limit is not None and n >= limit:
-            break
-        if output is OutputFormat.JSON:
-            sys.stdout.write(json.dumps(row) + "\n")
-        else:
-            shown.append(_row(row))
+    with reading:
+        for n, row in enumerate(rows):
+            if limit is not None and n >= limit:
+                break
+            if output is OutputFormat.JSON:
+                sys.stdout.write(json.dumps(row) + "\n")
+            else:
+                shown.append(_row(row))
     if output is not OutputFormat.JSON:
         emit_table(shown, title=f"{topic}: {len(shown)} keys")
         for note in _pending_notes[:1]:
@@ -288,14 +417,25 @@ def counts_command(
     partition: PartitionOpt = None,
     admin_url: UrlOpt = DEFAULT_ADMIN_URL,
     log_dir: LogDirOpt = None,
+    bootstrap: BootstrapOpt = None,
+    timeout_s: TimeoutOpt = 30.0,
     output: OutputOpt = OutputFormat.TABLE,
 ) -> None:
-    """Live keys and tombstones per partition, and the memory the key index takes."""
-    if log_dir is not None:
+    """Live keys and tombstones per partition, and the memory the key index takes.
+
+    TOPIC may be kafka://HOST:PORT/TOPIC (the index is built as the broker builds it)."""
+    topic, cluster = _cluster(topic, bootstrap, log_dir, timeout_s)
+    if cluster is not None:
         from kompakt.table import service
 
-        tables = [t for t in _offline(log_dir, topic) if partition is None or t.partition == partition]
-        data = service.counts(topic, tables)
+        tables = _cluster_tables(cluster, partition)
+        with _reading(cluster, [t.partition for t in tables], 1):
+            data = service.counts(topic, tables)
+    elif log_dir is not None:
+        from kompakt.table import service
+
+        local = [t for t in _offline(log_dir, topic) if partition is None or t.partition == partition]
+        data = service.counts(topic, local)
     else:
         data = AdminClient(admin_url).table_counts(topic, partition)
     if output is OutputFormat.JSON:
@@ -332,16 +472,30 @@ def export_command(
     as_of: AsOfOpt = None,
     admin_url: UrlOpt = DEFAULT_ADMIN_URL,
     log_dir: LogDirOpt = None,
+    bootstrap: BootstrapOpt = None,
+    timeout_s: TimeoutOpt = 30.0,
     output: OutputOpt = OutputFormat.TABLE,
 ) -> None:
-    """Write the latest record of every key to a Parquet, JSON lines or CSV file."""
+    """Write the latest record of every key to a Parquet, JSON lines or CSV file.
+
+    TOPIC may be kafka://HOST:PORT/TOPIC (each partition is read twice: the keys, then the rows)."""
     from kompakt.table.export import ExportError, export_records, export_tables
 
     as_of_ms = _as_of(as_of)
     target: Any = sys.stdout.buffer if str(out) == "-" else out
     _pending_notes.clear()
+    topic, cluster = _cluster(topic, bootstrap, log_dir, timeout_s)
     try:
-        if log_dir is not None:
+        if cluster is not None:
+            sources = _cluster_tables(cluster, partition)
+            with _reading(cluster, [t.partition for t in sources], 2):
+                stats = export_records(
+                    _local_records(sources, prefix.encode(), include_tombstones, as_of_ms),
+                    target,
+                    fmt=fmt,
+                    encoding=encoding,
+                )
+        elif log_dir is not None:
             tables = [t for t in _offline(log_dir, topic) if partition is None or t.partition == partition]
             stats = export_tables(
                 tables,

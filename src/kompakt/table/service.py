@@ -1,16 +1,17 @@
 """Table operations over the partitions of one topic, as JSON data: lookups, scan pages, counts.
 
-The admin endpoint (live tables) and ``kompakt table … --log-dir`` (offline tables) call the same
-functions, so both answer alike.
+The admin endpoint (live tables), ``kompakt table … --log-dir`` (offline tables) and ``kompakt
+table … kafka://HOST:PORT/TOPIC`` (a topic read by a consumer, :mod:`kompakt.table.cluster`) call
+the same functions, so all three answer alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from kompakt.table.index import KeyIndex
-from kompakt.table.partition import AsOfInfo, Lookup, PartitionTable
+from kompakt.table.partition import AsOfInfo, Counts, Lookup
 from kompakt.table.partitioner import PARTITIONERS, partition_for
 from kompakt.table.records import TableRecord
 from kompakt.table.views import ArgumentError, lookup_json, record_json
@@ -21,17 +22,44 @@ DEFAULT_PAGE: Final = 1000
 MAX_PAGE: Final = 10_000
 
 
-def _by_partition(tables: Sequence[PartitionTable]) -> dict[int, PartitionTable]:
+class TableSource(Protocol):
+    """What the operations read of one partition: a
+    :class:`~kompakt.table.partition.PartitionTable` (live or on disk) or a partition of a topic on
+    a cluster (:class:`~kompakt.table.cluster.ClusterPartition`)."""
+
+    @property
+    def partition(self) -> int: ...
+
+    def lookup(self, key: bytes) -> Lookup: ...
+
+    def lookup_as_of(self, key: bytes, as_of_ms: int) -> tuple[Lookup, AsOfInfo]: ...
+
+    def as_of(self, as_of_ms: int) -> tuple[KeyIndex, AsOfInfo]: ...
+
+    def counts(self) -> Counts: ...
+
+    def scan(
+        self,
+        *,
+        prefix: bytes = b"",
+        include_tombstones: bool = False,
+        from_offset: int = 0,
+        index: KeyIndex | None = None,
+        end_offset: int | None = None,
+    ) -> Iterator[TableRecord]: ...
+
+
+def _by_partition(tables: Sequence[TableSource]) -> dict[int, TableSource]:
     return {t.partition: t for t in tables}
 
 
 def choose_partitions(
-    tables: Sequence[PartitionTable],
+    tables: Sequence[TableSource],
     key: bytes,
     partition: int | None,
     partitioner: str,
     partition_count: int,
-) -> list[PartitionTable]:
+) -> list[TableSource]:
     """The tables a lookup of ``key`` reads: the one given, the partitioner's, or all of them."""
     by = _by_partition(tables)
     if partition is None and partitioner == ANY_PARTITION:
@@ -52,7 +80,7 @@ def choose_partitions(
 
 def lookup(
     topic: str,
-    tables: Sequence[PartitionTable],
+    tables: Sequence[TableSource],
     key: bytes,
     *,
     partition: int | None = None,
@@ -65,7 +93,7 @@ def lookup(
         partition_count if partition_count is not None else max((t.partition for t in tables), default=-1) + 1
     )
     chosen = choose_partitions(tables, key, partition, partitioner, count)
-    answers: list[tuple[PartitionTable, Lookup, AsOfInfo | None]] = []
+    answers: list[tuple[TableSource, Lookup, AsOfInfo | None]] = []
     for table in chosen:
         if as_of_ms is None:
             answers.append((table, table.lookup(key), None))
@@ -96,7 +124,7 @@ def _merge_as_of(infos: Sequence[AsOfInfo]) -> dict[str, Any]:
 
 
 def iter_rows(
-    tables: Sequence[PartitionTable],
+    tables: Sequence[TableSource],
     *,
     prefix: bytes = b"",
     include_tombstones: bool = False,
@@ -128,7 +156,7 @@ def iter_rows(
 
 def scan_page(
     topic: str,
-    tables: Sequence[PartitionTable],
+    tables: Sequence[TableSource],
     *,
     prefix: bytes = b"",
     include_tombstones: bool = False,
@@ -166,7 +194,7 @@ def scan_page(
     return out
 
 
-def counts(topic: str, tables: Sequence[PartitionTable]) -> dict[str, Any]:
+def counts(topic: str, tables: Sequence[TableSource]) -> dict[str, Any]:
     """Live keys and tombstones per partition, the totals, and the index memory."""
     parts = [t.counts().to_json() for t in sorted(tables, key=lambda t: t.partition)]
     live = sum(int(p["live_keys"]) for p in parts)
