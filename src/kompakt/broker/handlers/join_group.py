@@ -38,7 +38,11 @@ class _Request(Protocol):
 def handle(ctx: RequestContext, request: codec.RequestPayload) -> Deferred[codec.ResponsePayload]:
     req = cast(_Request, request)
     session_timeout_ms = codec.duration_ms(req.session_timeout)
-    rebalance: datetime.timedelta | None = getattr(req, "rebalance_timeout", None)
+    # v0 has no rebalance timeout: the session timeout stands for it (JoinGroupRequest's
+    # maybeOverrideRebalanceTimeout); the view's -1 is only the schema default.
+    rebalance: datetime.timedelta | None = None
+    if ctx.api_version >= 1:
+        rebalance = getattr(req, "rebalance_timeout", None)
     join = JoinRequest(
         group_id=req.group_id,
         member_id=req.member_id,
