@@ -249,7 +249,7 @@ def _response_default(f: _Field, entity: _Entity) -> str | None:
         if version not in f.versions:
             continue
         default = f.defaults[version]
-        if default is not MISSING and f.entity is not None:
+        if default is not MISSING and f.entity is not None and not f.is_array:
             return "UNSET"  # a nested entity's default (Fetch's diverging_epoch): kio's own value
         if default is not MISSING:
             per_version.add(_literal(default, f, False))

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from kompakt.protocol.apis import VersionRange
-from kompakt.protocol.messages import UNSET, Message
+from kompakt.protocol.messages import Message
 
 API_KEY = 18
 VERSIONS = VersionRange(0, 4)
@@ -49,9 +49,9 @@ class ApiVersionsResponse(Message):
         error_code: int,
         api_keys: Sequence[ApiVersion],
         throttle_time: int = 0,
-        supported_features: Sequence[SupportedFeatureKey] = UNSET,
+        supported_features: Sequence[SupportedFeatureKey] = (),
         finalized_features_epoch: int = -1,
-        finalized_features: Sequence[FinalizedFeatureKey] = UNSET,
+        finalized_features: Sequence[FinalizedFeatureKey] = (),
         zk_migration_ready: bool = False,
     ) -> None:
         self.error_code = error_code
