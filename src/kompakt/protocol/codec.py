@@ -165,6 +165,7 @@ class FileRange(Protocol):
 Chunks: TypeAlias = list[bytes | bytearray | memoryview | FileRange]
 
 _PEEK = struct.Struct(">hhi")
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _SIZE = struct.Struct(">i")
 
 
@@ -563,9 +564,9 @@ def _convert(plan: _FieldPlan, value: object, zero_fill: bool) -> object:
         case "timedelta_i32" | "timedelta_i64" if isinstance(value, int):
             return datetime.timedelta(milliseconds=value)
         case "datetime_i64" if isinstance(value, int):
-            if value < 0:
-                return None
-            return datetime.datetime.fromtimestamp(value / 1000, tz=datetime.UTC)
+            if value < 0 and plan.nullable:
+                return None  # -1, "no time", is null where the field may be
+            return _EPOCH + datetime.timedelta(milliseconds=value)
     return value
 
 
