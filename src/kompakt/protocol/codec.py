@@ -23,10 +23,16 @@ write to a peer on the same host). The response header version comes from the
 response class (``__header_schema__``), which already knows that ApiVersions always answers with
 header v0.
 
-Building (:func:`build`, :func:`build_response`): handlers describe a response as nested mappings
-holding the union of the fields of every version they serve; the builder keeps only the fields the
-target version has and converts plain values (``int`` error codes and millisecond durations) to kio's
-types. One handler body therefore serves every version of its API.
+The typed seam (:func:`request_view`, :func:`from_message`): one handler body serves every version
+of its API. It reads the request as its API's view in :mod:`kompakt.protocol.messages` (the decoded
+kio object itself when its version has every field, a filled-in copy otherwise) and answers with
+that module's response classes, which hold the union of the fields of every served version; the
+builder keeps only the fields the target version has and converts plain values (``int`` error
+codes, millisecond durations and timestamps) to kio's types.
+
+Building from mappings (:func:`build`, :func:`build_response`), for clients, tests and generic error
+answers: the same conversion from nested mappings, where a key that *no* version of the message has
+is refused (a misspelling), and a key only other versions have is dropped.
 """
 
 # ruff: noqa: E402 - kio is imported after hiding hypothesis from it (see _hide_hypothesis)
