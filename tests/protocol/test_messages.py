@@ -44,15 +44,12 @@ FETCH = {
 def test_a_misspelt_response_key_is_refused_not_dropped() -> None:
     """A mapping key that no version of the message has used to vanish: ``error_mesage`` left
     ``error_message`` null on the wire and nothing complained."""
-    request = codec.build(
-        codec.request_class(ApiKey.CREATE_PARTITIONS, 3),
-        {"topics": [], "timeout": 1000, "validate_only": False},
-    )
+    response_class = codec.response_class(ApiKey.CREATE_PARTITIONS, 3)
     misspelt = {"results": [{"name": "t", "error_code": 37, "error_mesage": "too few partitions"}]}
     with pytest.raises(
         ValueError, match="no field 'error_mesage' in any version.*did you mean 'error_message'"
     ):
-        codec.build_response(request, misspelt)
+        codec.build(response_class, misspelt)
 
 
 def test_a_key_of_another_version_is_dropped() -> None:

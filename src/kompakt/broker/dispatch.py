@@ -17,7 +17,6 @@ import importlib
 import pkgutil
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import cast
 
 from kompakt.broker import handlers as _handlers_package
 from kompakt.broker.context import Broker, HandlerResult, HandlerSpec, RequestContext
@@ -114,7 +113,7 @@ class Dispatcher:
 
 
 def _payload(answer: object, response_class: type[codec.ResponsePayload]) -> codec.ResponsePayload:
-    """kio's response from a handler's answer: its typed message, or already kio's class."""
-    if isinstance(answer, Message):
-        return codec.from_message(answer, response_class)
-    return cast(codec.ResponsePayload, answer)
+    """kio's response for the version asked, from the handler's typed message."""
+    if not isinstance(answer, Message):
+        raise TypeError(f"a handler answered {type(answer).__name__}, not its API's response message")
+    return codec.from_message(answer, response_class)

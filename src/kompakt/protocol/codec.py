@@ -30,9 +30,9 @@ that module's response classes, which hold the union of the fields of every serv
 builder keeps only the fields the target version has and converts plain values (``int`` error
 codes, millisecond durations and timestamps) to kio's types.
 
-Building from mappings (:func:`build`, :func:`build_response`), for clients, tests and generic error
-answers: the same conversion from nested mappings, where a key that *no* version of the message has
-is refused (a misspelling), and a key only other versions have is dropped.
+Building from mappings (:func:`build`), for clients, tests and generic error answers: the same
+conversion from nested mappings, where a key that *no* version of the message has is refused (a
+misspelling), and a key only other versions have is dropped.
 """
 
 # ruff: noqa: E402 - kio is imported after hiding hypothesis from it (see _hide_hypothesis)
@@ -130,7 +130,6 @@ __all__ = [
     "api_name",
     "build",
     "build_message",
-    "build_response",
     "close_chunks",
     "decode_request",
     "decode_response",
@@ -646,12 +645,6 @@ def build(cls: type[E], values: Mapping[str, object], *, zero_fill: bool = False
     return cls(**kwargs)
 
 
-def build_response(request: RequestPayload, values: Mapping[str, object]) -> ResponsePayload:
-    """Build the response matching ``request``'s api key and version from a mapping (see :func:`build`)."""
-    cls = load_response_schema(request.__api_key__, request.__version__)
-    return build(cls, values)
-
-
 # --------------------------------------------------------------------------------------------------
 # The typed seam (kompakt.protocol.messages): requests as views, responses from messages
 
@@ -670,13 +663,7 @@ def request_view(body: RequestPayload, view: type) -> object:
     fields it has, plus the view's stated value for each field its version lacks.
     """
     convert = _view_converter(type(body), view)
-    if convert is None:
-        return body
-    copy = convert(body)
-    # The api key and version kio's classes carry, for build_response(view, mapping).
-    setattr(copy, "__api_key__", body.__api_key__)  # noqa: B010 - names that a class body would mangle
-    setattr(copy, "__version__", body.__version__)  # noqa: B010
-    return copy
+    return body if convert is None else convert(body)
 
 
 _MESSAGES = "kompakt.protocol.messages."
