@@ -155,3 +155,20 @@ def test_a_typed_handler_answers_every_version_through_the_dispatcher() -> None:
     assert call(dispatcher, ApiKey.FIND_COORDINATOR, 4, values).coordinators[0].node_id == 9
     assert seen == [(0, "g"), (1, "g"), (2, "g"), (3, "g"), (4, "g,h")]
     assert dispatcher.decode(request_frame(ApiKey.FIND_COORDINATOR, 4, values)).api_version == 4
+
+
+def test_an_answer_that_is_not_a_message_is_refused() -> None:
+    """Every handler answers with its API's typed message; kio's classes or mappings would bypass
+    the checks, so the dispatcher does not take them."""
+
+    def untyped(ctx: RequestContext, request: object) -> Any:
+        return codec.build(codec.response_class(ApiKey.HEARTBEAT, 4), {"error_code": 0})
+
+    table = dict(HANDLERS)
+    table[ApiKey.HEARTBEAT] = HandlerSpec(ApiKey.HEARTBEAT, 0, 4, untyped)
+    dispatcher = Dispatcher(Broker.create(), table)
+    request = dispatcher.decode(
+        request_frame(ApiKey.HEARTBEAT, 4, {"group_id": "g", "generation_id": 1, "member_id": "m"})
+    )
+    with pytest.raises(TypeError, match="not its API's response message"):
+        dispatcher.call(dispatcher.context(request, "127.0.0.1"), request.body)
