@@ -19,7 +19,7 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.fetch_waiters import FetchWaiters
@@ -32,7 +32,7 @@ from kompakt.config.broker import BrokerConfig
 from kompakt.config.groups import GroupConfigs
 from kompakt.log.manager import LogManager
 from kompakt.protocol.apis import VersionRange
-from kompakt.protocol.codec import RequestPayload, ResponsePayload
+from kompakt.protocol.codec import ResponsePayload
 
 log = logging.getLogger(__name__)
 
@@ -278,15 +278,21 @@ class RequestContext:
     api_versions: Mapping[int, VersionRange] = field(default_factory=dict)
 
 
-#: A handler's answer: a response now, a response later, or none at all (Produce with acks=0).
+#: What the dispatcher hands back: kio's response now, later, or none at all (Produce with acks=0).
 HandlerResult: TypeAlias = ResponsePayload | Deferred[ResponsePayload] | None
-Handler: TypeAlias = Callable[[RequestContext, RequestPayload], HandlerResult]
+
+#: A handler: ``(ctx, request view) -> typed response | Deferred[typed response] | None``. The view
+#: and response types are those of the API's module in :mod:`kompakt.protocol.messages`, which the
+#: handler's own signature names (and mypy checks there); the table holds every API's handler.
+Handler: TypeAlias = Callable[[RequestContext, Any], object]
 
 
 @dataclass(frozen=True, slots=True)
 class HandlerSpec:
     """One API the broker serves. Each handler module exposes one as ``SPEC``.
 
+    The dispatcher hands the handler the request as its API's typed view and converts the typed
+    answer (now, or when a :class:`Deferred` settles) to kio's class for the version asked.
     ``blocking`` handlers (storage I/O) are run by the server in a worker thread.
     """
 
