@@ -4,7 +4,8 @@ Each owner keeps its definitions (name, type, default, validator, documentation)
 cross-field rules in its own module: :mod:`~kompakt.config.log_defs` (topic configs and their
 ``log.*`` synonyms, the cleaner), :mod:`~kompakt.config.group_defs` (the group coordinator, and the
 configs of one group), :mod:`~kompakt.config.txn_defs` (transactions and producer ids) and
-:mod:`~kompakt.config.server_defs` (listeners, node id, sizes). Every other Kafka 4.1 broker
+:mod:`~kompakt.config.server_defs` (listeners, node id, sizes) and
+:mod:`~kompakt.config.authorizer_defs` (the authorizer, super users). Every other Kafka 4.1 broker
 config comes from :mod:`~kompakt.config.kafka`: accepted, described, and without effect.
 
 The typed settings each owner runs with (``CleanerSettings``, ``GroupConfig``, ``TxnConfig``...)
@@ -14,6 +15,7 @@ once, in its table.
 
 from __future__ import annotations
 
+from kompakt.config.authorizer_defs import AUTHORIZER_BROKER_DEFS
 from kompakt.config.defs import ConfigDef, ConfigValue, bool_value, int_value, list_value, str_value
 from kompakt.config.group_defs import GROUP_BROKER_DEFS
 from kompakt.config.kafka import config_def_of, kafka_broker_configs
@@ -56,6 +58,7 @@ KOMPAKT_BROKER_CONFIGS: dict[str, ConfigDef] = {
         *TXN_BROKER_DEFS,
         *SERVER_BROKER_DEFS,
         *GROUP_BROKER_DEFS,
+        *AUTHORIZER_BROKER_DEFS,
     )
 }
 
