@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Self
 
 #: The name every ACL on the cluster resource carries (Kafka's ``Resource.CLUSTER_NAME``).
 CLUSTER_NAME = "kafka-cluster"
@@ -19,7 +20,7 @@ WILDCARD_PRINCIPAL = "User:*"
 
 class _Coded(enum.IntEnum):
     @classmethod
-    def from_code(cls, code: int) -> _Coded:
+    def from_code(cls, code: int) -> Self:
         try:
             return cls(code)
         except ValueError:
@@ -145,7 +146,7 @@ class AclBindingFilter:
 
     def unknown_reason(self) -> str | None:
         """Why DeleteAcls refuses this filter (``AclControlManager.validateFilter``), or None."""
-        if ResourceType.UNKNOWN in (self.resource_type,) or self.pattern_type == PatternType.UNKNOWN:
+        if self.resource_type == ResourceType.UNKNOWN or self.pattern_type == PatternType.UNKNOWN:
             return "Unknown patternFilter."
         if self.operation == AclOperation.UNKNOWN or self.permission == PermissionType.UNKNOWN:
             return "Unknown entryFilter."

@@ -9,6 +9,7 @@ client to generate its member id. An error answers with the error code and messa
 
 from __future__ import annotations
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.error_codes import error_code_for
 from kompakt.broker.groups.consumer.heartbeat import HeartbeatRequest
@@ -28,6 +29,18 @@ def _error(error: codec.ErrorCode, message: str | None) -> m.ConsumerGroupHeartb
 def handle(ctx: RequestContext, request: m.ConsumerGroupHeartbeatRequest) -> m.ConsumerGroupHeartbeatResponse:
     if "consumer" not in ctx.broker.broker_config.get_list("group.coordinator.rebalance.protocols"):
         return _error(codec.ErrorCode.unsupported_version, "The consumer group protocol is disabled.")
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _error(codec.ErrorCode.group_authorization_failed, None)
+    unauthorized = sorted(
+        name
+        for name in request.subscribed_topic_names or ()
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+    )
+    if unauthorized:
+        return _error(
+            codec.ErrorCode.topic_authorization_failed,
+            f"The group is subscribed to topics the member may not describe: {', '.join(unauthorized)}",
+        )
     heartbeat = HeartbeatRequest(
         group_id=request.group_id,
         member_id=request.member_id,
