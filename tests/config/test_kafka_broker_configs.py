@@ -27,6 +27,8 @@ def test_every_kafka_broker_config_is_known() -> None:
         "log.message.format.version",  # kept from Kafka 3.9
         "kompakt.tombstone.retain.for.groups",  # kompakt's own (the reader hold)
         "kompakt.tombstone.max.hold.ms",
+        "super.users",  # StandardAuthorizer's own configs, read from the broker's properties
+        "allow.everyone.if.no.acl.found",
     }
     for name in (
         "sasl.kerberos.min.time.before.relogin",

@@ -320,7 +320,9 @@ class RequestContext:
         authorizer = self.broker.authorizer
         if authorizer is None:
             return True
-        return authorizer.authorize_by_resource_type(str(self.principal), self.client_host, operation, resource_type)
+        return authorizer.authorize_by_resource_type(
+            str(self.principal), self.client_host, operation, resource_type
+        )
 
 
 #: What the dispatcher hands back: kio's response now, later, or none at all (Produce with acks=0).

@@ -27,7 +27,7 @@ class _AuthorizerClass:
             raise invalid(
                 name,
                 value,
-                f"kompakt implements only {STANDARD_AUTHORIZER} (leave it empty to run without authorization)",
+                f"kompakt implements only {STANDARD_AUTHORIZER} (leave it empty for no authorization)",
             )
 
 

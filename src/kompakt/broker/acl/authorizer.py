@@ -40,16 +40,15 @@ from kompakt.broker.acl.model import (
 )
 from kompakt.broker.acl.store import AclStore
 
-
 _IMPLIES_DESCRIBE = frozenset(
     {AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE, AclOperation.DELETE, AclOperation.ALTER}
 )
 _IMPLIES_DESCRIBE_CONFIGS = frozenset({AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS})
 
 
-def _entry_result(operation: AclOperation, principals: Sequence[str], host: str, entry: AccessControlEntry) -> (
-    PermissionType | None
-):
+def _entry_result(
+    operation: AclOperation, principals: Sequence[str], host: str, entry: AccessControlEntry
+) -> PermissionType | None:
     """``StandardAuthorizerData.findResult``: ALLOW/DENY if this entry applies, else None."""
     if entry.principal not in principals:
         return None

@@ -77,7 +77,9 @@ def _to_json(binding: AclBinding) -> dict[str, str]:
 
 def _from_json(item: Any) -> AclBinding:
     return AclBinding(
-        ResourcePattern(ResourceType[item["resource_type"]], str(item["name"]), PatternType[item["pattern_type"]]),
+        ResourcePattern(
+            ResourceType[item["resource_type"]], str(item["name"]), PatternType[item["pattern_type"]]
+        ),
         AccessControlEntry(
             str(item["principal"]),
             str(item["host"]),

@@ -18,11 +18,19 @@ NO_AUTHORIZER = "No Authorizer is configured."
 
 
 def binding_of(
-    resource_type: int, name: str, pattern_type: int, principal: str, host: str, operation: int, permission: int
+    resource_type: int,
+    name: str,
+    pattern_type: int,
+    principal: str,
+    host: str,
+    operation: int,
+    permission: int,
 ) -> AclBinding:
     return AclBinding(
         ResourcePattern(ResourceType.from_code(resource_type), name, PatternType.from_code(pattern_type)),
-        AccessControlEntry(principal, host, AclOperation.from_code(operation), PermissionType.from_code(permission)),
+        AccessControlEntry(
+            principal, host, AclOperation.from_code(operation), PermissionType.from_code(permission)
+        ),
     )
 
 

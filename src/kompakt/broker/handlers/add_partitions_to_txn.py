@@ -56,7 +56,9 @@ def _add(
         return dict.fromkeys(partitions, codec.ErrorCode.coordinator_not_available)
     # KafkaApis: one partition refused (no WRITE on its topic, or unknown) fails the request;
     # the others are OPERATION_NOT_ATTEMPTED.
-    unwritable = [tp for tp in partitions if not ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, tp[0])]
+    unwritable = [
+        tp for tp in partitions if not ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, tp[0])
+    ]
     missing = [tp for tp in partitions if tp not in unwritable and not ctx.broker.partition_exists(*tp)]
     if missing or unwritable:
         errors = dict.fromkeys(partitions, codec.ErrorCode.operation_not_attempted)

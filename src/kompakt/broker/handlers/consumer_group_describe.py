@@ -12,8 +12,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from kompakt.broker.authorized_operations import NOT_REQUESTED, authorized_operations
 from kompakt.broker.acl.model import AclOperation, ResourceType
+from kompakt.broker.authorized_operations import NOT_REQUESTED, authorized_operations
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.error_codes import error_code_for
 from kompakt.broker.groups.errors import GroupError

@@ -33,7 +33,9 @@ def handle(ctx: RequestContext, request: m.CreateAclsRequest) -> m.CreateAclsRes
     errors = authorizer.create(bindings)
     return m.CreateAclsResponse(
         results=[
-            m.AclCreationResult(error_code=0 if error is None else ErrorCode.invalid_request, error_message=error)
+            m.AclCreationResult(
+                error_code=0 if error is None else ErrorCode.invalid_request, error_message=error
+            )
             for error in errors
         ]
     )

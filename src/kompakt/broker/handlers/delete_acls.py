@@ -32,7 +32,9 @@ def handle(ctx: RequestContext, request: m.DeleteAclsRequest) -> m.DeleteAclsRes
     for outcome in authorizer.delete(selectors):
         if isinstance(outcome, str):
             results.append(
-                m.DeleteAclsFilterResult(error_code=ErrorCode.invalid_request, error_message=outcome, matching_acls=[])
+                m.DeleteAclsFilterResult(
+                    error_code=ErrorCode.invalid_request, error_message=outcome, matching_acls=[]
+                )
             )
             continue
         results.append(
@@ -61,7 +63,8 @@ def handle(ctx: RequestContext, request: m.DeleteAclsRequest) -> m.DeleteAclsRes
 def _all(request: m.DeleteAclsRequest, code: ErrorCode, message: str | None) -> m.DeleteAclsResponse:
     return m.DeleteAclsResponse(
         filter_results=[
-            m.DeleteAclsFilterResult(error_code=code, error_message=message, matching_acls=[]) for _ in request.filters
+            m.DeleteAclsFilterResult(error_code=code, error_message=message, matching_acls=[])
+            for _ in request.filters
         ]
     )
 

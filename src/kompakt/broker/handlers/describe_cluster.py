@@ -9,7 +9,7 @@ authorizer). v2 adds ``include_fenced_brokers`` and ``is_fenced``; this broker i
 
 from __future__ import annotations
 
-from kompakt.broker.authorized_operations import CLUSTER_AUTHORIZED_OPERATIONS, NOT_REQUESTED
+from kompakt.broker.authorized_operations import NOT_REQUESTED, cluster_authorized_operations
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
@@ -63,7 +63,9 @@ def handle(ctx: RequestContext, request: m.DescribeClusterRequest) -> m.Describe
             )
         ],
         cluster_authorized_operations=(
-            CLUSTER_AUTHORIZED_OPERATIONS if request.include_cluster_authorized_operations else NOT_REQUESTED
+            cluster_authorized_operations(ctx)
+            if request.include_cluster_authorized_operations
+            else NOT_REQUESTED
         ),
     )
 

@@ -9,8 +9,8 @@ without an error.
 
 from __future__ import annotations
 
-from kompakt.broker.authorized_operations import NOT_REQUESTED, authorized_operations
 from kompakt.broker.acl.model import AclOperation, ResourceType
+from kompakt.broker.authorized_operations import NOT_REQUESTED, authorized_operations
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey

@@ -33,9 +33,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import Broker, HandlerSpec, RequestContext, TimerHandle
 from kompakt.broker.deferred import Deferred
-from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.error_codes import error_code_for
 from kompakt.broker.fetch_waiters import FetchWaiter
 from kompakt.errors import KompaktError, OffsetOutOfRangeError
@@ -166,7 +166,9 @@ def read_partitions(
 
 def _requested(ctx: RequestContext, request: m.FetchRequest) -> list[PartitionFetch]:
     """The partitions asked for, each marked with whether the caller may READ its topic."""
-    readable = {t.topic: ctx.authorized(AclOperation.READ, ResourceType.TOPIC, t.topic) for t in request.topics}
+    readable = {
+        t.topic: ctx.authorized(AclOperation.READ, ResourceType.TOPIC, t.topic) for t in request.topics
+    }
     return [
         PartitionFetch(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes, readable[t.topic])
         for t in request.topics
@@ -194,7 +196,12 @@ def handle(ctx: RequestContext, request: m.FetchRequest) -> m.FetchResponse | De
     max_wait_ms = codec.duration_ms(request.max_wait)
 
     first = read_partitions(broker, wanted, max_bytes, read_committed)
-    if first.total_bytes >= min_bytes or max_wait_ms <= 0 or first.has_error or not any(w.authorized for w in wanted):
+    if (
+        first.total_bytes >= min_bytes
+        or max_wait_ms <= 0
+        or first.has_error
+        or not any(w.authorized for w in wanted)
+    ):
         return _response(wanted, first)
     first.close()
 

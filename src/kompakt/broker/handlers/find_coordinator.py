@@ -35,7 +35,9 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> m.Coordinator:
         AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
     ):
         return _error(
-            key, codec.ErrorCode.transactional_id_authorization_failed, "Transactional Id authorization failed."
+            key,
+            codec.ErrorCode.transactional_id_authorization_failed,
+            "Transactional Id authorization failed.",
         )
     if key_type == _TRANSACTION_KEY_TYPE and broker.txn is None:
         return _error(

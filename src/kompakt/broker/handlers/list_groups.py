@@ -16,7 +16,9 @@ def handle(ctx: RequestContext, request: m.ListGroupsRequest) -> m.ListGroupsRes
     listings = ctx.broker.groups.list_groups(request.states_filter, request.types_filter)
     # KafkaApis: DESCRIBE on the cluster lists every group, otherwise those the caller may DESCRIBE.
     if not ctx.authorized_cluster(AclOperation.DESCRIBE):
-        listings = [g for g in listings if ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)]
+        listings = [
+            g for g in listings if ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)
+        ]
     return m.ListGroupsResponse(
         error_code=codec.ErrorCode.none,
         groups=[

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
@@ -43,6 +44,8 @@ def handle(ctx: RequestContext, request: m.ListTransactionsRequest) -> m.ListTra
                 transaction_state=t.state.state_name,
             )
             for t in listed
+            # Kafka lists the transactions whose id the caller may DESCRIBE.
+            if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id)
         ],
     )
 

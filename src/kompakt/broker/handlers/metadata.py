@@ -153,7 +153,10 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
         topics = _requested_topics(ctx, requested, request.allow_auto_topic_creation)
     if ctx.api_version >= 8 and request.include_topic_authorized_operations:
         for entry in topics:
-            if entry.error_code == codec.ErrorCode.none and entry.name is not None:
+            # Kafka reports them on every topic it answered, unknown ones too, but not on those
+            # refused for authorization or named by an unknown id.
+            denied = (codec.ErrorCode.unknown_topic_id, codec.ErrorCode.topic_authorization_failed)
+            if entry.error_code not in denied and entry.name is not None:
                 entry.topic_authorized_operations = authorized_operations(ctx, ResourceType.TOPIC, entry.name)
     include_cluster = 8 <= ctx.api_version <= 10 and request.include_cluster_authorized_operations
     return m.MetadataResponse(
@@ -165,7 +168,9 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         topics=topics,
-        cluster_authorized_operations=cluster_authorized_operations(ctx) if include_cluster else NOT_REQUESTED,
+        cluster_authorized_operations=cluster_authorized_operations(ctx)
+        if include_cluster
+        else NOT_REQUESTED,
     )
 
 

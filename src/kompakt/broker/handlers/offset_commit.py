@@ -87,7 +87,9 @@ def record_results(
 def handle(ctx: RequestContext, request: m.OffsetCommitRequest) -> m.OffsetCommitResponse:
     if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
         denied = codec.ErrorCode.group_authorization_failed
-        return _answer(request, {(t.name, p.partition_index): denied for t in request.topics for p in t.partitions})
+        return _answer(
+            request, {(t.name, p.partition_index): denied for t in request.topics for p in t.partitions}
+        )
     errors, entries = commit_entries(ctx, request.topics)
     # -1 (and the versions without the field) leave the retention to offsets.retention.minutes.
     retention_ms = codec.duration_ms(request.retention_time)

@@ -180,7 +180,9 @@ def handle(ctx: RequestContext, request: m.ProduceRequest) -> m.ProduceResponse 
     txn_id = request.transactional_id
     # KafkaApis.handleProduceRequest: transactional records need WRITE on the transactional id
     # (else the whole request is refused), then every topic needs WRITE.
-    txn_denied = txn_id is not None and not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
+    txn_denied = txn_id is not None and not ctx.authorized(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id
+    )
     for topic in request.topic_data:
         partitions = []
         writable = ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, topic.name)
