@@ -21,7 +21,10 @@ LITERAL, PREFIXED, ANY_PATTERN, MATCH = 3, 4, 1, 2
 
 
 def describe_filter(
-    resource_type: int = 1, name: str | None = None, pattern_type: int = ANY_PATTERN, principal: str | None = None
+    resource_type: int = 1,
+    name: str | None = None,
+    pattern_type: int = ANY_PATTERN,
+    principal: str | None = None,
 ) -> dict[str, object]:
     return {
         "resource_type_filter": resource_type,
@@ -38,7 +41,15 @@ def described(dispatcher: Dispatcher, **selector: object) -> set[tuple[object, .
     response = call_as(dispatcher, ADMIN, ApiKey.DESCRIBE_ACLS, 3, describe_filter(**selector))  # type: ignore[arg-type]
     assert response.error_code == 0
     return {
-        (r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation, a.permission_type)
+        (
+            r.resource_type,
+            r.resource_name,
+            r.pattern_type,
+            a.principal,
+            a.host,
+            a.operation,
+            a.permission_type,
+        )
         for r in response.resources
         for a in r.acls
     }
@@ -53,13 +64,18 @@ def test_without_an_authorizer_the_acl_apis_answer_security_disabled(tmp_path: P
     manager = LogManager(tmp_path / "d", BrokerConfig(), clock)
     manager.open()
     try:
-        plain = Dispatcher(Broker.create(clock=clock, log_manager=manager, producer_ids=ProducerIdManager(tmp_path / "d")))
+        plain = Dispatcher(
+            Broker.create(clock=clock, log_manager=manager, producer_ids=ProducerIdManager(tmp_path / "d"))
+        )
         created = call(plain, ApiKey.CREATE_ACLS, 3, {"creations": [acl(TOPIC, "t", READ)]})
         assert [(r.error_code, r.error_message) for r in created.results] == [
             (E.security_disabled, "No Authorizer is configured.")
         ]
         listed = call(plain, ApiKey.DESCRIBE_ACLS, 3, describe_filter())
-        assert (listed.error_code, listed.error_message) == (E.security_disabled, "No Authorizer is configured.")
+        assert (listed.error_code, listed.error_message) == (
+            E.security_disabled,
+            "No Authorizer is configured.",
+        )
         deleted = call(plain, ApiKey.DELETE_ACLS, 3, {"filters": [describe_filter()]})
         assert [r.error_code for r in deleted.filter_results] == [E.security_disabled]
     finally:
@@ -89,14 +105,16 @@ def test_create_describe_delete_round_trip(dispatcher: Dispatcher) -> None:
     everything = described(dispatcher)
     assert (TOPIC, "pay", PREFIXED, ALICE, "10.0.0.9", WRITE, DENY) in everything and len(everything) == 4
     # MATCH: every pattern that applies to the resource "payments".
-    assert {row[1] for row in described(dispatcher, resource_type=TOPIC, name="payments", pattern_type=MATCH)} == {
-        "pay"
-    }
+    assert {
+        row[1] for row in described(dispatcher, resource_type=TOPIC, name="payments", pattern_type=MATCH)
+    } == {"pay"}
     assert described(dispatcher, resource_type=TOPIC, name="pay", pattern_type=LITERAL) == set()
     deleted = call_as(
         dispatcher, ADMIN, ApiKey.DELETE_ACLS, 3, {"filters": [describe_filter(TOPIC, "orders", LITERAL)]}
     )
-    assert [(a.resource_name, a.operation) for a in deleted.filter_results[0].matching_acls] == [("orders", READ)]
+    assert [(a.resource_name, a.operation) for a in deleted.filter_results[0].matching_acls] == [
+        ("orders", READ)
+    ]
     assert len(described(dispatcher)) == 3
 
 
@@ -106,7 +124,13 @@ def test_invalid_creations_get_kafkas_messages(dispatcher: Dispatcher) -> None:
         ADMIN,
         ApiKey.CREATE_ACLS,
         3,
-        {"creations": [acl(CLUSTER, "c", ALTER), acl(TOPIC, "t", ANY_OP), acl(TOPIC, "t", READ, principal="bob")]},
+        {
+            "creations": [
+                acl(CLUSTER, "c", ALTER),
+                acl(TOPIC, "t", ANY_OP),
+                acl(TOPIC, "t", READ, principal="bob"),
+            ]
+        },
     )
     assert [(r.error_code, r.error_message) for r in response.results] == [
         (E.invalid_request, "The only valid name for the CLUSTER resource is kafka-cluster"),

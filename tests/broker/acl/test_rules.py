@@ -41,7 +41,9 @@ def binding(
     principal: str = "User:alice",
     host: str = "*",
 ) -> AclBinding:
-    return AclBinding(ResourcePattern(rtype, name, pattern), AccessControlEntry(principal, host, op, permission))
+    return AclBinding(
+        ResourcePattern(rtype, name, pattern), AccessControlEntry(principal, host, op, permission)
+    )
 
 
 def authorizer(*bindings: AclBinding, allow_if_no_acl: bool = False) -> Authorizer:
@@ -59,7 +61,9 @@ def test_no_acl_denies_unless_allow_everyone() -> None:
     assert not allowed(authorizer(), O.READ)
     assert allowed(authorizer(allow_if_no_acl=True), O.READ)
     # An ACL for someone else does not count as one for alice: the default still decides.
-    assert allowed(authorizer(binding("orders", O.READ, DENY, principal="User:bob"), allow_if_no_acl=True), O.READ)
+    assert allowed(
+        authorizer(binding("orders", O.READ, DENY, principal="User:bob"), allow_if_no_acl=True), O.READ
+    )
 
 
 def test_deny_beats_allow_whatever_the_pattern() -> None:
@@ -161,7 +165,9 @@ _OPS = [O.ALL, O.READ, O.WRITE, O.DESCRIBE, O.ALTER, O.DELETE, O.ALTER_CONFIGS, 
 _NAMES = ["a", "ab", "abc", "b", "*"]
 
 
-def model(bindings: list[AclBinding], principal: str, host: str, op: AclOperation, name: str, default: bool) -> bool:
+def model(
+    bindings: list[AclBinding], principal: str, host: str, op: AclOperation, name: str, default: bool
+) -> bool:
     def applies(b: AclBinding) -> bool:
         p, e = b.pattern, b.entry
         resource = (p.pattern_type == P.LITERAL and p.name in (name, "*")) or (
@@ -172,7 +178,10 @@ def model(bindings: list[AclBinding], principal: str, host: str, op: AclOperatio
     mine = [b.entry for b in bindings if applies(b)]
     if any(e.permission == DENY and e.operation in (op, O.ALL) for e in mine):
         return False
-    if any(e.permission == ALLOW and (e.operation in (op, O.ALL) or e.operation in _IMPLIES.get(op, ())) for e in mine):
+    if any(
+        e.permission == ALLOW and (e.operation in (op, O.ALL) or e.operation in _IMPLIES.get(op, ()))
+        for e in mine
+    ):
         return True
     return default
 
