@@ -137,8 +137,8 @@ def test_invalid_creations_get_kafkas_messages(dispatcher: Dispatcher) -> None:
         (E.invalid_request, "Invalid operation ANY"),
         (
             E.invalid_request,
-            "Could not parse principal from `bob` (no colon is present separating the principal type from the "
-            "principal name)",
+            "Could not parse principal from `bob` (no colon is present separating the principal type "
+            "from the principal name)",
         ),
     ]
 

@@ -58,23 +58,49 @@ def test_produce_needs_write_on_the_topic(dispatcher: Dispatcher) -> None:
     assert produce_code(dispatcher, "secret") == E.topic_authorization_failed
     # A transactional produce needs WRITE on its transactional id first.
     assert produce_code(dispatcher, "orders", "tx") == E.transactional_id_authorization_failed
-    assert call_as(dispatcher, ADMIN, ApiKey.PRODUCE, 9, produce_values("secret", 0, build_batch(
-        [SimpleRecord(b"k", b"v")]))).responses[0].partition_responses[0].error_code == 0  # fmt: skip
+    assert (
+        call_as(
+            dispatcher,
+            ADMIN,
+            ApiKey.PRODUCE,
+            9,
+            produce_values("secret", 0, build_batch([SimpleRecord(b"k", b"v")])),
+        )
+        .responses[0]
+        .partition_responses[0]
+        .error_code
+        == 0
+    )
 
 
 @pytest.mark.usefixtures("topics")
 def test_fetch_list_offsets_and_epochs_need_read_or_describe(dispatcher: Dispatcher) -> None:
     def codes() -> tuple[int, int, int]:
         fetched = as_alice(dispatcher, ApiKey.FETCH, 12, fetch_values([("orders", 0, 0)]))
-        listed = as_alice(dispatcher, ApiKey.LIST_OFFSETS, 7, {
-            "replica_id": -1, "isolation_level": 0,
-            "topics": [{"name": "orders", "partitions": [{"partition_index": 0, "timestamp": -1}]}],
-        })  # fmt: skip
-        epochs = as_alice(dispatcher, ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, {
-            "replica_id": -1,
-            "topics": [{"topic": "orders", "partitions": [
-                {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}],
-        })  # fmt: skip
+        listed = as_alice(
+            dispatcher,
+            ApiKey.LIST_OFFSETS,
+            7,
+            {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [{"name": "orders", "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+            },
+        )
+        epochs = as_alice(
+            dispatcher,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH,
+            4,
+            {
+                "replica_id": -1,
+                "topics": [
+                    {
+                        "topic": "orders",
+                        "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}],
+                    }
+                ],
+            },
+        )
         return (
             fetched.responses[0].partitions[0].error_code,
             listed.topics[0].partitions[0].error_code,
@@ -91,9 +117,16 @@ def test_fetch_list_offsets_and_epochs_need_read_or_describe(dispatcher: Dispatc
 
 def metadata(dispatcher: Dispatcher, names: list[str] | None, auto_create: bool = False) -> Any:
     topics = None if names is None else [{"name": n, "topic_id": ZERO} for n in names]
-    return as_alice(dispatcher, ApiKey.METADATA, 12, {
-        "topics": topics, "allow_auto_topic_creation": auto_create, "include_topic_authorized_operations": True,
-    })  # fmt: skip
+    return as_alice(
+        dispatcher,
+        ApiKey.METADATA,
+        12,
+        {
+            "topics": topics,
+            "allow_auto_topic_creation": auto_create,
+            "include_topic_authorized_operations": True,
+        },
+    )
 
 
 @pytest.mark.usefixtures("topics")
@@ -135,10 +168,19 @@ def test_authorized_operations_without_acls_and_for_the_super_user(dispatcher: D
 
 
 def join(dispatcher: Dispatcher, group: str) -> int:
-    response = as_alice(dispatcher, ApiKey.JOIN_GROUP, 5, {
-        "group_id": group, "session_timeout": 10_000, "rebalance_timeout": 10_000, "member_id": "",
-        "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}],
-    })  # fmt: skip
+    response = as_alice(
+        dispatcher,
+        ApiKey.JOIN_GROUP,
+        5,
+        {
+            "group_id": group,
+            "session_timeout": 10_000,
+            "rebalance_timeout": 10_000,
+            "member_id": "",
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}],
+        },
+    )
     return int(response.error_code)
 
 
@@ -151,18 +193,42 @@ def test_group_apis_need_read_or_describe_on_the_group(dispatcher: Dispatcher) -
         return int(response.coordinators[0].error_code)
 
     def commit(group: str, topic: str) -> int:
-        response = as_alice(dispatcher, ApiKey.OFFSET_COMMIT, 8, {
-            "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
-            "topics": [{"name": topic, "partitions": [
-                {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
-                 "committed_metadata": ""}]}],
-        })  # fmt: skip
+        response = as_alice(
+            dispatcher,
+            ApiKey.OFFSET_COMMIT,
+            8,
+            {
+                "group_id": group,
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "group_instance_id": None,
+                "topics": [
+                    {
+                        "name": topic,
+                        "partitions": [
+                            {
+                                "partition_index": 0,
+                                "committed_offset": 1,
+                                "committed_leader_epoch": -1,
+                                "committed_metadata": "",
+                            }
+                        ],
+                    }
+                ],
+            },
+        )
         return int(response.topics[0].partitions[0].error_code)
 
     def offsets(group: str) -> Any:
-        return as_alice(dispatcher, ApiKey.OFFSET_FETCH, 8, {
-            "groups": [{"group_id": group, "topics": None}], "require_stable": False,
-        }).groups[0]  # fmt: skip
+        return as_alice(
+            dispatcher,
+            ApiKey.OFFSET_FETCH,
+            8,
+            {
+                "groups": [{"group_id": group, "topics": None}],
+                "require_stable": False,
+            },
+        ).groups[0]
 
     assert find("app") == E.group_authorization_failed
     assert join(dispatcher, "app") == E.group_authorization_failed
@@ -174,26 +240,70 @@ def test_group_apis_need_read_or_describe_on_the_group(dispatcher: Dispatcher) -
     assert commit("app", "orders") == E.topic_authorization_failed  # the topic needs READ too
     grant(dispatcher, acl(TOPIC, "orders", READ))
     assert commit("app", "orders") == 0
-    call_as(dispatcher, ADMIN, ApiKey.OFFSET_COMMIT, 8, {
-        "group_id": "app", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
-        "topics": [{"name": "secret", "partitions": [
-            {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1, "committed_metadata": ""}]}],
-    })  # fmt: skip
+    call_as(
+        dispatcher,
+        ADMIN,
+        ApiKey.OFFSET_COMMIT,
+        8,
+        {
+            "group_id": "app",
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": "secret",
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 5,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "",
+                        }
+                    ],
+                }
+            ],
+        },
+    )
     # OffsetFetch of all topics leaves out the one alice may not DESCRIBE.
     fetched = offsets("app")
     assert fetched.error_code == 0 and [t.name for t in fetched.topics] == ["orders"]
     # Deleting the group needs DELETE; listing shows only the groups alice may DESCRIBE.
     deleted = as_alice(dispatcher, ApiKey.DELETE_GROUPS, 2, {"groups_names": ["app"]})
     assert deleted.results[0].error_code == E.group_authorization_failed
-    call_as(dispatcher, ADMIN, ApiKey.OFFSET_COMMIT, 8, {
-        "group_id": "other", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
-        "topics": [{"name": "orders", "partitions": [
-            {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1, "committed_metadata": ""}]}],
-    })  # fmt: skip
+    call_as(
+        dispatcher,
+        ADMIN,
+        ApiKey.OFFSET_COMMIT,
+        8,
+        {
+            "group_id": "other",
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": "orders",
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 5,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "",
+                        }
+                    ],
+                }
+            ],
+        },
+    )
     listed = as_alice(dispatcher, ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
     assert [g.group_id for g in listed.groups] == ["app"]
-    described = as_alice(dispatcher, ApiKey.DESCRIBE_GROUPS, 5, {
-        "groups": ["app", "other"], "include_authorized_operations": True})  # fmt: skip
+    described = as_alice(
+        dispatcher,
+        ApiKey.DESCRIBE_GROUPS,
+        5,
+        {"groups": ["app", "other"], "include_authorized_operations": True},
+    )
     assert [g.error_code for g in described.groups] == [0, E.group_authorization_failed]
     assert described.groups[0].authorized_operations == (1 << READ) | (1 << DESCRIBE)
 
@@ -201,15 +311,26 @@ def test_group_apis_need_read_or_describe_on_the_group(dispatcher: Dispatcher) -
 @pytest.mark.usefixtures("topics")
 def test_transactional_and_idempotent_producers(dispatcher: Dispatcher) -> None:
     def init(transactional_id: str | None) -> int:
-        response = as_alice(dispatcher, ApiKey.INIT_PRODUCER_ID, 5, {
-            "transactional_id": transactional_id, "transaction_timeout": 60_000,
-            "producer_id": -1, "producer_epoch": -1,
-        })  # fmt: skip
+        response = as_alice(
+            dispatcher,
+            ApiKey.INIT_PRODUCER_ID,
+            5,
+            {
+                "transactional_id": transactional_id,
+                "transaction_timeout": 60_000,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            },
+        )
         return int(response.error_code)
 
     def end(transactional_id: str) -> int:
-        response = as_alice(dispatcher, ApiKey.END_TXN, 4, {
-            "transactional_id": transactional_id, "producer_id": 1, "producer_epoch": 0, "committed": True})  # fmt: skip
+        response = as_alice(
+            dispatcher,
+            ApiKey.END_TXN,
+            4,
+            {"transactional_id": transactional_id, "producer_id": 1, "producer_epoch": 0, "committed": True},
+        )
         return int(response.error_code)
 
     assert init(None) == E.cluster_authorization_failed
@@ -232,28 +353,64 @@ def test_transactional_and_idempotent_producers(dispatcher: Dispatcher) -> None:
 @pytest.mark.usefixtures("topics")
 def test_topic_admin_apis(dispatcher: Dispatcher, log_manager: LogManager) -> None:
     def create(name: str) -> Any:
-        return as_alice(dispatcher, ApiKey.CREATE_TOPICS, 7, {
-            "topics": [{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}],
-            "timeout": 1000, "validate_only": False,
-        }).topics[0]  # fmt: skip
+        return as_alice(
+            dispatcher,
+            ApiKey.CREATE_TOPICS,
+            7,
+            {
+                "topics": [
+                    {
+                        "name": name,
+                        "num_partitions": 1,
+                        "replication_factor": 1,
+                        "assignments": [],
+                        "configs": [],
+                    }
+                ],
+                "timeout": 1000,
+                "validate_only": False,
+            },
+        ).topics[0]
 
     def delete(name: str) -> int:
-        response = as_alice(dispatcher, ApiKey.DELETE_TOPICS, 6, {
-            "topics": [{"name": name, "topic_id": ZERO}], "timeout": 1000})  # fmt: skip
+        response = as_alice(
+            dispatcher,
+            ApiKey.DELETE_TOPICS,
+            6,
+            {"topics": [{"name": name, "topic_id": ZERO}], "timeout": 1000},
+        )
         return int(response.responses[0].error_code)
 
     def configs(name: str, resource_type: int = TOPIC) -> Any:
-        return as_alice(dispatcher, ApiKey.DESCRIBE_CONFIGS, 4, {
-            "resources": [{"resource_type": resource_type, "resource_name": name, "configuration_keys": None}],
-            "include_synonyms": False, "include_documentation": False,
-        }).results[0]  # fmt: skip
+        return as_alice(
+            dispatcher,
+            ApiKey.DESCRIBE_CONFIGS,
+            4,
+            {
+                "resources": [
+                    {"resource_type": resource_type, "resource_name": name, "configuration_keys": None}
+                ],
+                "include_synonyms": False,
+                "include_documentation": False,
+            },
+        ).results[0]
 
     def alter(name: str) -> int:
-        response = as_alice(dispatcher, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
-            "resources": [{"resource_type": TOPIC, "resource_name": name, "configs": [
-                {"name": "retention.ms", "config_operation": 0, "value": "1000"}]}],
-            "validate_only": False,
-        })  # fmt: skip
+        response = as_alice(
+            dispatcher,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            1,
+            {
+                "resources": [
+                    {
+                        "resource_type": TOPIC,
+                        "resource_name": name,
+                        "configs": [{"name": "retention.ms", "config_operation": 0, "value": "1000"}],
+                    }
+                ],
+                "validate_only": False,
+            },
+        )
         return int(response.responses[0].error_code)
 
     refused = create("fresh")

@@ -27,7 +27,7 @@ from kompakt.broker.acl.model import (
 )
 from kompakt.broker.acl.store import ACLS_FILE, AclStore, CorruptAclStoreError
 
-O, R, P = AclOperation, ResourceType, PatternType
+Op, R, P = AclOperation, ResourceType, PatternType
 ALLOW, DENY = PermissionType.ALLOW, PermissionType.DENY
 
 
@@ -58,81 +58,83 @@ def allowed(auth: Authorizer, op: AclOperation, name: str = "orders", *, princip
 
 
 def test_no_acl_denies_unless_allow_everyone() -> None:
-    assert not allowed(authorizer(), O.READ)
-    assert allowed(authorizer(allow_if_no_acl=True), O.READ)
+    assert not allowed(authorizer(), Op.READ)
+    assert allowed(authorizer(allow_if_no_acl=True), Op.READ)
     # An ACL for someone else does not count as one for alice: the default still decides.
     assert allowed(
-        authorizer(binding("orders", O.READ, DENY, principal="User:bob"), allow_if_no_acl=True), O.READ
+        authorizer(binding("orders", Op.READ, DENY, principal="User:bob"), allow_if_no_acl=True), Op.READ
     )
 
 
 def test_deny_beats_allow_whatever_the_pattern() -> None:
-    auth = authorizer(binding("orders", O.READ), binding("ord", O.READ, DENY, pattern=P.PREFIXED))
-    assert not allowed(auth, O.READ)
-    auth = authorizer(binding("*", O.ALL), binding("orders", O.WRITE, DENY))
-    assert not allowed(auth, O.WRITE) and allowed(auth, O.READ)
+    auth = authorizer(binding("orders", Op.READ), binding("ord", Op.READ, DENY, pattern=P.PREFIXED))
+    assert not allowed(auth, Op.READ)
+    auth = authorizer(binding("*", Op.ALL), binding("orders", Op.WRITE, DENY))
+    assert not allowed(auth, Op.WRITE) and allowed(auth, Op.READ)
     # Deny wins over allow.everyone too.
-    assert not allowed(authorizer(binding("orders", O.READ, DENY), allow_if_no_acl=True), O.READ)
+    assert not allowed(authorizer(binding("orders", Op.READ, DENY), allow_if_no_acl=True), Op.READ)
 
 
 def test_literal_prefixed_and_wildcard_resources() -> None:
-    auth = authorizer(binding("pay", O.READ, pattern=P.PREFIXED), binding("audit", O.READ))
-    assert allowed(auth, O.READ, "payments") and allowed(auth, O.READ, "pay")
-    assert not allowed(auth, O.READ, "repay")
-    assert allowed(auth, O.READ, "audit") and not allowed(auth, O.READ, "audit-2")  # literal is exact
-    assert allowed(authorizer(binding("*", O.READ)), O.READ, "anything")
+    auth = authorizer(binding("pay", Op.READ, pattern=P.PREFIXED), binding("audit", Op.READ))
+    assert allowed(auth, Op.READ, "payments") and allowed(auth, Op.READ, "pay")
+    assert not allowed(auth, Op.READ, "repay")
+    assert allowed(auth, Op.READ, "audit") and not allowed(auth, Op.READ, "audit-2")  # literal is exact
+    assert allowed(authorizer(binding("*", Op.READ)), Op.READ, "anything")
     # A PREFIXED "*" is a prefix, not the wildcard.
-    assert not allowed(authorizer(binding("*", O.READ, pattern=P.PREFIXED)), O.READ, "anything")
+    assert not allowed(authorizer(binding("*", Op.READ, pattern=P.PREFIXED)), Op.READ, "anything")
 
 
 def test_principal_and_host_must_match() -> None:
-    auth = authorizer(binding("orders", O.READ, host="10.0.0.1"))
-    assert allowed(auth, O.READ, host="10.0.0.1") and not allowed(auth, O.READ, host="10.0.0.2")
-    assert not allowed(auth, O.READ, principal="User:bob", host="10.0.0.1")
-    everyone = authorizer(binding("orders", O.READ, principal="User:*"))
-    assert allowed(everyone, O.READ, principal="User:bob")
+    auth = authorizer(binding("orders", Op.READ, host="10.0.0.1"))
+    assert allowed(auth, Op.READ, host="10.0.0.1") and not allowed(auth, Op.READ, host="10.0.0.2")
+    assert not allowed(auth, Op.READ, principal="User:bob", host="10.0.0.1")
+    everyone = authorizer(binding("orders", Op.READ, principal="User:*"))
+    assert allowed(everyone, Op.READ, principal="User:bob")
 
 
 def test_super_user_ignores_denies() -> None:
-    auth = authorizer(binding("*", O.ALL, DENY, principal="User:*"))
-    assert allowed(auth, O.DELETE, principal="User:admin")
-    assert not allowed(auth, O.DELETE)
+    auth = authorizer(binding("*", Op.ALL, DENY, principal="User:*"))
+    assert allowed(auth, Op.DELETE, principal="User:admin")
+    assert not allowed(auth, Op.DELETE)
 
 
 def test_implied_operations_only_for_allow() -> None:
-    for op in (O.READ, O.WRITE, O.DELETE, O.ALTER):
+    for op in (Op.READ, Op.WRITE, Op.DELETE, Op.ALTER):
         auth = authorizer(binding("orders", op))
-        assert allowed(auth, O.DESCRIBE) and not allowed(auth, O.DESCRIBE_CONFIGS)
-    assert allowed(authorizer(binding("orders", O.ALTER_CONFIGS)), O.DESCRIBE_CONFIGS)
-    assert not allowed(authorizer(binding("orders", O.CREATE)), O.DESCRIBE)
+        assert allowed(auth, Op.DESCRIBE) and not allowed(auth, Op.DESCRIBE_CONFIGS)
+    assert allowed(authorizer(binding("orders", Op.ALTER_CONFIGS)), Op.DESCRIBE_CONFIGS)
+    assert not allowed(authorizer(binding("orders", Op.CREATE)), Op.DESCRIBE)
     # A DENY of READ does not deny DESCRIBE, a DENY of ALL does.
-    auth = authorizer(binding("orders", O.ALL), binding("orders", O.READ, DENY))
-    assert allowed(auth, O.DESCRIBE) and not allowed(auth, O.READ)
-    assert not allowed(authorizer(binding("orders", O.ALL), binding("orders", O.ALL, DENY)), O.DESCRIBE)
+    auth = authorizer(binding("orders", Op.ALL), binding("orders", Op.READ, DENY))
+    assert allowed(auth, Op.DESCRIBE) and not allowed(auth, Op.READ)
+    assert not allowed(authorizer(binding("orders", Op.ALL), binding("orders", Op.ALL, DENY)), Op.DESCRIBE)
 
 
 def test_authorize_by_resource_type() -> None:
     def any_topic_write(*bindings: AclBinding) -> bool:
-        return authorizer(*bindings).authorize_by_resource_type("User:alice", "10.0.0.1", O.WRITE, R.TOPIC)
+        return authorizer(*bindings).authorize_by_resource_type("User:alice", "10.0.0.1", Op.WRITE, R.TOPIC)
 
     assert not any_topic_write()
-    assert any_topic_write(binding("orders", O.WRITE))
-    assert not any_topic_write(binding("orders", O.WRITE), binding("ord", O.WRITE, DENY, pattern=P.PREFIXED))
-    assert any_topic_write(binding("orders", O.WRITE), binding("pay", O.WRITE, DENY, pattern=P.PREFIXED))
-    assert not any_topic_write(binding("orders", O.WRITE), binding("*", O.WRITE, DENY))
-    assert not any_topic_write(binding("orders", O.READ))
+    assert any_topic_write(binding("orders", Op.WRITE))
+    assert not any_topic_write(
+        binding("orders", Op.WRITE), binding("ord", Op.WRITE, DENY, pattern=P.PREFIXED)
+    )
+    assert any_topic_write(binding("orders", Op.WRITE), binding("pay", Op.WRITE, DENY, pattern=P.PREFIXED))
+    assert not any_topic_write(binding("orders", Op.WRITE), binding("*", Op.WRITE, DENY))
+    assert not any_topic_write(binding("orders", Op.READ))
 
 
 def test_create_validates_as_kafka() -> None:
     auth = authorizer()
     results = auth.create(
         [
-            binding("other", O.ALTER, rtype=R.CLUSTER),
-            binding("", O.READ),
-            binding("orders", O.READ, pattern=P.MATCH),
-            binding("orders", O.ANY),
-            binding("orders", O.READ, principal="alice"),
-            binding(CLUSTER_NAME, O.ALTER, rtype=R.CLUSTER),
+            binding("other", Op.ALTER, rtype=R.CLUSTER),
+            binding("", Op.READ),
+            binding("orders", Op.READ, pattern=P.MATCH),
+            binding("orders", Op.ANY),
+            binding("orders", Op.READ, principal="alice"),
+            binding(CLUSTER_NAME, Op.ALTER, rtype=R.CLUSTER),
         ]
     )
     assert results == [
@@ -144,15 +146,15 @@ def test_create_validates_as_kafka() -> None:
         "the principal name)",
         None,
     ]
-    assert auth.bindings() == (binding(CLUSTER_NAME, O.ALTER, rtype=R.CLUSTER),)
+    assert auth.bindings() == (binding(CLUSTER_NAME, Op.ALTER, rtype=R.CLUSTER),)
 
 
 def test_acls_survive_a_restart_and_a_corrupt_file_is_refused(tmp_path: Path) -> None:
     first = Authorizer(AclStore(tmp_path))
-    first.create([binding("orders", O.READ), binding("pay", O.WRITE, DENY, pattern=P.PREFIXED)])
+    first.create([binding("orders", Op.READ), binding("pay", Op.WRITE, DENY, pattern=P.PREFIXED)])
     again = Authorizer(AclStore(tmp_path))
     assert set(again.bindings()) == set(first.bindings())
-    assert allowed(again, O.READ) and not allowed(again, O.WRITE, "payments")
+    assert allowed(again, Op.READ) and not allowed(again, Op.WRITE, "payments")
     (tmp_path / ACLS_FILE).write_text("{not json")
     with pytest.raises(CorruptAclStoreError, match=ACLS_FILE):
         Authorizer(AclStore(tmp_path))
@@ -160,8 +162,8 @@ def test_acls_survive_a_restart_and_a_corrupt_file_is_refused(tmp_path: Path) ->
 
 # ---- the model ------------------------------------------------------------------------------
 
-_IMPLIES = {O.DESCRIBE: {O.READ, O.WRITE, O.DELETE, O.ALTER}, O.DESCRIBE_CONFIGS: {O.ALTER_CONFIGS}}
-_OPS = [O.ALL, O.READ, O.WRITE, O.DESCRIBE, O.ALTER, O.DELETE, O.ALTER_CONFIGS, O.DESCRIBE_CONFIGS]
+_IMPLIES = {Op.DESCRIBE: {Op.READ, Op.WRITE, Op.DELETE, Op.ALTER}, Op.DESCRIBE_CONFIGS: {Op.ALTER_CONFIGS}}
+_OPS = [Op.ALL, Op.READ, Op.WRITE, Op.DESCRIBE, Op.ALTER, Op.DELETE, Op.ALTER_CONFIGS, Op.DESCRIBE_CONFIGS]
 _NAMES = ["a", "ab", "abc", "b", "*"]
 
 
@@ -176,10 +178,10 @@ def model(
         return resource and e.principal in (principal, "User:*") and e.host in (host, "*")
 
     mine = [b.entry for b in bindings if applies(b)]
-    if any(e.permission == DENY and e.operation in (op, O.ALL) for e in mine):
+    if any(e.permission == DENY and e.operation in (op, Op.ALL) for e in mine):
         return False
     if any(
-        e.permission == ALLOW and (e.operation in (op, O.ALL) or e.operation in _IMPLIES.get(op, ()))
+        e.permission == ALLOW and (e.operation in (op, Op.ALL) or e.operation in _IMPLIES.get(op, ()))
         for e in mine
     ):
         return True
