@@ -57,8 +57,9 @@ REGISTRARS += _backup_commands()
 
 def _kafka_tool_commands() -> list[Registrar]:
     """``kafka-topics``, ``kafka-configs``, ``kafka-console-producer`` ...: Kafka's spellings."""
-    from kompakt.cli import kafka_tools
+    from kompakt.cli import kafka_acls, kafka_tools
 
+    del kafka_acls  # imported for its @_tool registration
     return [kafka_tools.register]
 
 
