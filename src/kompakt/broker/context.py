@@ -25,6 +25,8 @@ from kompakt.broker.deferred import Deferred
 from kompakt.broker.fetch_waiters import FetchWaiters
 from kompakt.broker.groups import ConsumerGroupConfig, GroupConfig, GroupCoordinator, GroupLog
 from kompakt.broker.producer_ids import ProducerIdManager
+from kompakt.broker.sasl.service import SaslService
+from kompakt.broker.sasl.store import ScramCredentialStore
 from kompakt.broker.session import KafkaPrincipal, Session
 from kompakt.broker.txn.coordinator import TransactionCoordinator
 from kompakt.cleaner.log_cleaner import LogCleaner
@@ -170,10 +172,22 @@ class Broker:
     #: The transaction coordinator (None on a broker without storage: transactional requests
     #: are then answered COORDINATOR_NOT_AVAILABLE).
     txn: TransactionCoordinator | None = None
+    #: SASL settings per listener and the SCRAM credentials (in the data directory when the
+    #: broker has one); created in ``__post_init__`` unless given.
+    sasl: SaslService | None = None
 
     def __post_init__(self) -> None:
         if self.timers is None:
             self.timers = ManualTimers(self.clock)
+        if self.sasl is None:
+            data_dir = self.log_manager.data_dir if self.log_manager is not None else None
+            self.sasl = SaslService(lambda: self.broker_config, self.clock, ScramCredentialStore(data_dir))
+
+    @property
+    def sasl_service(self) -> SaslService:
+        """The SASL service (never None after construction)."""
+        assert self.sasl is not None
+        return self.sasl
 
     @property
     def timer_service(self) -> Timers:

@@ -10,6 +10,7 @@ before the broker opens anything.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,24 @@ def _unknown_broker_config(name: str) -> ConfigError:
     return ConfigError(f"Unknown broker config name: {name}{hint}")
 
 
+#: Kafka's per-listener form of a security config: ``listener.name.<listener>.[<mechanism>.]<config>``
+#: (``ListenerName.configPrefix`` and, for SASL configs, the lower-case mechanism name).
+_LISTENER_PREFIXED = re.compile(r"listener\.name\.(?P<listener>[a-z0-9_]+)\.(?P<rest>.+)")
+_SASL_MECHANISM_PREFIXES = ("plain.", "scram-sha-256.", "scram-sha-512.", "oauthbearer.", "gssapi.")
+
+
+def listener_prefixed_definition(name: str) -> ConfigDef | None:
+    """The definition a per-listener name stands for (None when it names no broker config)."""
+    match = _LISTENER_PREFIXED.fullmatch(name)
+    if match is None:
+        return None
+    rest = match["rest"]
+    for prefix in _SASL_MECHANISM_PREFIXES:
+        if rest.startswith(prefix) and rest[len(prefix) :] in BROKER_CONFIGS:
+            return BROKER_CONFIGS[rest[len(prefix) :]]
+    return BROKER_CONFIGS.get(rest)
+
+
 def _parse_layer(layer: Mapping[str, str], dynamic: bool) -> dict[str, ConfigValue]:
     """Parse one layer; a dynamic layer takes only what Kafka lets AlterConfigs change
     (``DynamicBrokerConfig.validateConfigs``: dynamic configs, SSL ones only per listener)."""
@@ -45,7 +64,7 @@ def _parse_layer(layer: Mapping[str, str], dynamic: bool) -> dict[str, ConfigVal
     not_dynamic = []
     listener_only = []
     for name, raw in layer.items():
-        definition = BROKER_CONFIGS.get(name)
+        definition = BROKER_CONFIGS.get(name) or listener_prefixed_definition(name)
         if definition is None:
             raise _unknown_broker_config(name)
         if dynamic and name in LISTENER_ONLY_BROKER_NAMES:

@@ -42,6 +42,7 @@ from typing import TypeVar, cast
 
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.dispatch import Dispatcher
+from kompakt.broker.sasl.state import refusal as sasl_refusal
 from kompakt.broker.session import Session
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
@@ -438,7 +439,15 @@ class Connection(FrameProtocol):
         except codec.MalformedRequest as exc:
             log.warning("closing connection %s: %s", self.peer, exc)
             return False
-        ctx = dispatcher.context(request, self.client_host, self.session)
+        session = self.session
+        if session.requires_sasl:
+            # Before authentication, and after an expired session, a SASL listener serves only
+            # the SASL APIs: anything else closes the connection, as Kafka's authenticator does.
+            reason = sasl_refusal(session, request.api_key, dispatcher.broker.clock.now_ms())
+            if reason is not None:
+                log.warning("closing connection %s: %s", self.peer, reason)
+                return False
+        ctx = dispatcher.context(request, self.client_host, session)
         started = time.perf_counter()
         try:
             if dispatcher.spec(request.api_key).blocking:
@@ -462,6 +471,8 @@ class Connection(FrameProtocol):
             return False
         await self._send(chunks)
         self._record(request.api_key, started)
+        if session.close_after_response:  # a failed SASL authentication: Kafka closes after it
+            return False
         if self._memory is not None:
             # A Produce frame is its records, received into a buffer of their own and written to
             # the log as they are: it leaves no garbage behind, however large.
