@@ -36,7 +36,9 @@ class Client:
     async def request(self, api_key: int, version: int, values: dict[str, object]) -> Any:
         self.next_id += 1
         self.writer.write(request_bytes(api_key, version, values, self.next_id))
-        correlation_id, response = codec.decode_response(await read_frame(self.reader, TIMEOUT_S), api_key, version)
+        correlation_id, response = codec.decode_response(
+            await read_frame(self.reader, TIMEOUT_S), api_key, version
+        )
         assert correlation_id == self.next_id
         return response
 
@@ -45,7 +47,9 @@ class Client:
         return await asyncio.wait_for(self.reader.read(1), TIMEOUT_S) == b""
 
 
-def with_sasl_listener(tmp_path: Path, clock: FakeClock, scenario: Callable[[Client, Broker], Awaitable[None]]) -> None:
+def with_sasl_listener(
+    tmp_path: Path, clock: FakeClock, scenario: Callable[[Client, Broker], Awaitable[None]]
+) -> None:
     async def main() -> None:
         broker, manager = make_broker(tmp_path / "data", clock)
         connections: set[Connection] = set()
@@ -75,7 +79,9 @@ def with_sasl_listener(tmp_path: Path, clock: FakeClock, scenario: Callable[[Cli
 
 def test_a_request_before_authentication_closes_the_connection(tmp_path: Path) -> None:
     async def scenario(client: Client, broker: Broker) -> None:
-        versions = await client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+        versions = await client.request(
+            ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+        )
         advertised = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
         assert advertised[ApiKey.SASL_HANDSHAKE] == (0, 1)
         assert advertised[ApiKey.SASL_AUTHENTICATE] == (0, 2)

@@ -37,7 +37,9 @@ PROPS = {
 }
 
 
-def make_broker(data_dir: Path, clock: FakeClock, props: dict[str, str] | None = None) -> tuple[Broker, LogManager]:
+def make_broker(
+    data_dir: Path, clock: FakeClock, props: dict[str, str] | None = None
+) -> tuple[Broker, LogManager]:
     config = BrokerConfig.from_properties(PROPS if props is None else props)
     manager = LogManager(data_dir, config, clock)
     manager.open()
@@ -85,8 +87,20 @@ def scram_upsert(broker: Broker, user: str, mechanism: int, password: str, itera
     algorithm = {1: "sha256", 2: "sha512"}[mechanism]
     salt = os.urandom(16)
     salted = hashlib.pbkdf2_hmac(algorithm, password.encode(), salt, iterations)
-    upsertion = {"name": user, "mechanism": mechanism, "iterations": iterations, "salt": salt, "salted_password": salted}
-    return call(broker, Session(), ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {"deletions": [], "upsertions": [upsertion]})
+    upsertion = {
+        "name": user,
+        "mechanism": mechanism,
+        "iterations": iterations,
+        "salt": salt,
+        "salted_password": salted,
+    }
+    return call(
+        broker,
+        Session(),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        0,
+        {"deletions": [], "upsertions": [upsertion]},
+    )
 
 
 def scram_client_login(broker: Broker, session: Session, mechanism: str, user: str, password: str) -> Any:
@@ -99,12 +113,16 @@ def scram_client_login(broker: Broker, session: Session, mechanism: str, user: s
         return first
     server_first = first.auth_bytes.decode()
     fields = dict(p.split("=", 1) for p in server_first.split(","))
-    salted = hashlib.pbkdf2_hmac(algorithm, password.encode(), base64.b64decode(fields["s"]), int(fields["i"]))
+    salted = hashlib.pbkdf2_hmac(
+        algorithm, password.encode(), base64.b64decode(fields["s"]), int(fields["i"])
+    )
     client_key = hmac.new(salted, b"Client Key", algorithm).digest()
     stored = hashlib.new(algorithm, client_key).digest()
     without_proof = f"c=biws,r={fields['r']}"
     auth_message = f"{bare},{server_first},{without_proof}".encode()
-    proof = bytes(a ^ b for a, b in zip(client_key, hmac.new(stored, auth_message, algorithm).digest(), strict=True))
+    proof = bytes(
+        a ^ b for a, b in zip(client_key, hmac.new(stored, auth_message, algorithm).digest(), strict=True)
+    )
     return authenticate(broker, session, f"{without_proof},p={base64.b64encode(proof).decode()}".encode())
 
 
@@ -201,7 +219,10 @@ def test_reauthentication_cannot_change_the_principal(tmp_path: Path, clock: Fak
         handshake(broker, session, "PLAIN")
         response = authenticate(broker, session, b"\0bob\0b")
         assert response.error_code == E.sasl_authentication_failed
-        assert response.error_message == "Cannot change principals during re-authentication from User:alice: User:bob"
+        assert (
+            response.error_message
+            == "Cannot change principals during re-authentication from User:alice: User:bob"
+        )
         assert session.close_after_response and session.principal == KafkaPrincipal("User", "alice")
     finally:
         manager.close()
@@ -251,12 +272,13 @@ def test_scram_user_created_by_alter_logs_in_and_survives_a_restart(
         wrong = scram_client_login(broker, sasl_session(), mechanism, "alice", "nope")
         assert wrong.error_code == E.sasl_authentication_failed
         assert wrong.error_message == (
-            f"Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism}"
+            "Authentication failed during authentication due to invalid credentials with SASL mechanism "
+            f"{mechanism}"
         )
         described = call(broker, Session(), ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None})
-        assert [(r.user, [(c.mechanism, c.iterations) for c in r.credential_infos]) for r in described.results] == [
-            ("alice", [(code, 8192)])
-        ]
+        assert [
+            (r.user, [(c.mechanism, c.iterations) for c in r.credential_infos]) for r in described.results
+        ] == [("alice", [(code, 8192)])]
         deleted = call(
             broker,
             Session(),
@@ -273,7 +295,13 @@ def test_scram_user_created_by_alter_logs_in_and_survives_a_restart(
 
 def test_alter_scram_errors_as_kafka(broker: Broker) -> None:
     def upsertion(name: str, mechanism: int = 1, iterations: int = 4096) -> dict[str, object]:
-        return {"name": name, "mechanism": mechanism, "iterations": iterations, "salt": b"s", "salted_password": b"p" * 32}
+        return {
+            "name": name,
+            "mechanism": mechanism,
+            "iterations": iterations,
+            "salt": b"s",
+            "salted_password": b"p" * 32,
+        }
 
     response = call(
         broker,
@@ -326,7 +354,10 @@ def test_describe_scram_errors_as_kafka(broker: Broker) -> None:
         ("ghost", E.resource_not_found),
         ("dup", E.duplicate_resource),
     ]
-    assert response.results[1].error_message == "Attempt to describe a user credential that does not exist: ghost"
+    assert (
+        response.results[1].error_message
+        == "Attempt to describe a user credential that does not exist: ghost"
+    )
 
 
 def test_a_corrupt_credentials_file_stops_the_broker_and_is_kept(tmp_path: Path, clock: FakeClock) -> None:
@@ -346,7 +377,9 @@ def test_a_corrupt_credentials_file_stops_the_broker_and_is_kept(tmp_path: Path,
     mechanism=st.sampled_from(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]),
     tokens=st.lists(st.binary(max_size=200), min_size=1, max_size=3),
 )
-def test_malformed_tokens_give_an_error_never_an_exception(broker: Broker, mechanism: str, tokens: list[bytes]) -> None:
+def test_malformed_tokens_give_an_error_never_an_exception(
+    broker: Broker, mechanism: str, tokens: list[bytes]
+) -> None:
     session = sasl_session()
     handshake(broker, session, mechanism)
     for token in tokens:

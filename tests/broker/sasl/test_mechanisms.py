@@ -43,11 +43,15 @@ def test_scram_sha256_rfc7677_vector() -> None:
     assert server.complete and server.authorization_id == "user"
 
 
-def _client_proof(mechanism: str, password: str, client_first_bare: str, server_first: str, without_proof: str) -> tuple[str, bytes]:
+def _client_proof(
+    mechanism: str, password: str, client_first_bare: str, server_first: str, without_proof: str
+) -> tuple[str, bytes]:
     """RFC 5802 section 3 from Python's primitives only (the reference computation)."""
     algorithm = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[mechanism]
     fields = dict(part.split("=", 1) for part in server_first.split(","))
-    salted = hashlib.pbkdf2_hmac(algorithm, password.encode(), base64.b64decode(fields["s"]), int(fields["i"]))
+    salted = hashlib.pbkdf2_hmac(
+        algorithm, password.encode(), base64.b64decode(fields["s"]), int(fields["i"])
+    )
     client_key = hmac.new(salted, b"Client Key", algorithm).digest()
     stored_key = hashlib.new(algorithm, client_key).digest()
     auth_message = f"{client_first_bare},{server_first},{without_proof}".encode()
@@ -84,7 +88,8 @@ def test_scram_wrong_password_fails_with_kafkas_generic_message(mechanism: str) 
         _scram_login(mechanism, credential, "alice", "wrong")
     assert not isinstance(failure.value, SaslRefused)
     assert client_message(failure.value, mechanism) == (
-        f"Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism}"
+        "Authentication failed during authentication due to invalid credentials with SASL mechanism "
+        f"{mechanism}"
     )
 
 
@@ -145,7 +150,10 @@ def test_plain_accepts_the_jaas_users() -> None:
         (b"\0mallory\0alice-secret", "Authentication failed: Invalid username or password"),
         (b"\0\0pw", "Authentication failed: username not specified"),
         (b"\0alice\0", "Authentication failed: password not specified"),
-        (b"bob\0alice\0alice-secret", "Authentication failed: Client requested an authorization id that is different from username"),
+        (
+            b"bob\0alice\0alice-secret",
+            "Authentication failed: Client requested an authorization id that is different from username",
+        ),
     ],
 )
 def test_plain_refusals_carry_kafkas_messages(token: bytes, message: str) -> None:
@@ -167,7 +175,7 @@ def test_plain_malformed_token_gets_the_generic_message() -> None:
 
 def test_jaas_plain_login_module_users() -> None:
     module = parse_jaas_config(
-        'org.apache.kafka.common.security.plain.PlainLoginModule required\n'
+        "org.apache.kafka.common.security.plain.PlainLoginModule required\n"
         '  username="admin" password="admin-secret"\n'
         '  user_admin="admin-secret" // the broker itself\n'
         '  user_alice="al\\"ice;=pw" user_bob=bobpw;'

@@ -35,11 +35,12 @@ def _validate_name_and_mechanism(name: str, mechanism: int) -> tuple[int, str] |
     return None
 
 
-def handle(
-    ctx: RequestContext, request: m.AlterUserScramCredentialsRequest
-) -> m.AlterUserScramCredentialsResponse:
-    store = ctx.broker.sasl_service.credentials
-    existing = store.describe()
+def _sort(
+    request: m.AlterUserScramCredentialsRequest, existing: dict[str, dict[str, int]]
+) -> tuple[
+    dict[str, m.ScramCredentialDeletion], dict[str, m.ScramCredentialUpsertion], dict[str, tuple[int, str]]
+]:
+    """The accepted deletions and upsertions by user, and the refused users with their errors."""
     deletions: dict[str, m.ScramCredentialDeletion] = {}
     upserts: dict[str, m.ScramCredentialUpsertion] = {}
     errors: dict[str, tuple[int, str]] = {}
@@ -51,7 +52,10 @@ def handle(
             continue
         error = _validate_name_and_mechanism(deletion.name, deletion.mechanism)
         if error is None and _MECHANISM_NAMES[deletion.mechanism] not in existing.get(deletion.name, {}):
-            error = (codec.ErrorCode.resource_not_found, "Attempt to delete a user credential that does not exist")
+            error = (
+                codec.ErrorCode.resource_not_found,
+                "Attempt to delete a user credential that does not exist",
+            )
         if error is not None:
             errors[deletion.name] = error
         else:
@@ -71,6 +75,14 @@ def handle(
             errors[upsertion.name] = error
         else:
             upserts[upsertion.name] = upsertion
+    return deletions, upserts, errors
+
+
+def handle(
+    ctx: RequestContext, request: m.AlterUserScramCredentialsRequest
+) -> m.AlterUserScramCredentialsResponse:
+    store = ctx.broker.sasl_service.credentials
+    deletions, upserts, errors = _sort(request, store.describe())
     credentials: dict[tuple[str, str], ScramCredential] = {}
     for name, upsertion in upserts.items():
         mechanism = _MECHANISM_NAMES[upsertion.mechanism]
@@ -85,9 +97,14 @@ def handle(
         except OSError as exc:
             log.error("could not write SCRAM credentials: %s", exc)
             for name in accepted:
-                errors[name] = (codec.ErrorCode.kafka_storage_error, f"Could not store the credentials: {exc}")
+                errors[name] = (
+                    codec.ErrorCode.kafka_storage_error,
+                    f"Could not store the credentials: {exc}",
+                )
             accepted = []
-    results = [m.AlterUserScramCredentialsResult(user=name, error_code=codec.ErrorCode.none) for name in accepted]
+    results = [
+        m.AlterUserScramCredentialsResult(user=name, error_code=codec.ErrorCode.none) for name in accepted
+    ]
     results += [
         m.AlterUserScramCredentialsResult(user=name, error_code=code, error_message=message)
         for name, (code, message) in errors.items()

@@ -13,6 +13,8 @@ from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.messages import describe_user_scram_credentials as m
 
+_TWICE = "Cannot describe SCRAM credentials for the same user twice in a single request: "
+
 #: Kafka's ``ScramMechanism`` type ids on the wire (0 is UNKNOWN).
 MECHANISM_TYPES: dict[str, int] = {name: i + 1 for i, name in enumerate(SCRAM_MECHANISMS)}
 
@@ -43,7 +45,7 @@ def handle(
                 m.DescribeUserScramCredentialsResult(
                     user=name,
                     error_code=codec.ErrorCode.duplicate_resource,
-                    error_message=f"Cannot describe SCRAM credentials for the same user twice in a single request: {name}",
+                    error_message=_TWICE + name,
                     credential_infos=[],
                 )
             )

@@ -28,7 +28,9 @@ from kompakt.protocol.messages import sasl_authenticate as m
 log = logging.getLogger(__name__)
 
 
-def _failed(ctx: RequestContext, state: SaslState, mechanism: str, error: SaslFailure) -> m.SaslAuthenticateResponse:
+def _failed(
+    ctx: RequestContext, state: SaslState, mechanism: str, error: SaslFailure
+) -> m.SaslAuthenticateResponse:
     reauthenticating = state.authenticated_name is not None
     log.info(
         "failed SASL/%s %s from %s on listener %s: %s",
@@ -79,7 +81,8 @@ def handle(ctx: RequestContext, request: m.SaslAuthenticateRequest) -> m.SaslAut
             state,
             mechanism,
             SaslRefused(
-                f"Cannot change principals during re-authentication from User:{state.authenticated_name}: User:{name}"
+                "Cannot change principals during re-authentication from "
+                f"User:{state.authenticated_name}: User:{name}"
             ),
         )
     lifetime_ms = _session_lifetime_ms(ctx, mechanism, exchange)

@@ -50,7 +50,9 @@ def handle(ctx: RequestContext, request: m.SaslHandshakeRequest) -> m.SaslHandsh
     if mechanism not in enabled:
         log.info("closing connection from %s: SASL mechanism %r is not enabled", ctx.client_host, mechanism)
         session.close_after_response = True
-        return m.SaslHandshakeResponse(error_code=codec.ErrorCode.unsupported_sasl_mechanism, mechanisms=enabled)
+        return m.SaslHandshakeResponse(
+            error_code=codec.ErrorCode.unsupported_sasl_mechanism, mechanisms=enabled
+        )
     if state.authenticated_mechanism is not None and mechanism != state.authenticated_mechanism:
         log.info(
             "closing connection from %s: SASL mechanism '%s' requested by client is not supported for "
@@ -60,7 +62,9 @@ def handle(ctx: RequestContext, request: m.SaslHandshakeRequest) -> m.SaslHandsh
             state.authenticated_mechanism,
         )
         session.close_after_response = True
-        return m.SaslHandshakeResponse(error_code=codec.ErrorCode.unsupported_sasl_mechanism, mechanisms=enabled)
+        return m.SaslHandshakeResponse(
+            error_code=codec.ErrorCode.unsupported_sasl_mechanism, mechanisms=enabled
+        )
     state.mechanism = mechanism
     state.handshake_version = ctx.api_version
     state.exchange = ctx.broker.sasl_service.start(session.listener_name, mechanism)

@@ -32,7 +32,9 @@ class LoginModule:
 
     def plain_users(self) -> dict[str, str]:
         """``user_<name>`` options: PLAIN's users and passwords."""
-        return {name[len("user_") :]: value for name, value in self.options.items() if name.startswith("user_")}
+        return {
+            name[len("user_") :]: value for name, value in self.options.items() if name.startswith("user_")
+        }
 
 
 def _tokens(text: str, config_name: str) -> list[tuple[str, str]]:
@@ -49,7 +51,9 @@ def _tokens(text: str, config_name: str) -> list[tuple[str, str]]:
         elif text.startswith("/*", i):
             end = text.find("*/", i + 2)
             if end < 0:
-                raise ConfigError(f"Value not specified for key '{config_name}' in JAAS config: unterminated comment")
+                raise ConfigError(
+                    f"Value not specified for key '{config_name}' in JAAS config: unterminated comment"
+                )
             i = end + 2
         elif c in "=;":
             tokens.append((c, c))
@@ -70,7 +74,12 @@ def _tokens(text: str, config_name: str) -> list[tuple[str, str]]:
             tokens.append(("quoted", "".join(out)))
         else:
             start = i
-            while i < n and not text[i].isspace() and text[i] not in "=;\"'" and not text.startswith(("//", "/*"), i):
+            while (
+                i < n
+                and not text[i].isspace()
+                and text[i] not in "=;\"'"
+                and not text.startswith(("//", "/*"), i)
+            ):
                 i += 1
             tokens.append(("word", text[start:i]))
     return tokens
@@ -93,7 +102,9 @@ def parse_jaas_config(text: str, config_name: str = "sasl.jaas.config") -> Login
     while pos < len(tokens):
         kind, class_name = expect("a login module class")
         if kind != "word":
-            raise ConfigError(f"Invalid JAAS config in {config_name}: expected a login module class, got {class_name!r}")
+            raise ConfigError(
+                f"Invalid JAAS config in {config_name}: expected a login module class, got {class_name!r}"
+            )
         kind, flag = expect("a control flag")
         if kind != "word" or flag.lower() not in _FLAGS:
             raise ConfigError(f"Invalid control flag '{flag}' in JAAS config of {config_name}")
@@ -103,7 +114,9 @@ def parse_jaas_config(text: str, config_name: str = "sasl.jaas.config") -> Login
             if kind == ";":
                 break
             if kind != "word":
-                raise ConfigError(f"Invalid JAAS config in {config_name}: expected an option name, got {key!r}")
+                raise ConfigError(
+                    f"Invalid JAAS config in {config_name}: expected an option name, got {key!r}"
+                )
             kind, _ = expect("'='")
             if kind != "=":
                 raise ConfigError(f"Invalid JAAS config in {config_name}: expected '=' after {key}")

@@ -79,7 +79,9 @@ def validate_unsecured_jwt(token: str, options: Mapping[str, str], now_ms: int) 
     """The principal name of a valid unsecured JWT; :class:`TokenInvalid` otherwise."""
     parts = token.split(".")
     if len(parts) != 3:
-        raise TokenInvalid("Unsecured JWS compact serializations must have 3 dot-separated Base64URL-encoded values")
+        raise TokenInvalid(
+            "Unsecured JWS compact serializations must have 3 dot-separated Base64URL-encoded values"
+        )
     if parts[2]:
         raise TokenInvalid("Unsecured JWS compact serializations must have an empty signature")
     header = _b64url_json(parts[0], "header")
@@ -89,7 +91,9 @@ def validate_unsecured_jwt(token: str, options: Mapping[str, str], now_ms: int) 
     principal_claim = options.get("unsecuredValidatorPrincipalClaimName", "sub").strip() or "sub"
     principal = claims.get(principal_claim)
     if not isinstance(principal, str) or not principal.strip():
-        raise TokenInvalid(f"The principal name claim ({principal_claim}) is missing or not a non-empty string")
+        raise TokenInvalid(
+            f"The principal name claim ({principal_claim}) is missing or not a non-empty string"
+        )
     try:
         skew_ms = int(options.get("unsecuredValidatorAllowableClockSkewMs", "0").strip() or 0)
     except ValueError:

@@ -44,7 +44,9 @@ class PlainServer:
         if not hmac.compare_digest(reference, password.encode()) or expected is None:
             raise SaslRefused("Authentication failed: Invalid username or password")
         if authzid and authzid != username:
-            raise SaslRefused("Authentication failed: Client requested an authorization id that is different from username")
+            raise SaslRefused(
+                "Authentication failed: Client requested an authorization id that is different from username"
+            )
         self.complete = True
         self.authorization_id = username
         return b""

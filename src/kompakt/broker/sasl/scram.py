@@ -86,7 +86,8 @@ def credential_from_password(
 
 
 def username_from_saslname(saslname: str) -> str:
-    """RFC 5802 decoding of ``=2C``/``=3D``; any other ``=`` is malformed (Kafka's ``ScramFormatter.username``)."""
+    """RFC 5802 decoding of ``=2C``/``=3D``; any other ``=`` is malformed (as in Kafka's
+    ``ScramFormatter.username``)."""
     name = saslname.replace("=2C", ",").replace("=3D", "=")
     if "=" in saslname.replace("=2C", "").replace("=3D", ""):
         raise SaslFailure("Invalid username: " + saslname)
@@ -173,7 +174,9 @@ class ScramServer:
     :class:`SaslRefused`, whose message the client does see.
     """
 
-    def __init__(self, mechanism: str, lookup: CredentialLookup, nonce: Callable[[], str] | None = None) -> None:
+    def __init__(
+        self, mechanism: str, lookup: CredentialLookup, nonce: Callable[[], str] | None = None
+    ) -> None:
         self.mechanism = mechanism
         self._algorithm = hash_name(mechanism)
         self._lookup = lookup
@@ -208,10 +211,13 @@ class ScramServer:
         if credential is None:
             raise SaslFailure("Authentication failed: Invalid user credentials")
         if first.authorization_id and first.authorization_id != username:
-            raise SaslRefused("Authentication failed: Client requested an authorization id that is different from username")
+            raise SaslRefused(
+                "Authentication failed: Client requested an authorization id that is different from username"
+            )
         if credential.iterations < MIN_ITERATIONS:
             raise SaslFailure(
-                f"Iterations {credential.iterations} is less than the minimum {MIN_ITERATIONS} for {self.mechanism}"
+                f"Iterations {credential.iterations} is less than the minimum {MIN_ITERATIONS} "
+                f"for {self.mechanism}"
             )
         self._first = first
         self._credential = credential

@@ -62,7 +62,9 @@ def _lookup(config: BrokerConfig, names: list[str]) -> tuple[str, object] | None
 class SaslService:
     """What the SASL handlers need: settings per listener, and new exchanges."""
 
-    def __init__(self, config: Callable[[], BrokerConfig], clock: Clock, credentials: ScramCredentialStore) -> None:
+    def __init__(
+        self, config: Callable[[], BrokerConfig], clock: Clock, credentials: ScramCredentialStore
+    ) -> None:
         self._config = config
         self._clock = clock
         self.credentials = credentials
@@ -100,7 +102,11 @@ def listener_settings(config: BrokerConfig, listener_name: str) -> ListenerSasl:
     unsupported = [m for m in mechanisms if m not in SUPPORTED_MECHANISMS]
     if unsupported:
         name = found[0] if found is not None else "sasl.enabled.mechanisms"
-        hint = " (Kafka's default, Kerberos, which kompakt does not implement)" if "GSSAPI" in unsupported else ""
+        hint = (
+            " (Kafka's default, Kerberos, which kompakt does not implement)"
+            if "GSSAPI" in unsupported
+            else ""
+        )
         raise ConfigError(
             f"SASL mechanism {', '.join(unsupported)}{hint} in {name} is not supported on listener "
             f"{listener_name}: set it to some of {', '.join(SUPPORTED_MECHANISMS)}"
@@ -110,14 +116,20 @@ def listener_settings(config: BrokerConfig, listener_name: str) -> ListenerSasl:
     max_reauth: dict[str, int] = {}
     for mechanism in mechanisms:
         mech = mechanism.lower()
-        module = _jaas(config, [prefix + f"{mech}.sasl.jaas.config", prefix + "sasl.jaas.config", "sasl.jaas.config"])
+        module = _jaas(
+            config, [prefix + f"{mech}.sasl.jaas.config", prefix + "sasl.jaas.config", "sasl.jaas.config"]
+        )
         if mechanism == "PLAIN" and module is not None:
             plain_users = module.plain_users()
         if mechanism == "OAUTHBEARER" and module is not None:
             oauth_options = dict(module.options)
         reauth = _lookup(
             config,
-            [prefix + f"{mech}.connections.max.reauth.ms", prefix + "connections.max.reauth.ms", "connections.max.reauth.ms"],
+            [
+                prefix + f"{mech}.connections.max.reauth.ms",
+                prefix + "connections.max.reauth.ms",
+                "connections.max.reauth.ms",
+            ],
         )
         max_reauth[mechanism] = int(reauth[1]) if reauth is not None and isinstance(reauth[1], int) else 0
     return ListenerSasl(mechanisms, plain_users, oauth_options, max_reauth)

@@ -77,7 +77,9 @@ class ScramCredentialStore:
         except FileNotFoundError:
             return {}
         except ValueError as exc:
-            raise CorruptCredentialStoreError(f"SCRAM credentials file {self.path} is not valid JSON: {exc}") from None
+            raise CorruptCredentialStoreError(
+                f"SCRAM credentials file {self.path} is not valid JSON: {exc}"
+            ) from None
         try:
             if document["version"] != CREDENTIALS_FILE_VERSION:
                 raise ValueError(f"unsupported version {document['version']!r}")
@@ -88,7 +90,9 @@ class ScramCredentialStore:
                         raise ValueError(f"unknown mechanism {mechanism!r} for user {user!r}")
                 users[str(user)] = {m: _decode(raw) for m, raw in mechanisms.items()}
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise CorruptCredentialStoreError(f"SCRAM credentials file {self.path} is corrupt: {exc!r}") from None
+            raise CorruptCredentialStoreError(
+                f"SCRAM credentials file {self.path} is corrupt: {exc!r}"
+            ) from None
         return users
 
     def lookup(self, user: str, mechanism: str) -> ScramCredential | None:
@@ -98,7 +102,11 @@ class ScramCredentialStore:
     def describe(self) -> dict[str, dict[str, int]]:
         """user → mechanism → iterations (what DescribeUserScramCredentials shows)."""
         with self._lock:
-            return {user: {m: c.iterations for m, c in mechs.items()} for user, mechs in self._users.items() if mechs}
+            return {
+                user: {m: c.iterations for m, c in mechs.items()}
+                for user, mechs in self._users.items()
+                if mechs
+            }
 
     def apply(
         self,
