@@ -140,7 +140,9 @@ class Broker:
     """Everything the handlers share. One per process.
 
     ``advertised_host``/``advertised_port`` are what FindCoordinator, Metadata and DescribeCluster
-    hand out; the server fills the port in after binding when it was 0. ``log_manager`` is None
+    hand out; the server fills the port in after binding when it was 0. With several listeners,
+    ``listener_endpoints`` holds each one's advertised address and a request is answered with the
+    one of the listener it arrived on (:meth:`endpoint`), as Kafka does. ``log_manager`` is None
     only in group-protocol unit tests that need no storage; every data-path handler requires it.
     """
 
@@ -150,6 +152,8 @@ class Broker:
     cluster_id: str = "kompakt"
     advertised_host: str = "localhost"
     advertised_port: int = 9092
+    #: Advertised ``(host, port)`` per listener name (filled by the server once bound).
+    listener_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
     broker_config: BrokerConfig = field(default_factory=BrokerConfig)
     #: Every group's own configs (GROUP config resources); an alter installs a new object, and the
     #: consumer group coordinator reads it through the accessor :meth:`create` wires.
@@ -188,6 +192,12 @@ class Broker:
         """The SASL service (never None after construction)."""
         assert self.sasl is not None
         return self.sasl
+
+    def endpoint(self, listener_name: str) -> tuple[str, int]:
+        """The advertised ``(host, port)`` for a client of ``listener_name`` (Kafka answers with the
+        broker's endpoint for the request's listener); the broker-wide one for an unknown name."""
+        found = self.listener_endpoints.get(listener_name)
+        return found if found is not None else (self.advertised_host, self.advertised_port)
 
     @property
     def timer_service(self) -> Timers:

@@ -10,7 +10,6 @@ before the broker opens anything.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from kompakt.config.defs import (
     parse_properties_file,
 )
 from kompakt.config.group_defs import check_group_rules
+from kompakt.config.listener_defs import LISTENER_PREFIX
 from kompakt.config.log_defs import DYNAMIC_CLEANER_KEYS, check_log_rules
 from kompakt.config.server_defs import check_server_rules
 from kompakt.config.tables import BROKER_CONFIGS, INERT_BROKER_CONFIGS, LISTENER_ONLY_BROKER_NAMES
@@ -39,22 +39,23 @@ def _unknown_broker_config(name: str) -> ConfigError:
     return ConfigError(f"Unknown broker config name: {name}{hint}")
 
 
-#: Kafka's per-listener form of a security config: ``listener.name.<listener>.[<mechanism>.]<config>``
-#: (``ListenerName.configPrefix`` and, for SASL configs, the lower-case mechanism name).
-_LISTENER_PREFIXED = re.compile(r"listener\.name\.(?P<listener>[a-z0-9_]+)\.(?P<rest>.+)")
-_SASL_MECHANISM_PREFIXES = ("plain.", "scram-sha-256.", "scram-sha-512.", "oauthbearer.", "gssapi.")
+def listener_prefixed(name: str) -> ConfigDef | None:
+    """The definition behind a per-listener name (Kafka's ``listener.name.<listener>.<config>``,
+    or ``listener.name.<listener>.<mechanism>.<config>`` for SASL), or None if ``name`` is not one.
 
-
-def listener_prefixed_definition(name: str) -> ConfigDef | None:
-    """The definition a per-listener name stands for (None when it names no broker config)."""
-    match = _LISTENER_PREFIXED.fullmatch(name)
-    if match is None:
+    Kafka keeps such names as they are and resolves them per listener; so does kompakt
+    (:mod:`kompakt.config.listeners`). The value is parsed and validated as its base config.
+    """
+    if not name.startswith(LISTENER_PREFIX):
         return None
-    rest = match["rest"]
-    for prefix in _SASL_MECHANISM_PREFIXES:
-        if rest.startswith(prefix) and rest[len(prefix) :] in BROKER_CONFIGS:
-            return BROKER_CONFIGS[rest[len(prefix) :]]
-    return BROKER_CONFIGS.get(rest)
+    _, sep, rest = name[len(LISTENER_PREFIX) :].partition(".")
+    if not sep:
+        return None
+    definition = BROKER_CONFIGS.get(rest)
+    if definition is None:
+        _, sep, base = rest.partition(".")
+        definition = BROKER_CONFIGS.get(base) if sep else None
+    return definition
 
 
 def _parse_layer(layer: Mapping[str, str], dynamic: bool) -> dict[str, ConfigValue]:
@@ -64,7 +65,7 @@ def _parse_layer(layer: Mapping[str, str], dynamic: bool) -> dict[str, ConfigVal
     not_dynamic = []
     listener_only = []
     for name, raw in layer.items():
-        definition = BROKER_CONFIGS.get(name) or listener_prefixed_definition(name)
+        definition = BROKER_CONFIGS.get(name) or listener_prefixed(name)
         if definition is None:
             raise _unknown_broker_config(name)
         if dynamic and name in LISTENER_ONLY_BROKER_NAMES:
