@@ -28,6 +28,8 @@ from kompakt.broker.deferred import Deferred
 from kompakt.broker.fetch_waiters import FetchWaiters
 from kompakt.broker.groups import ConsumerGroupConfig, GroupConfig, GroupCoordinator, GroupLog
 from kompakt.broker.producer_ids import ProducerIdManager
+from kompakt.broker.sasl.service import SaslService
+from kompakt.broker.sasl.store import ScramCredentialStore
 from kompakt.broker.session import KafkaPrincipal, Session
 from kompakt.broker.txn.coordinator import TransactionCoordinator
 from kompakt.cleaner.log_cleaner import LogCleaner
@@ -142,7 +144,9 @@ class Broker:
     """Everything the handlers share. One per process.
 
     ``advertised_host``/``advertised_port`` are what FindCoordinator, Metadata and DescribeCluster
-    hand out; the server fills the port in after binding when it was 0. ``log_manager`` is None
+    hand out; the server fills the port in after binding when it was 0. With several listeners,
+    ``listener_endpoints`` holds each one's advertised address and a request is answered with the
+    one of the listener it arrived on (:meth:`endpoint`), as Kafka does. ``log_manager`` is None
     only in group-protocol unit tests that need no storage; every data-path handler requires it.
     """
 
@@ -152,6 +156,8 @@ class Broker:
     cluster_id: str = "kompakt"
     advertised_host: str = "localhost"
     advertised_port: int = 9092
+    #: Advertised ``(host, port)`` per listener name (filled by the server once bound).
+    listener_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
     broker_config: BrokerConfig = field(default_factory=BrokerConfig)
     #: Every group's own configs (GROUP config resources); an alter installs a new object, and the
     #: consumer group coordinator reads it through the accessor :meth:`create` wires.
@@ -174,6 +180,9 @@ class Broker:
     #: The transaction coordinator (None on a broker without storage: transactional requests
     #: are then answered COORDINATOR_NOT_AVAILABLE).
     txn: TransactionCoordinator | None = None
+    #: SASL settings per listener and the SCRAM credentials (in the data directory when the
+    #: broker has one); created in ``__post_init__`` unless given.
+    sasl: SaslService | None = None
     #: Kafka's StandardAuthorizer when ``authorizer.class.name`` names it; None: every request
     #: is allowed and the ACL APIs answer SECURITY_DISABLED, as Kafka without an authorizer.
     authorizer: Authorizer | None = None
@@ -181,6 +190,21 @@ class Broker:
     def __post_init__(self) -> None:
         if self.timers is None:
             self.timers = ManualTimers(self.clock)
+        if self.sasl is None:
+            data_dir = self.log_manager.data_dir if self.log_manager is not None else None
+            self.sasl = SaslService(lambda: self.broker_config, self.clock, ScramCredentialStore(data_dir))
+
+    @property
+    def sasl_service(self) -> SaslService:
+        """The SASL service (never None after construction)."""
+        assert self.sasl is not None
+        return self.sasl
+
+    def endpoint(self, listener_name: str) -> tuple[str, int]:
+        """The advertised ``(host, port)`` for a client of ``listener_name`` (Kafka answers with the
+        broker's endpoint for the request's listener); the broker-wide one for an unknown name."""
+        found = self.listener_endpoints.get(listener_name)
+        return found if found is not None else (self.advertised_host, self.advertised_port)
 
     @property
     def timer_service(self) -> Timers:

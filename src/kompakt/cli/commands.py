@@ -66,6 +66,16 @@ def _kafka_tool_commands() -> list[Registrar]:
 REGISTRARS += _kafka_tool_commands()
 
 
+def _storage_commands() -> list[Registrar]:
+    """``storage add-scram``: SCRAM users written into a data directory before the broker starts."""
+    from kompakt.cli import scram_cmd
+
+    return [scram_cmd.register]
+
+
+REGISTRARS += _storage_commands()
+
+
 def _table_commands() -> list[Registrar]:
     """``table get|scan|counts|export|diff``: a compacted topic as a table."""
     from kompakt.cli import table_cmd

@@ -352,7 +352,8 @@ def kafka_configs(argv: list[str]) -> None:
     parser.add_argument("--topic")
     parser.add_argument("--broker")
     parser.add_argument("--broker-defaults", action="store_true")
-    for unsupported in ("client", "user", "ip", "group", "client-metrics", "broker-logger"):
+    parser.add_argument("--user", help="Shortcut for --entity-type users --entity-name USER.")
+    for unsupported in ("client", "ip", "group", "client-metrics", "broker-logger"):
         parser.add_argument(f"--{unsupported}")
     for unsupported in ("client-defaults", "user-defaults", "ip-defaults"):
         parser.add_argument(f"--{unsupported}", action="store_true")
@@ -363,7 +364,6 @@ def kafka_configs(argv: list[str]) -> None:
     action = _one_action(args, ("alter", "describe"), "kafka-configs")
     for unsupported in (
         "client",
-        "user",
         "ip",
         "group",
         "client_metrics",
@@ -374,10 +374,14 @@ def kafka_configs(argv: list[str]) -> None:
     ):
         if getattr(args, unsupported):
             raise CliUsageError(
-                f"--{unsupported.replace('_', '-')}: kompakt's kafka-configs handles topics and brokers"
+                f"--{unsupported.replace('_', '-')}: kompakt's kafka-configs handles topics, brokers "
+                "and users"
             )
     entity_type, names, default = _entity(args)
     cluster = Cluster(bootstrap, DEFAULT_TIMEOUT_S)
+    if entity_type == "users":
+        _users(args, cluster, action, names, output)
+        return
     if action == "describe":
         if entity_type == "topics":
             _describe_topic_configs(cluster, names, args.all, output)
@@ -412,6 +416,26 @@ def kafka_configs(argv: list[str]) -> None:
     _alter_broker_configs(cluster, names, default, sets, deletes, output)
 
 
+def _users(
+    args: argparse.Namespace, cluster: Cluster, action: str, names: list[str], output: OutputFormat
+) -> None:
+    """``--entity-type users``: SCRAM credentials (:mod:`kompakt.cli.scram_cmd`)."""
+    from kompakt.cli import scram_cmd
+
+    if action == "describe":
+        scram_cmd.describe_users(cluster, names, output)
+        return
+    sets = [pair for text in args.add_config for pair in _split_config_list(text)]
+    deletes = [n.strip() for text in args.delete_config for n in text.split(",") if n.strip()]
+    if args.add_config_file:
+        raise CliUsageError("--add-config-file: give SCRAM credentials with --add-config")
+    if not (sets or deletes):
+        raise CliUsageError("kafka-configs --alter needs --add-config or --delete-config")
+    if not names:
+        raise CliUsageError("kafka-configs --alter --entity-type users needs --entity-name")
+    scram_cmd.alter_users(cluster, names, sets, deletes, output)
+
+
 def _entity(args: argparse.Namespace) -> tuple[str, list[str], bool]:
     """``(entity type, names, default?)`` from ``--entity-type/--entity-name`` or the shortcuts."""
     types = list(args.entity_type)
@@ -425,15 +449,18 @@ def _entity(args: argparse.Namespace) -> tuple[str, list[str], bool]:
         names.append(args.broker)
     if args.broker_defaults:
         types.append("brokers")
+    if args.user:
+        types.append("users")
+        names.append(args.user)
     found = sorted(set(types))
     if len(found) != 1:
         raise CliUsageError(
-            "kafka-configs needs one --entity-type (topics or brokers), or --topic / --broker"
+            "kafka-configs needs one --entity-type (topics, brokers or users), or --topic / --broker / --user"
         )
     entity_type = found[0]
-    if entity_type not in ("topics", "brokers"):
+    if entity_type not in ("topics", "brokers", "users"):
         raise CliUsageError(
-            f"--entity-type {entity_type}: kompakt's kafka-configs handles topics and brokers"
+            f"--entity-type {entity_type}: kompakt's kafka-configs handles topics, brokers and users"
         )
     if default and entity_type != "brokers":
         raise CliUsageError("--entity-default applies to brokers here")

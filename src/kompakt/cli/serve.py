@@ -33,6 +33,7 @@ stops its services, flushes, writes checkpoints and the clean-shutdown marker, a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import re
 import signal
@@ -78,18 +79,6 @@ def parse_overrides(overrides: list[str]) -> dict[str, str]:
     return result
 
 
-def _listener(value: str | None) -> tuple[str, int] | None:
-    """Host and port of the first ``PLAINTEXT://host:port`` entry of a listeners config."""
-    if not value:
-        return None
-    first = value.split(",")[0].strip()
-    _, _, address = first.rpartition("://")
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise UsageError(f"cannot parse listener {first!r} (expected PLAINTEXT://host:port)")
-    return host.strip("[]"), int(port)
-
-
 def build_settings(
     data_dir: Path | None,
     host: str | None,
@@ -112,9 +101,20 @@ def build_settings(
         config = BrokerConfig.from_properties(props)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    listener = _listener(config.get_str("listeners") if config.lookup_set("listeners") else None)
-    bind_host = host if host is not None else (listener[0] if listener and listener[0] else DEFAULT_HOST)
-    bind_port = port if port is not None else (listener[1] if listener else DEFAULT_PORT)
+    from kompakt.server.app import AppSettings, listener_settings
+
+    try:
+        listeners = list(listener_settings(config))
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    if not listeners:
+        raise UsageError("listeners has no listener to serve (only controller.listener.names ones)")
+    configured = config.lookup_set("listeners") is not None
+    first = listeners[0]
+    bind_host = host if host is not None else (first.host if configured and first.host else DEFAULT_HOST)
+    if host is None and configured and not first.host:
+        bind_host = "0.0.0.0"  # noqa: S104 - Kafka binds every interface for an empty host
+    bind_port = port if port is not None else (first.port if configured else DEFAULT_PORT)
     if not 0 <= bind_port <= 65535:
         raise UsageError(f"--port must be within 0..65535, got {bind_port}")
     if admin_port is None:
@@ -122,16 +122,25 @@ def build_settings(
     if not -1 <= admin_port <= 65535:
         raise UsageError(f"--admin-port must be within 0..65535 (or -1 for none), got {admin_port}")
     if data_dir is None:
-        configured = config.lookup_set("log.dirs") or config.lookup_set("log.dir")
-        dirs = str(configured[0]).split(",") if configured is not None else []
+        configured_dirs = config.lookup_set("log.dirs") or config.lookup_set("log.dir")
+        dirs = str(configured_dirs[0]).split(",") if configured_dirs is not None else []
         data_dir = Path(dirs[0].strip()) if dirs and dirs[0].strip() else DEFAULT_DATA_DIR
-    advertised = _listener(config.get_str("advertised.listeners"))
-    if advertised is not None:
-        advertised_host, advertised_port = advertised
-    else:
-        advertised_host = socket.getfqdn() if bind_host in _WILDCARD_HOSTS else bind_host
-        advertised_port = 0  # the bound port, filled in once listening
-    from kompakt.server.app import AppSettings
+    # --host/--port move the first listener (the only one unless `listeners` names several).
+    advertised_host = first.advertised_host or (
+        socket.getfqdn() if bind_host in _WILDCARD_HOSTS else bind_host
+    )
+    first = dataclasses.replace(
+        first,
+        host=bind_host,
+        port=bind_port,
+        advertised_host=advertised_host,
+        label="kafka" if not configured or len(listeners) == 1 else first.name,
+    )
+    listeners[0] = first
+    for index, other in enumerate(listeners[1:], start=1):
+        if not other.advertised_host:
+            shown = socket.getfqdn() if other.host in _WILDCARD_HOSTS else other.host
+            listeners[index] = dataclasses.replace(other, advertised_host=shown)
 
     return AppSettings(
         data_dir=data_dir.resolve(),
@@ -139,9 +148,10 @@ def build_settings(
         host=bind_host,
         port=bind_port,
         advertised_host=advertised_host,
-        advertised_port=advertised_port,
+        advertised_port=first.advertised_port,
         admin_host=admin_host or DEFAULT_ADMIN_HOST,
         admin_port=None if admin_port == -1 else admin_port,
+        listeners=tuple(listeners),
     )
 
 
@@ -176,7 +186,7 @@ async def run_broker(settings: AppSettings, clock: Clock | None = None) -> None:
         if isinstance(app.clock, ManualClock):
             extra += ", clock manual"
         print(
-            f"kompakt ready: listening on {server.host}:{server.port}, data directory "
+            f"kompakt ready: listening on {server.describe_listeners()}, data directory "
             f"{settings.data_dir} ({topics} topics, {partitions} partitions){extra}",
             flush=True,
         )
@@ -255,6 +265,8 @@ def bind_error_line(error: BindError) -> str:
     """``127.0.0.1:9092 is in use; pass --port …``: the address, and the option that moves it."""
     if not error.in_use:
         return str(error)
-    option = _PORT_OPTIONS.get(error.listener, "--port")
+    if error.listener not in _PORT_OPTIONS:  # a listener of `listeners`: its entry moves it
+        return f"{error} (listener {error.listener}); change its port in listeners (0 picks a free one)"
+    option = _PORT_OPTIONS[error.listener]
     extra = ", -1 runs none" if option == "--admin-port" else ""
     return f"{error}; pass {option} to use another port (0 picks a free one{extra})"

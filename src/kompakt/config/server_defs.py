@@ -1,10 +1,10 @@
 """The server's own configs (Kafka's ``ServerConfigs``, ``SocketServerConfigs`` and the node
-identity of ``KRaftConfigs``): listeners, node id, request and response sizes, topic creation.
+identity of ``KRaftConfigs``): node id, request and response sizes, topic creation.
 """
 
 from __future__ import annotations
 
-from kompakt.config.defs import BOOL, INT, STR, ConfigDef, Lookup, Range, define
+from kompakt.config.defs import BOOL, INT, ConfigDef, Lookup, Range, define
 from kompakt.errors import ConfigError
 
 SERVER_BROKER_DEFS: tuple[ConfigDef, ...] = (
@@ -14,9 +14,6 @@ SERVER_BROKER_DEFS: tuple[ConfigDef, ...] = (
     define("auto.create.topics.enable", BOOL, True, "Create unknown topics on metadata/produce requests.",
            dynamic=False),
     define("delete.topic.enable", BOOL, True, "Allow DeleteTopics.", dynamic=False),
-    define("listeners", STR, "PLAINTEXT://:9092", "Addresses to listen on.", dynamic=False),
-    define("advertised.listeners", STR, None, "Addresses given to clients; defaults to listeners.",
-           dynamic=False),
     define("node.id", INT, 0, "This broker's node id.", Range(0), dynamic=False),
     define("broker.id", INT, None, "Older name of node.id; must match it when both are set.",
            dynamic=False),

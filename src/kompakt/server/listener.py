@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ssl
 from collections.abc import Awaitable, Callable
 
 from kompakt.errors import OperatorError
@@ -23,8 +24,9 @@ ProtocolFactory = Callable[[], asyncio.BaseProtocol]
 class BindError(OperatorError):
     """An address this process cannot listen on; ``in_use`` when another socket holds it.
 
-    ``listener`` names which one (``"kafka"`` or ``"admin"``), so the command line can name the
-    option that moves it.
+    ``listener`` names which one (a Kafka listener's name such as ``"PLAINTEXT"``, ``"kafka"``
+    for the one ``--port`` defines, or ``"admin"``), so the command line can name the option or
+    the listener that moves it.
     """
 
     def __init__(self, host: str, port: int, listener: str, error: OSError) -> None:
@@ -41,19 +43,25 @@ class BindError(OperatorError):
 class Listener:
     """One bound address; connections wait until :meth:`serve` gives it a handler."""
 
-    def __init__(self, host: str, listener: str) -> None:
+    def __init__(self, host: str, listener: str, tls: ssl.SSLContext | None = None) -> None:
         self.host = host
         self.listener = listener
+        #: The TLS context of an SSL/SASL_SSL listener (asyncio runs the handshake before the
+        #: protocol sees the connection); None for plaintext.
+        self.tls = tls
         self._server: asyncio.Server | None = None
         self._factory: ProtocolFactory | None = None
 
     @classmethod
-    async def bind(cls, host: str, port: int, listener: str) -> Listener:
-        """Bind ``host:port`` (0 picks a free port; :attr:`port` names it) without accepting yet."""
-        bound = cls(host, listener)
+    async def bind(cls, host: str, port: int, listener: str, tls: ssl.SSLContext | None = None) -> Listener:
+        """Bind ``host:port`` (0 picks a free port; :attr:`port` names it) without accepting yet;
+        with ``tls`` every connection is a TLS server connection."""
+        bound = cls(host, listener, tls)
         loop = asyncio.get_running_loop()
         try:
-            bound._server = await loop.create_server(bound._protocol, host, port, start_serving=False)
+            bound._server = await loop.create_server(
+                bound._protocol, host or None, port, start_serving=False, ssl=tls
+            )
         except OSError as exc:
             raise BindError(host, port, listener, exc) from exc
         return bound

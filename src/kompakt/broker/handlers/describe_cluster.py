@@ -48,6 +48,7 @@ def handle(ctx: RequestContext, request: m.DescribeClusterRequest) -> m.Describe
     refused = _refusal(ctx, request.endpoint_type)
     if refused is not None:
         return refused
+    host, port = broker.endpoint(ctx.session.listener_name)
     return m.DescribeClusterResponse(
         error_code=codec.ErrorCode.none,
         endpoint_type=BROKERS_ENDPOINT,
@@ -56,8 +57,8 @@ def handle(ctx: RequestContext, request: m.DescribeClusterRequest) -> m.Describe
         brokers=[
             m.DescribeClusterBroker(
                 broker_id=broker.node_id,
-                host=broker.advertised_host,
-                port=broker.advertised_port,
+                host=host,
+                port=port,
                 rack=None,
                 is_fenced=False,
             )

@@ -43,12 +43,9 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> m.Coordinator:
         return _error(
             key, codec.ErrorCode.coordinator_not_available, "this broker has no transaction coordinator"
         )
+    host, port = broker.endpoint(ctx.session.listener_name)
     return m.Coordinator(
-        key=key,
-        error_code=codec.ErrorCode.none,
-        node_id=broker.node_id,
-        host=broker.advertised_host,
-        port=broker.advertised_port,
+        key=key, error_code=codec.ErrorCode.none, node_id=broker.node_id, host=host, port=port
     )
 
 

@@ -159,12 +159,9 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
             if entry.error_code not in denied and entry.name is not None:
                 entry.topic_authorized_operations = authorized_operations(ctx, ResourceType.TOPIC, entry.name)
     include_cluster = 8 <= ctx.api_version <= 10 and request.include_cluster_authorized_operations
+    host, port = broker.endpoint(ctx.session.listener_name)
     return m.MetadataResponse(
-        brokers=[
-            m.MetadataResponseBroker(
-                node_id=broker.node_id, host=broker.advertised_host, port=broker.advertised_port, rack=None
-            )
-        ],
+        brokers=[m.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)],
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         topics=topics,
