@@ -446,3 +446,26 @@ def test_host_restricted_acl(dispatcher: Dispatcher) -> None:
     from_here = as_alice(dispatcher, ApiKey.PRODUCE, 9, values, host="10.1.1.2")
     assert from_there.responses[0].partition_responses[0].error_code == 0
     assert from_here.responses[0].partition_responses[0].error_code == E.topic_authorization_failed
+
+
+def test_scram_credential_apis_need_cluster_describe_or_alter(dispatcher: Dispatcher) -> None:
+    described = as_alice(dispatcher, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None})
+    assert described.error_code == E.cluster_authorization_failed
+    assert call_as(dispatcher, ADMIN, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None}).error_code == 0
+    altered = as_alice(
+        dispatcher,
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        0,
+        {"deletions": [{"name": "bob", "mechanism": 1}], "upsertions": []},
+    )
+    assert [(r.user, r.error_code) for r in altered.results] == [("bob", E.cluster_authorization_failed)]
+    grant(dispatcher, acl(CLUSTER, "kafka-cluster", ALTER))
+    altered = as_alice(
+        dispatcher,
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        0,
+        {"deletions": [{"name": "bob", "mechanism": 1}], "upsertions": []},
+    )
+    assert [(r.user, r.error_code) for r in altered.results] == [("bob", E.resource_not_found)]
+    # ALTER on the cluster implies DESCRIBE.
+    assert as_alice(dispatcher, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None}).error_code == 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 
+from kompakt.broker.acl.model import AclOperation
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.handlers.describe_user_scram_credentials import MECHANISM_TYPES
 from kompakt.broker.sasl.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential, credential_from_salted
@@ -82,6 +83,16 @@ def handle(
     ctx: RequestContext, request: m.AlterUserScramCredentialsRequest
 ) -> m.AlterUserScramCredentialsResponse:
     store = ctx.broker.sasl_service.credentials
+    if not ctx.authorized_cluster(AclOperation.ALTER):
+        names = dict.fromkeys([*(d.name for d in request.deletions), *(u.name for u in request.upsertions)])
+        return m.AlterUserScramCredentialsResponse(
+            results=[
+                m.AlterUserScramCredentialsResult(
+                    user=name, error_code=codec.ErrorCode.cluster_authorization_failed
+                )
+                for name in names
+            ]
+        )
     deletions, upserts, errors = _sort(request, store.describe())
     credentials: dict[tuple[str, str], ScramCredential] = {}
     for name, upsertion in upserts.items():

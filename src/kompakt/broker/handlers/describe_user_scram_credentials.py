@@ -7,6 +7,7 @@ Kafka's message. Salts and keys are never returned.
 
 from __future__ import annotations
 
+from kompakt.broker.acl.model import AclOperation
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.sasl.scram import SCRAM_MECHANISMS
 from kompakt.protocol import codec
@@ -33,6 +34,10 @@ def _result(user: str, mechanisms: dict[str, int]) -> m.DescribeUserScramCredent
 def handle(
     ctx: RequestContext, request: m.DescribeUserScramCredentialsRequest
 ) -> m.DescribeUserScramCredentialsResponse:
+    if not ctx.authorized_cluster(AclOperation.DESCRIBE):
+        return m.DescribeUserScramCredentialsResponse(
+            error_code=codec.ErrorCode.cluster_authorization_failed, results=[]
+        )
     described = ctx.broker.sasl_service.credentials.describe()
     if not request.users:
         results = [_result(user, described[user]) for user in sorted(described)]
