@@ -451,7 +451,9 @@ def test_host_restricted_acl(dispatcher: Dispatcher) -> None:
 def test_scram_credential_apis_need_cluster_describe_or_alter(dispatcher: Dispatcher) -> None:
     described = as_alice(dispatcher, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None})
     assert described.error_code == E.cluster_authorization_failed
-    assert call_as(dispatcher, ADMIN, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None}).error_code == 0
+    assert (
+        call_as(dispatcher, ADMIN, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None}).error_code == 0
+    )
     altered = as_alice(
         dispatcher,
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
