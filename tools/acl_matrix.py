@@ -156,7 +156,9 @@ class Scenario:
     def produce(self, topic: str) -> str:
         producer = Producer({**_config(self.bootstrap, ALICE), "message.timeout.ms": 10_000, "retries": 0})
         outcome: list[str] = []
-        producer.produce(topic, key=b"k", value=b"v", on_delivery=lambda err, _msg: outcome.append(_name(err)))
+        producer.produce(
+            topic, key=b"k", value=b"v", on_delivery=lambda err, _msg: outcome.append(_name(err))
+        )
         producer.flush(TIMEOUT_S)
         return outcome[0] if outcome else "TIMED_OUT"
 
@@ -189,7 +191,9 @@ class Scenario:
             consumer.close()
 
     def commit(self, group: str, topic: str) -> str:
-        consumer = Consumer({**_config(self.bootstrap, ALICE), "group.id": group, "enable.auto.commit": False})
+        consumer = Consumer(
+            {**_config(self.bootstrap, ALICE), "group.id": group, "enable.auto.commit": False}
+        )
         try:
             result = consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
             errors = [tp.error for tp in result or () if tp.error is not None]
@@ -216,7 +220,9 @@ class Scenario:
 
     def describe_configs(self, topic: str) -> str:
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-        self.alice_admin.describe_configs([resource], request_timeout=TIMEOUT_S)[resource].result(timeout=TIMEOUT_S)
+        self.alice_admin.describe_configs([resource], request_timeout=TIMEOUT_S)[resource].result(
+            timeout=TIMEOUT_S
+        )
         return OK
 
     def metadata_visible(self) -> str:
@@ -232,7 +238,13 @@ class Scenario:
 
     def describe_acls(self) -> str:
         selector = AclBindingFilter(
-            ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+            ResourceType.ANY,
+            None,
+            ResourcePatternType.ANY,
+            None,
+            None,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
         )
         # librdkafka hands back an empty list for a refused DescribeAcls: the count is the answer.
         found = self.alice_admin.describe_acls(selector, request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)
