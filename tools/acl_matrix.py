@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.kafka_properties is not None:
         for line in server_properties(args.kafka_properties, args.kafka_properties - 2):
-            print(line)
+            sys.stdout.write(line + "\n")
         return 0
     if not args.bootstrap:
         parser.error("--bootstrap is required")
