@@ -79,6 +79,18 @@ def parse_overrides(overrides: list[str]) -> dict[str, str]:
     return result
 
 
+def _check_sasl(config: BrokerConfig, sasl_listeners: list[str]) -> None:
+    """GSSAPI (Kafka's default mechanism) or a bad JAAS config on a SASL listener stops the
+    broker before it binds, rather than at a client's first handshake."""
+    from kompakt.broker.sasl.service import listener_settings as sasl_settings
+
+    for name in sasl_listeners:
+        try:
+            sasl_settings(config, name)
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+
+
 def build_settings(
     data_dir: Path | None,
     host: str | None,
@@ -109,6 +121,9 @@ def build_settings(
         raise UsageError(str(exc)) from None
     if not listeners:
         raise UsageError("listeners has no listener to serve (only controller.listener.names ones)")
+    _check_sasl(
+        config, [listener.name for listener in listeners if listener.security_protocol.startswith("SASL_")]
+    )
     configured = config.lookup_set("listeners") is not None
     first = listeners[0]
     bind_host = host if host is not None else (first.host if configured and first.host else DEFAULT_HOST)

@@ -68,16 +68,20 @@ class SaslService:
         self._config = config
         self._clock = clock
         self.credentials = credentials
-        self._cache: dict[tuple[int, str], ListenerSasl] = {}
+        #: Settings per listener, for the config object they were read from (a dynamic config
+        #: change installs a new object, which empties the cache).
+        self._cached_for: BrokerConfig | None = None
+        self._cache: dict[str, ListenerSasl] = {}
 
     def listener(self, listener_name: str) -> ListenerSasl:
         """The settings of ``listener_name`` (a :class:`ConfigError` for GSSAPI or a bad JAAS config)."""
         config = self._config()
-        key = (id(config), listener_name)
-        cached = self._cache.get(key)
+        if config is not self._cached_for:
+            self._cache = {}
+            self._cached_for = config
+        cached = self._cache.get(listener_name)
         if cached is None:
-            self._cache.clear()  # a new config object: earlier entries are stale
-            cached = self._cache[key] = listener_settings(config, listener_name)
+            cached = self._cache[listener_name] = listener_settings(config, listener_name)
         return cached
 
     def start(self, listener_name: str, mechanism: str) -> SaslExchange:
