@@ -113,3 +113,28 @@ def test_producer_and_consumer_conveniences(bootstrap: str) -> None:
         "ResourcePattern(resourceType=GROUP, name=g, patternType=LITERAL)",
     ):
         assert line in listed
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--add", "--list", "--topic", "t"], "exactly one of --add, --remove, --list"),
+        (["--add", "--topic", "t", "--operation", "Read"], "You must specify one of: --allow-principal"),
+        (["--add", "--allow-principal", "alice", "--topic", "t"], "must be TYPE:NAME"),
+        (
+            ["--add", "--allow-principal", "User:a", "--operation", "Fly", "--topic", "t"],
+            "unknown --operation",
+        ),
+        (["--add", "--allow-principal", "User:a", "--consumer", "--topic", "t"], "--consumer needs --group"),
+        (
+            ["--add", "--allow-principal", "User:a", "--topic", "t", "--resource-pattern-type", "match"],
+            "LITERAL",
+        ),
+    ],
+)
+def test_usage_errors(argv: list[str], message: str) -> None:
+    from kompakt.cli import kafka_acls
+    from kompakt.cli.output import CliUsageError
+
+    with pytest.raises(CliUsageError, match=message):
+        kafka_acls.kafka_acls([*argv, "--bootstrap-server", "127.0.0.1:1"])

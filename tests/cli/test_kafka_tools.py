@@ -127,6 +127,7 @@ def test_help_lists_kafkas_flags_and_the_sh_alias_runs_the_same_tool() -> None:
         "kafka-console-consumer",
         "kafka-consumer-groups",
         "kafka-dump-log",
+        "kafka-acls",
     }
 
 
