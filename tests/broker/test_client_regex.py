@@ -100,10 +100,14 @@ def test_a_pathological_subscription_regex_resolves_at_once(wire: Dispatcher) ->
         "orders(",  # unbalanced
     ],
 )
-def test_a_subscription_regex_re2j_rejects_is_invalid_regular_expression(wire: Dispatcher, regex: str) -> None:
+def test_a_subscription_regex_re2j_rejects_is_invalid_regular_expression(
+    wire: Dispatcher, regex: str
+) -> None:
     response = heartbeat(wire, regex)
     assert response.error_code is ErrorCode.invalid_regular_expression
-    assert response.error_message.startswith(f"SubscribedTopicRegex `{regex}` is not a valid regular expression: ")
+    assert response.error_message.startswith(
+        f"SubscribedTopicRegex `{regex}` is not a valid regular expression: "
+    )
 
 
 def test_an_overlong_subscription_regex_is_refused(wire: Dispatcher) -> None:

@@ -97,7 +97,8 @@ def compile_regex(pattern: str) -> ClientRegex:
     """
     if len(pattern) > MAX_PATTERN_CHARS:
         raise RegexSyntaxError(
-            pattern, f"the pattern is {len(pattern)} characters long; at most {MAX_PATTERN_CHARS} are accepted"
+            pattern,
+            f"the pattern is {len(pattern)} characters long; at most {MAX_PATTERN_CHARS} are accepted",
         )
     return _compile(pattern)
 

@@ -542,7 +542,10 @@ class ConsumerHeartbeat:
                 # Only a member replayed from an older log can hold one (heartbeats validate it):
                 # it matches nothing, as Kafka's refreshRegularExpressions ignores such a regex.
                 log.warning(
-                    "consumer group member %s: ignoring regex %r: %s", member.member_id, regex, exc.description
+                    "consumer group member %s: ignoring regex %r: %s",
+                    member.member_id,
+                    regex,
+                    exc.description,
                 )
         return names
 
