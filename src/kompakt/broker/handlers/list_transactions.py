@@ -16,49 +16,37 @@ from kompakt.broker.client_regex import RegexSyntaxError
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import list_transactions as m
 
 
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
+def handle(ctx: RequestContext, request: m.ListTransactionsRequest) -> m.ListTransactionsResponse:
     coordinator = ctx.broker.txn
     if coordinator is None:
-        return codec.build_response(
-            request,
-            {
-                "error_code": codec.ErrorCode.coordinator_not_available,
-                "unknown_state_filters": [],
-                "transaction_states": [],
-            },
+        return m.ListTransactionsResponse(
+            error_code=codec.ErrorCode.coordinator_not_available, transaction_states=[]
         )
     try:
         listed, unknown = coordinator.list_transactions(
-            getattr(request, "producer_id_filters", ()),
-            getattr(request, "state_filters", ()),
-            getattr(request, "duration_filter", -1),
-            getattr(request, "transactional_id_pattern", None),
+            request.producer_id_filters,
+            request.state_filters,
+            request.duration_filter,
+            request.transactional_id_pattern,
         )
     except RegexSyntaxError:
-        return codec.build_response(
-            request,
-            {
-                "error_code": codec.ErrorCode.invalid_regular_expression,
-                "unknown_state_filters": [],
-                "transaction_states": [],
-            },
+        return m.ListTransactionsResponse(
+            error_code=codec.ErrorCode.invalid_regular_expression, transaction_states=[]
         )
-    return codec.build_response(
-        request,
-        {
-            "error_code": codec.ErrorCode.none,
-            "unknown_state_filters": unknown,
-            "transaction_states": [
-                {
-                    "transactional_id": t.transactional_id,
-                    "producer_id": t.producer_id,
-                    "transaction_state": t.state.state_name,
-                }
-                for t in listed
-            ],
-        },
+    return m.ListTransactionsResponse(
+        error_code=codec.ErrorCode.none,
+        unknown_state_filters=unknown,
+        transaction_states=[
+            m.TransactionState(
+                transactional_id=t.transactional_id,
+                producer_id=t.producer_id,
+                transaction_state=t.state.state_name,
+            )
+            for t in listed
+        ],
     )
 
 
