@@ -21,13 +21,14 @@ from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.codec import ErrorCode
 from tests.support.wire import call
 
-#: Backtracking needs ~2^27 steps to fail on it (several seconds); an automaton 28.
-SLOW_NAME = "a" * 27 + "b"
+#: Backtracking needs ~2^30 steps to fail on it (half a minute or more); an automaton 31.
+SLOW_NAME = "a" * 30 + "b"
 EVIL = "(a+)+$"
 #: The longest pattern accepted (``kompakt.broker.client_regex.MAX_PATTERN_CHARS``).
 MAX_PATTERN_CHARS = 8192
-#: Generous for a loaded machine, and still far below what backtracking takes.
-FAST_S = 1.0
+#: Generous for a loaded machine (the automaton takes milliseconds), and still far below what
+#: backtracking takes on the name above.
+FAST_S = 10.0
 
 
 @pytest.fixture
