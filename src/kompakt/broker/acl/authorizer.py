@@ -23,7 +23,7 @@ immutable tuple swapped under a lock, so a check never sees a half-applied Creat
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from kompakt.broker.acl.model import (
     WILDCARD,
@@ -69,16 +69,6 @@ def _entry_result(
     return entry.permission
 
 
-def _pattern_applies(pattern: ResourcePattern, resource_type: ResourceType, name: str) -> bool:
-    if pattern.resource_type != resource_type:
-        return False
-    if pattern.pattern_type == PatternType.LITERAL:
-        return pattern.name == name or pattern.name == WILDCARD
-    if pattern.pattern_type == PatternType.PREFIXED:
-        return name.startswith(pattern.name)
-    return False
-
-
 class Authorizer:
     """The bindings, the super users and the default, and the decisions made from them."""
 
@@ -89,7 +79,11 @@ class Authorizer:
         self.super_users = frozenset(super_users)
         self.allow_if_no_acl = allow_if_no_acl
         self._lock = threading.Lock()
-        self._bindings: tuple[AclBinding, ...] = tuple(store.load()) if store is not None else ()
+        self._bindings: tuple[AclBinding, ...] = ()
+        #: The bindings by resource type: a check reads only its type's (Metadata asks per topic).
+        self._by_type: dict[ResourceType, tuple[AclBinding, ...]] = {}
+        self._index: dict[ResourceType, _TypeIndex] = {}
+        self._set(tuple(store.load()) if store is not None else ())
 
     # ---- decisions ----------------------------------------------------------------------
 
@@ -104,9 +98,10 @@ class Authorizer:
             return True
         principals = (principal, WILDCARD_PRINCIPAL)
         allowed = False
-        for binding in self._bindings:
-            if not _pattern_applies(binding.pattern, resource_type, name):
-                continue
+        index = self._index.get(resource_type)
+        if index is None:
+            return self.allow_if_no_acl
+        for binding in index.applying(name):
             result = _entry_result(operation, principals, host, binding.entry)
             if result == PermissionType.DENY:
                 return False
@@ -124,10 +119,8 @@ class Authorizer:
         deny_literal: set[str] = set()
         deny_prefixed: set[str] = set()
         allows: list[ResourcePattern] = []
-        for binding in self._bindings:
+        for binding in self._by_type.get(resource_type, ()):
             pattern, entry = binding.pattern, binding.entry
-            if pattern.resource_type != resource_type:
-                continue
             if entry.host not in (host, WILDCARD) or entry.principal not in (principal, WILDCARD_PRINCIPAL):
                 continue
             if entry.operation not in (operation, AclOperation.ALL):
@@ -204,4 +197,40 @@ class Authorizer:
             return
         if self._store is not None:
             self._store.save(new)
-        self._bindings = new
+        self._set(new)
+
+    def _set(self, bindings: tuple[AclBinding, ...]) -> None:
+        by_type: dict[ResourceType, list[AclBinding]] = {}
+        for binding in bindings:
+            by_type.setdefault(binding.pattern.resource_type, []).append(binding)
+        # One assignment each: a concurrent check sees the old tables or the new ones.
+        self._by_type = {rtype: tuple(found) for rtype, found in by_type.items()}
+        self._index = {rtype: _TypeIndex(found) for rtype, found in by_type.items()}
+        self._bindings = bindings
+
+
+class _TypeIndex:
+    """One resource type's bindings, looked up as Kafka's sorted array is walked: the literal
+    name, the literal ``*``, and the PREFIXED patterns the name starts with (one dict lookup per
+    prefix length in use), so a check costs the same with ten ACLs or ten thousand."""
+
+    __slots__ = ("_literal", "_prefix_lengths", "_prefixed")
+
+    def __init__(self, bindings: Iterable[AclBinding]) -> None:
+        literal: dict[str, list[AclBinding]] = {}
+        prefixed: dict[str, list[AclBinding]] = {}
+        for binding in bindings:
+            table = literal if binding.pattern.pattern_type == PatternType.LITERAL else prefixed
+            table.setdefault(binding.pattern.name, []).append(binding)
+        self._literal = {name: tuple(found) for name, found in literal.items()}
+        self._prefixed = {name: tuple(found) for name, found in prefixed.items()}
+        self._prefix_lengths = sorted({len(name) for name in prefixed})
+
+    def applying(self, name: str) -> Iterator[AclBinding]:
+        yield from self._literal.get(name, ())
+        if name != WILDCARD:
+            yield from self._literal.get(WILDCARD, ())
+        for length in self._prefix_lengths:
+            if length > len(name):
+                break
+            yield from self._prefixed.get(name[:length], ())
