@@ -275,7 +275,7 @@ def kafka_acls(argv: list[str]) -> None:
     admin = KAFKA_ADMIN.AdminClient({**cluster.base_config(), **extra})
     action = actions[0]
     if action == "list":
-        _list(cluster, admin, _filters(args, "any"))
+        _list(cluster, admin, _filters(args, "literal"))  # AclCommand: LITERAL unless given
         return
     to_change = _bindings_to_add(args)
     if action == "add":

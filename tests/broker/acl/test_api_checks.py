@@ -471,3 +471,31 @@ def test_scram_credential_apis_need_cluster_describe_or_alter(dispatcher: Dispat
     assert [(r.user, r.error_code) for r in altered.results] == [("bob", E.resource_not_found)]
     # ALTER on the cluster implies DESCRIBE.
     assert as_alice(dispatcher, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None}).error_code == 0
+
+
+@pytest.mark.usefixtures("topics")
+def test_consumer_group_heartbeat_needs_group_read_and_topic_describe(dispatcher: Dispatcher) -> None:
+    def heartbeat(topics: list[str]) -> Any:
+        return as_alice(
+            dispatcher,
+            ApiKey.CONSUMER_GROUP_HEARTBEAT,
+            0,
+            {
+                "group_id": "kip848",
+                "member_id": str(uuid.uuid4()),
+                "member_epoch": 0,
+                "instance_id": None,
+                "rack_id": None,
+                "rebalance_timeout": 30_000,
+                "subscribed_topic_names": topics,
+                "server_assignor": None,
+                "topic_partitions": [],
+            },
+        )
+
+    assert heartbeat(["orders"]).error_code == E.group_authorization_failed
+    grant(dispatcher, acl(GROUP, "kip848", READ))
+    refused = heartbeat(["orders", "secret"])
+    assert (refused.error_code, refused.error_message) == (E.topic_authorization_failed, None)
+    grant(dispatcher, acl(TOPIC, "orders", DESCRIBE))
+    assert heartbeat(["orders"]).error_code == 0
