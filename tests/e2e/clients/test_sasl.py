@@ -435,3 +435,37 @@ def test_storage_add_scram_refuses_a_data_directory_in_use(sasl_broker: SaslBrok
                       "SCRAM-SHA-256=[name=zed,password=z]")  # fmt: skip
     assert refused.code == 1
     assert "Stop the broker first" in refused.stderr
+
+
+def test_kafka_configs_users_over_sasl_ssl_with_a_command_config(
+    sasl_broker: SaslBroker, tmp_path: Path
+) -> None:
+    """Kafka's documented way to manage SCRAM users on a secured broker: --command-config with
+    security.protocol, sasl.mechanism, a ScramLoginModule JAAS line and a PEM trust store."""
+    properties = tmp_path / "admin.properties"
+    properties.write_text(
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" '
+        'password="alice-secret";\n'
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={sasl_broker.pki.ca_cert}\n"
+    )
+    bootstrap = sasl_broker.bootstrap("SASL_SSL")
+    added = run_cli("kafka-configs", "--bootstrap-server", bootstrap, "--command-config", str(properties),
+                    "--alter", "--user", "frank",
+                    "--add-config", "SCRAM-SHA-512=[password=frank-secret]")  # fmt: skip
+    assert added.code == 0, added.stderr
+    assert added.stdout == "Completed updating config for user frank.\n"
+    described = run_cli("kafka-configs", "--bootstrap-server", bootstrap, "--command-config", str(properties),
+                        "--describe", "--user", "frank")  # fmt: skip
+    assert (
+        described.stdout
+        == "SCRAM credential configs for user-principal 'frank' are SCRAM-SHA-512=iterations=4096\n"
+    )
+    produce_and_consume(
+        sasl_broker.client_config("SASL_SSL", "SCRAM-SHA-512", "frank", "frank-secret"), "sasl-plain", 1
+    )
+    topics = run_cli("kafka-configs", "--bootstrap-server", bootstrap, "--command-config", str(properties),
+                     "--describe", "--entity-type", "topics")  # fmt: skip
+    assert topics.code == 2 and "--entity-type users only" in topics.stderr
