@@ -109,7 +109,9 @@ def test_settings_kompakt_does_not_use_are_skipped_with_a_note(
     )
     assert result.code == 0, result.err
     # Kafka's own names that change nothing here, and then a typo, which is not silently ignored.
-    assert "ignored 2 setting(s) kompakt does not use: process.roles, sasl.kerberos.service.name" in result.err
+    assert (
+        "ignored 2 setting(s) kompakt does not use: process.roles, sasl.kerberos.service.name" in result.err
+    )
     assert (
         "ignored 1 setting(s) unknown to Kafka 4.1: log.cleaner.dedupe.bufer.size "
         "(did you mean log.cleaner.dedupe.buffer.size?)" in result.err

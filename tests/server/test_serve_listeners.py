@@ -111,6 +111,7 @@ def test_host_and_port_define_the_plaintext_listener(tmp_path: Path) -> None:
             "controller.listener.names=CONTROLLER",
             "sasl.enabled.mechanisms=SCRAM-SHA-512",
         ],
+        admin_port=-1,  # with a SASL listener the admin endpoint would need a token
     )
     assert [(s.name, s.security_protocol, s.port) for s in several.kafka_listeners()] == [
         ("PLAINTEXT", "PLAINTEXT", 0),  # --port moves the first listener

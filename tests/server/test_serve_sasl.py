@@ -44,3 +44,13 @@ def test_a_per_listener_mechanism_list_and_a_bad_jaas_config(tmp_path: Path) -> 
                 "listener.name.b.sasl.enabled.mechanisms=GSSAPI",
             ],
         )
+
+
+def test_a_sasl_listener_makes_the_admin_endpoint_require_its_token(tmp_path: Path) -> None:
+    """Issue 27: the admin endpoint must not be a way around the listeners' authentication."""
+    overrides = ["listeners=SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms=SCRAM-SHA-512"]
+    with pytest.raises(UsageError, match="needs a bearer token: the Kafka listeners require authentication"):
+        build_settings(tmp_path / "d", None, 0, None, overrides)
+    settings = build_settings(tmp_path / "d", None, 0, None, [*overrides, "admin.auth.token=s3cret-token"])
+    assert settings.listeners_require_auth
+    assert not build_settings(tmp_path / "d", None, 0, None, []).listeners_require_auth

@@ -53,14 +53,24 @@ class Listener:
         self._factory: ProtocolFactory | None = None
 
     @classmethod
-    async def bind(cls, host: str, port: int, listener: str, tls: ssl.SSLContext | None = None) -> Listener:
+    async def bind(
+        cls,
+        host: str,
+        port: int,
+        listener: str,
+        tls: ssl.SSLContext | None = None,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> Listener:
         """Bind ``host:port`` (0 picks a free port; :attr:`port` names it) without accepting yet;
-        with ``tls`` every connection is a TLS server connection."""
-        bound = cls(host, listener, tls)
+        with ``tls`` (or ``ssl_context``, the admin endpoint's spelling) every connection is a TLS
+        server connection."""
+        context = tls if tls is not None else ssl_context
+        bound = cls(host, listener, context)
         loop = asyncio.get_running_loop()
         try:
             bound._server = await loop.create_server(
-                bound._protocol, host or None, port, start_serving=False, ssl=tls
+                bound._protocol, host or None, port, start_serving=False, ssl=context
             )
         except OSError as exc:
             raise BindError(host, port, listener, exc) from exc

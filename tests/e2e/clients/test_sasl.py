@@ -57,6 +57,7 @@ class SaslBroker:
 
     def start(self) -> None:
         args = [
+            "--admin-port", "-1",  # a SASL listener makes the admin endpoint require a token
             "--override", "listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
             "--override", "group.initial.rebalance.delay.ms=0",
             "--override", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
