@@ -134,6 +134,7 @@ def start_broker(data_dir: Path) -> tuple[subprocess.Popen[str], dict[str, int]]
         f"listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}",
     ]
     command = [sys.executable, "-m", "kompakt.cli.main", "serve", "--data-dir", str(data_dir), "--port", "0"]
+    command += ["--admin-port", "-1"]  # a SASL listener would make the admin endpoint require a token
     for override in overrides:
         command += ["--override", override]
     process = subprocess.Popen(

@@ -28,9 +28,10 @@ def test_every_kafka_broker_config_is_known() -> None:
         "log.message.format.version",  # kept from Kafka 3.9
         "kompakt.tombstone.retain.for.groups",  # kompakt's own (the reader hold)
         "kompakt.tombstone.max.hold.ms",
+        *(definition.name for definition in ADMIN_BROKER_DEFS),  # kompakt's admin endpoint
         "super.users",  # StandardAuthorizer's own configs, read from the broker's properties
         "allow.everyone.if.no.acl.found",
-    } | {d.name for d in ADMIN_BROKER_DEFS}  # kompakt's admin endpoint (admin.*)
+    }
     for name in (
         "sasl.kerberos.min.time.before.relogin",
         "num.io.threads",

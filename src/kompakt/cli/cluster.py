@@ -94,6 +94,8 @@ class Cluster:
     bootstrap: str
     timeout_s: float = DEFAULT_TIMEOUT_S
     errors: list[KafkaError] = field(default_factory=list)
+    #: librdkafka settings for a secured listener (security.protocol, SASL credentials, CA file).
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def timeout_ms(self) -> int:
@@ -111,6 +113,7 @@ class Cluster:
             "socket.timeout.ms": max(10, self.timeout_ms),
             "logger": _librdkafka_logger(),
             "error_cb": self._on_error,
+            **self.extra,
         }
 
     def admin(self) -> Any:

@@ -57,7 +57,8 @@ def _parser(tool: str, description: str) -> _Parser:
     )
     parser.add_argument(
         "--command-config",
-        help="Kafka's admin-client properties file: not supported (kompakt's tools connect in plaintext).",
+        help="Kafka's admin-client properties file (SASL, PEM trust store): kafka-configs --entity-type "
+        "users only; kompakt's other tools connect in plaintext.",
     )
     parser.add_argument(
         "--output", choices=["table", "json"], default="table", help="kompakt: table or json."
@@ -360,28 +361,23 @@ def kafka_configs(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     if args.bootstrap_controller:
         args.bootstrap_server = args.bootstrap_controller
+    command_config, args.command_config = args.command_config, None
     bootstrap, output = _common(args)
     action = _one_action(args, ("alter", "describe"), "kafka-configs")
-    for unsupported in (
-        "client",
-        "ip",
-        "group",
-        "client_metrics",
-        "broker_logger",
-        "client_defaults",
-        "user_defaults",
-        "ip_defaults",
-    ):
-        if getattr(args, unsupported):
-            raise CliUsageError(
-                f"--{unsupported.replace('_', '-')}: kompakt's kafka-configs handles topics, brokers "
-                "and users"
-            )
+    _refuse_unsupported_entities(args)
     entity_type, names, default = _entity(args)
-    cluster = Cluster(bootstrap, DEFAULT_TIMEOUT_S)
     if entity_type == "users":
-        _users(args, cluster, action, names, output)
+        from kompakt.cli.scram_cmd import client_properties
+
+        extra = client_properties(command_config) if command_config else {}
+        _users(args, Cluster(bootstrap, DEFAULT_TIMEOUT_S, extra=extra), action, names, output)
         return
+    if command_config:
+        raise CliUsageError(
+            "--command-config is supported for --entity-type users only: kompakt's other Kafka-spelled "
+            "tools connect in plaintext"
+        )
+    cluster = Cluster(bootstrap, DEFAULT_TIMEOUT_S)
     if action == "describe":
         if entity_type == "topics":
             _describe_topic_configs(cluster, names, args.all, output)
@@ -414,6 +410,24 @@ def kafka_configs(argv: list[str]) -> None:
             )
         return
     _alter_broker_configs(cluster, names, default, sets, deletes, output)
+
+
+def _refuse_unsupported_entities(args: argparse.Namespace) -> None:
+    for unsupported in (
+        "client",
+        "ip",
+        "group",
+        "client_metrics",
+        "broker_logger",
+        "client_defaults",
+        "user_defaults",
+        "ip_defaults",
+    ):
+        if getattr(args, unsupported):
+            raise CliUsageError(
+                f"--{unsupported.replace('_', '-')}: kompakt's kafka-configs handles topics, brokers "
+                "and users"
+            )
 
 
 def _users(

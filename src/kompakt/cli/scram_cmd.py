@@ -49,6 +49,52 @@ def _iterations(params: dict[str, str], option: str) -> int:
         ) from None
 
 
+# ------------------------------------------------------------------ --command-config
+
+#: Kafka admin-client properties that mean the same to librdkafka.
+_SAME_NAME = ("security.protocol", "sasl.mechanism", "sasl.username", "sasl.password", "ssl.ca.location")
+
+
+def client_properties(path: str) -> dict[str, Any]:
+    """librdkafka settings from Kafka's ``--command-config`` admin-client properties: the security
+    protocol, the SASL mechanism, the credentials of ``sasl.jaas.config`` (PLAIN/SCRAM
+    ``username``/``password``; OAUTHBEARER's ``unsecuredLoginStringClaim_sub``), PEM trust and key
+    stores. Other properties tune Kafka's JVM client and are ignored."""
+    from kompakt.broker.sasl.jaas import parse_jaas_config
+    from kompakt.config.defs import parse_properties_file
+    from kompakt.errors import ConfigError
+
+    try:
+        props = parse_properties_file(Path(path))
+    except OSError as exc:
+        raise CliUsageError(f"--command-config: cannot read {path}: {exc.strerror or exc}") from None
+    config: dict[str, Any] = {name: props[name] for name in _SAME_NAME if name in props}
+    if "sasl.jaas.config" in props:
+        try:
+            options = parse_jaas_config(props["sasl.jaas.config"]).options
+        except ConfigError as exc:
+            raise CliUsageError(f"--command-config {path}: {exc}") from None
+        if "username" in options:
+            config["sasl.username"] = options["username"]
+        if "password" in options:
+            config["sasl.password"] = options["password"]
+        if "unsecuredLoginStringClaim_sub" in options:
+            config["enable.sasl.oauthbearer.unsecure.jwt"] = True
+            config["sasl.oauthbearer.config"] = f"principal={options['unsecuredLoginStringClaim_sub']}"
+    for store in ("truststore", "keystore"):
+        if f"ssl.{store}.location" in props and props.get(f"ssl.{store}.type", "PEM").upper() != "PEM":
+            raise CliUsageError(f"--command-config: ssl.{store}.type must be PEM (kompakt reads PEM files)")
+    if "ssl.truststore.location" in props:
+        config["ssl.ca.location"] = props["ssl.truststore.location"]
+    if "ssl.keystore.location" in props:  # one PEM file with the key and the certificate chain
+        config["ssl.certificate.location"] = config["ssl.key.location"] = props["ssl.keystore.location"]
+    if "ssl.key.password" in props:
+        config["ssl.key.password"] = props["ssl.key.password"]
+    if props.get("ssl.endpoint.identification.algorithm", "https").strip() == "":
+        config["ssl.endpoint.identification.algorithm"] = "none"
+    return config
+
+
 # ------------------------------------------------------------------ kafka-configs --entity-type users
 
 

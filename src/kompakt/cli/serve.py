@@ -169,6 +169,9 @@ def build_settings(
         admin_host=admin_host or DEFAULT_ADMIN_HOST,
         admin_port=None if admin_port == -1 else admin_port,
         listeners=tuple(listeners),
+        # Clients must authenticate on a SASL listener: the admin endpoint must not be a way around
+        # that, so it then requires its bearer token even on loopback (issue 27).
+        listeners_require_auth=any(listener.security_protocol.startswith("SASL_") for listener in listeners),
     )
     if settings.admin_port is not None:
         try:

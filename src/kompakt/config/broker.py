@@ -55,7 +55,8 @@ def listener_prefixed(name: str) -> ConfigDef | None:
     if definition is None:
         _, sep, base = rest.partition(".")
         definition = BROKER_CONFIGS.get(base) if sep else None
-    return definition
+    # Errors name the prefixed config, the line the operator wrote.
+    return dataclasses.replace(definition, name=name) if definition is not None else None
 
 
 def _parse_layer(layer: Mapping[str, str], dynamic: bool) -> dict[str, ConfigValue]:

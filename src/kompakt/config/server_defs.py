@@ -1,7 +1,8 @@
 """The server's own configs (Kafka's ``ServerConfigs``, ``SocketServerConfigs`` and the node
-identity of ``KRaftConfigs``): node id, request and response sizes, topic creation;
-and kompakt's admin HTTP endpoint (``admin.*``: which Host names it answers, its bearer token, its
-TLS certificate in Kafka's PEM form; see ``kompakt.server.admin_access``).
+identity of ``KRaftConfigs``): node id, request and response sizes, topic creation; and kompakt's
+admin HTTP endpoint (``admin.*``: which Host names it answers, its bearer token, its TLS
+certificate in Kafka's PEM form; see ``kompakt.server.admin_access``). Listeners and TLS are in
+:mod:`kompakt.config.listener_defs`.
 """
 
 from __future__ import annotations

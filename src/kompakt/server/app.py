@@ -395,8 +395,8 @@ class AppSettings:
         )
 
     #: Whether the Kafka listeners require authentication: the admin endpoint then requires its
-    #: bearer token even on loopback, so that it is no way around them. Nothing sets it yet: wiring it to
-    #: the SASL listeners is left to the merge of issue 27's branches.
+    #: bearer token even on loopback, so that it is no way around them. ``build_settings`` sets it
+    #: when a listener uses SASL.
     listeners_require_auth: bool = False
 
 

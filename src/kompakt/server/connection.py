@@ -262,11 +262,16 @@ class FrameProtocol(asyncio.BufferedProtocol):
             self._push(memoryview(partial)[4:].toreadonly())
         return taken + more
 
+    def frame_limit(self) -> int:
+        """The largest frame accepted now (a subclass may lower it for some connections)."""
+        return self._max_frame_bytes
+
     def _frame_size_of(self, buffer: bytearray | memoryview, at: int) -> int:
         """The size prefix at ``at``; one out of bounds fails the stream (see :attr:`error`)."""
         size = int.from_bytes(buffer[at : at + 4], "big", signed=True)
-        if size < 0 or size > self._max_frame_bytes:
-            self.error = FrameTooLarge(size, self._max_frame_bytes)
+        limit = self.frame_limit()
+        if size < 0 or size > limit:
+            self.error = FrameTooLarge(size, limit)
             self._pause()
             self.frames_ready()
         return size
@@ -336,6 +341,15 @@ class Connection(FrameProtocol):
         self._drain_waiter: asyncio.Future[None] | None = None
         self._closed: asyncio.Future[None] | None = None
         self._direct: _DirectSender | None = None
+
+    def frame_limit(self) -> int:
+        """Before a SASL connection has authenticated, ``sasl.server.max.receive.size`` (512 KiB):
+        an unauthenticated client cannot make the broker buffer a 100 MB request, as in Kafka."""
+        session = self.session
+        if session.requires_sasl and not session.authenticated:
+            config = self._dispatcher.broker.broker_config
+            return min(self._max_frame_bytes, config.get_int("sasl.server.max.receive.size"))
+        return self._max_frame_bytes
 
     @property
     def peer(self) -> str:

@@ -63,8 +63,8 @@ class Listener:
         ssl_context: ssl.SSLContext | None = None,
     ) -> Listener:
         """Bind ``host:port`` (0 picks a free port; :attr:`port` names it) without accepting yet;
-        with ``tls`` (a Kafka listener's) or ``ssl_context`` (the admin endpoint's) every
-        connection is a TLS server connection."""
+        with ``tls`` (or ``ssl_context``, the admin endpoint's spelling) every connection is a TLS
+        server connection."""
         context = tls if tls is not None else ssl_context
         bound = cls(host, listener, context)
         loop = asyncio.get_running_loop()

@@ -113,19 +113,23 @@ def _load_key_store(
 def _load_chain(
     context: ssl.SSLContext, path: str, password: str | None, fail: Callable[[str], ConfigError], what: str
 ) -> None:
+    # Without ssl.key.password an encrypted key gets an empty one (and fails), never a prompt on
+    # the terminal, which is what OpenSSL does when no password callback is given.
     try:
-        context.load_cert_chain(path, password=password)
+        context.load_cert_chain(path, password=password if password is not None else _no_password)
+    except ssl.SSLError as exc:
+        raise fail(
+            f"{what}: cannot load a PEM private key and certificate chain ({exc.reason or exc}); "
+            "an encrypted key needs ssl.key.password"
+        ) from None
     except FileNotFoundError:
         raise fail(f"{what}: no such file") from None
     except OSError as exc:
         raise fail(f"{what}: {exc.strerror or exc}") from None
-    except ssl.SSLError as exc:
-        hint = (
-            " (wrong or missing ssl.key.password?)" if "PEM" in str(exc) or "BAD_DECRYPT" in str(exc) else ""
-        )
-        raise fail(
-            f"{what}: not a PEM private key and certificate chain: {exc.reason or exc}{hint}"
-        ) from None
+
+
+def _no_password() -> str:
+    return ""
 
 
 def _load_trust_store(
@@ -146,12 +150,12 @@ def _load_trust_store(
             context.load_verify_locations(cafile=location)
         if inline is not None:
             context.load_verify_locations(cadata=_pem(inline))
+    except ssl.SSLError as exc:
+        raise fail(f"trust store: not PEM certificates: {exc.reason or exc}") from None
     except FileNotFoundError:
         raise fail(f"ssl.truststore.location {location}: no such file") from None
     except OSError as exc:
         raise fail(f"ssl.truststore.location {location}: {exc.strerror or exc}") from None
-    except ssl.SSLError as exc:
-        raise fail(f"trust store: not PEM certificates: {exc.reason or exc}") from None
 
 
 def _require_pem(get: Callable[[str], str | None], name: str, fail: Callable[[str], ConfigError]) -> None:

@@ -5,6 +5,7 @@ session sends anything but a re-authentication."""
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -137,3 +138,25 @@ def test_expired_session_closes_on_a_request_that_is_not_a_reauthentication(tmp_
         assert await client.closed_by_server()
 
     with_sasl_listener(tmp_path, clock, scenario)
+
+
+def test_a_frame_above_the_sasl_receive_limit_closes_an_unauthenticated_connection(tmp_path: Path) -> None:
+    """Kafka's ``sasl.server.max.receive.size`` (512 KiB): before authentication a larger size
+    prefix closes the connection without the broker reading (or buffering) the frame."""
+
+    async def scenario(client: Client, broker: Broker) -> None:
+        client.writer.write(struct.pack(">i", 524_289))
+        assert await client.closed_by_server()
+
+    with_sasl_listener(tmp_path, FakeClock(NOW_MS), scenario)
+
+
+def test_after_authentication_the_listener_limit_applies(tmp_path: Path) -> None:
+    async def scenario(client: Client, broker: Broker) -> None:
+        await client.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+        await client.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0alice\0alice-secret"})
+        big = {**METADATA, "topics": [{"name": "t" * 200, "topic_id": None}] * 3000}  # ~600 kB
+        response = await client.request(ApiKey.METADATA, 9, big)
+        assert len(response.topics) >= 1
+
+    with_sasl_listener(tmp_path, FakeClock(NOW_MS), scenario)
