@@ -35,7 +35,8 @@ def _properties(tmp_path: Path) -> Path:
 
 
 def test_acl_matrix_matches_apache_kafka(tmp_path: Path) -> None:
-    broker = launch(tmp_path / "data", "--config", str(_properties(tmp_path)), "--admin-port", "0")
+    # No admin endpoint: with a SASL listener it would want a bearer token (not what is tested here).
+    broker = launch(tmp_path / "data", "--config", str(_properties(tmp_path)), "--admin-port", "-1")
     try:
         out = tmp_path / "kompakt.json"
         completed = subprocess.run(
