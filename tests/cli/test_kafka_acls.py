@@ -138,3 +138,47 @@ def test_usage_errors(argv: list[str], message: str) -> None:
 
     with pytest.raises(CliUsageError, match=message):
         kafka_acls.kafka_acls([*argv, "--bootstrap-server", "127.0.0.1:1"])
+
+
+def test_over_sasl_with_kafkas_command_config(tmp_path: Path) -> None:
+    """``--command-config`` with Kafka's admin properties reaches a SASL listener as ``admin`` (a
+    super user); without it the tool connects as nobody and the broker closes on it."""
+    from tests.support.serve import launch
+
+    jaas = (
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+        'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";'
+    )
+    properties = tmp_path / "server.properties"
+    properties.write_text(
+        "\n".join(
+            [
+                "listeners=SASL_PLAINTEXT://127.0.0.1:0",
+                "sasl.enabled.mechanisms=PLAIN",
+                f"listener.name.sasl_plaintext.plain.sasl.jaas.config={jaas}",
+                f"authorizer.class.name={STANDARD}",
+                "super.users=User:admin",
+            ]
+        )
+        + "\n"
+    )
+    client = tmp_path / "admin.properties"
+    client.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+        'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+        'password="admin-secret";\n'
+    )
+    broker = launch(tmp_path / "data", "--config", str(properties), "--admin-port", "-1")
+    try:
+        bootstrap = f"127.0.0.1:{broker.port}"
+        code, out = acls(
+            bootstrap, "--command-config", str(client), "--add", "--allow-principal", "User:alice",
+            "--operation", "Describe", "--cluster",
+        )  # fmt: skip
+        assert code == 0, out
+        code, listed = acls(bootstrap, "--command-config", str(client), "--list", "--cluster")
+        assert code == 0
+        assert "ResourcePattern(resourceType=CLUSTER, name=kafka-cluster, patternType=LITERAL)" in listed
+        assert "(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW)" in listed
+    finally:
+        assert broker.stop() == 0

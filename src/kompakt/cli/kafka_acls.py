@@ -8,17 +8,15 @@ DescribeAcls, DeleteAcls), with Kafka's flags (``--add``/``--remove``/``--list``
 lines (``Adding ACLs for resource `ResourcePattern(...)`:`` then the entries, and
 ``Current ACLs for resource ...``), so scripts written against Kafka's tool read the same text.
 
-``--command-config`` takes Kafka's admin-client properties for a secured cluster:
-``security.protocol``, ``sasl.mechanism`` and the PLAIN/SCRAM credentials, given either as
-``sasl.jaas.config`` (``...LoginModule required username="admin" password="...";``) or as
-librdkafka's ``sasl.username``/``sasl.password``.
+``--command-config`` takes Kafka's admin-client properties for a secured cluster (read as
+``kafka-configs`` reads them, :func:`kompakt.cli.scram_cmd.client_properties`: the security
+protocol, the SASL mechanism and credentials of ``sasl.jaas.config``, PEM trust and key stores).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections import defaultdict
 from collections.abc import Iterable
@@ -34,8 +32,9 @@ from kompakt.cli.cluster import (
     Cluster,
     describe_exception,
 )
-from kompakt.cli.kafka_tools import _Parser, _properties_file, _tool
+from kompakt.cli.kafka_tools import _Parser, _tool
 from kompakt.cli.output import CliError, CliUsageError, console
+from kompakt.cli.scram_cmd import client_properties
 
 # confluent-kafka's admin types, untyped for mypy (as kafka_tools reads them).
 AclBinding: Any = KAFKA_ADMIN.AclBinding
@@ -57,7 +56,6 @@ _PATTERN_TYPES = {
     "literal": ResourcePatternType.LITERAL, "prefixed": ResourcePatternType.PREFIXED,
     "any": ResourcePatternType.ANY, "match": ResourcePatternType.MATCH,
 }  # fmt: skip
-_JAAS = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
 #: (resource type, name, pattern type)
 Resource = tuple[Any, str, Any]
 #: (principal, host, operation, permission)
@@ -72,7 +70,9 @@ def _out(text: str) -> None:
 
 def _pattern_text(resource: Resource) -> str:
     rtype, name, ptype = resource
-    return f"ResourcePattern(resourceType={rtype.name}, name={name}, patternType={ptype.name})"
+    # confluent-kafka calls resource type 4 BROKER; Kafka (and its tool's output) calls it CLUSTER.
+    type_name = "CLUSTER" if rtype == ResourceType.BROKER else rtype.name
+    return f"ResourcePattern(resourceType={type_name}, name={name}, patternType={ptype.name})"
 
 
 def _entry_text(entry: Entry) -> str:
@@ -80,28 +80,6 @@ def _entry_text(entry: Entry) -> str:
     return (
         f"(principal={principal}, host={host}, operation={operation.name}, permissionType={permission.name})"
     )
-
-
-def client_config(path: str | None) -> dict[str, str]:
-    """librdkafka settings from Kafka's ``--command-config`` properties."""
-    if path is None:
-        return {}
-    props = _properties_file(path, "--command-config")
-    config: dict[str, str] = {}
-    for name in ("security.protocol", "sasl.mechanism", "sasl.username", "sasl.password"):
-        if name in props:
-            config[name] = props[name]
-    jaas = props.get("sasl.jaas.config")
-    if jaas:
-        found = dict(_JAAS.findall(jaas))
-        if "username" in found:
-            config["sasl.username"] = found["username"]
-        if "password" in found:
-            config["sasl.password"] = found["password"]
-    for name in ("ssl.truststore.location", "ssl.ca.location"):
-        if name in props and props.get("ssl.truststore.type", "PEM").upper() == "PEM":
-            config["ssl.ca.location"] = props[name]
-    return config
 
 
 def _parser() -> _Parser:
@@ -270,9 +248,9 @@ def kafka_acls(argv: list[str]) -> None:
         raise CliUsageError("kafka-acls: give exactly one of --add, --remove, --list")
     if args.bootstrap_controller:
         raise CliUsageError("kafka-acls: --bootstrap-controller is not supported; use --bootstrap-server")
-    cluster = Cluster(str(args.bootstrap_server), args.timeout)
-    extra = client_config(args.command_config)
-    admin = KAFKA_ADMIN.AdminClient({**cluster.base_config(), **extra})
+    extra = client_properties(args.command_config) if args.command_config else {}
+    cluster = Cluster(str(args.bootstrap_server), args.timeout, extra=extra)
+    admin = cluster.admin()
     action = actions[0]
     if action == "list":
         _list(cluster, admin, _filters(args, "literal"))  # AclCommand: LITERAL unless given
