@@ -16,8 +16,10 @@ The decision (``StandardAuthorizerData.authorize``), in order:
 caller may do an operation on *some* resource of a type (InitProducerId asks it for WRITE on any
 topic, the idempotent producer's alternative to IDEMPOTENT_WRITE on the cluster).
 
-Thread-safety: handlers run on the event loop and in worker threads; the bindings are an
-immutable tuple swapped under a lock, so a check never sees a half-applied CreateAcls.
+Thread-safety: handlers run on the event loop and in worker threads. Changes are serialized by a
+lock, written to the ACL file first and then installed as a new immutable index in one
+assignment; checks read the index without a lock, so they never wait for a CreateAcls and never
+see a half-applied one, nor one that is not yet durable.
 """
 
 from __future__ import annotations
