@@ -126,6 +126,13 @@ def test_scram_escaped_user_names() -> None:
     assert seen == ["a,b=c"]
 
 
+def test_scram_delegation_token_logins_are_refused() -> None:
+    credential = credential_from_password("SCRAM-SHA-256", "pw", 4096)
+    server = ScramServer("SCRAM-SHA-256", lambda u, m: credential)
+    with pytest.raises(SaslFailure, match="Token Authentication failed: Invalid tokenId : alice"):
+        server.evaluate(b"n,,n=alice,r=abc,tokenauth=true")
+
+
 def test_scram_nonce_mismatch_fails() -> None:
     credential = credential_from_password("SCRAM-SHA-256", "pw", 4096)
     server = ScramServer("SCRAM-SHA-256", lambda u, m: credential)

@@ -207,6 +207,10 @@ class ScramServer:
     def _client_first(self, token: bytes) -> bytes:
         first = ClientFirst.parse(token)
         username = username_from_saslname(first.saslname)
+        if ",tokenauth=true" in first.bare.lower():
+            # Kafka's delegation tokens (KIP-48) log in through SCRAM with this extension; kompakt
+            # issues none, so no token id is valid (Kafka's message when the token is unknown).
+            raise SaslFailure(f"Token Authentication failed: Invalid tokenId : {username}")
         credential = self._lookup(username, self.mechanism)
         if credential is None:
             raise SaslFailure("Authentication failed: Invalid user credentials")
