@@ -1,7 +1,7 @@
 """The ACL acceptance matrix: one confluent-kafka scenario, each step allowed and denied by ACLs.
 
 Run against a broker with a SASL_PLAINTEXT listener whose PLAIN users are ``admin`` (a super user)
-and ``alice``, and Kafka's StandardAuthorizer. ``admin`` creates the topics and the ACLs through
+``alice`` and ``bob``, and Kafka's StandardAuthorizer. ``admin`` creates the topics and the ACLs through
 the Admin API; ``alice`` then produces, consumes, joins groups and commits, runs transactions,
 creates and deletes topics and describes configs, each once where an ACL allows it and once
 where none does (or a DENY wins), and the error each step ends with is recorded by name.
@@ -21,7 +21,10 @@ compares the codes with the recording.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
+import re
 import sys
 import time
 import uuid
@@ -43,9 +46,10 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 ADMIN = ("admin", "admin-secret")
 ALICE = ("alice", "alice-secret")
+BOB = ("bob", "bob-secret")
 JAAS = (
     'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-    'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";'
+    'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret" user_bob="bob-secret";'
 )
 TIMEOUT_S = 20.0
 #: How long a consumer waits for a record or an error: long where one is expected (a loaded
@@ -100,6 +104,19 @@ def _from(exc: BaseException) -> str:
     return f"EXCEPTION:{type(exc).__name__}"
 
 
+class _FatalLog(logging.Handler):
+    """Keeps the error of librdkafka's ``Fatal error: Broker: <text>:`` line, as Kafka's name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.error: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        found = re.search(r"Fatal error: Broker: ([^:]+):", record.getMessage())
+        if found and self.error is None:
+            self.error = found.group(1).strip().rstrip(".").upper().replace(" ", "_")
+
+
 class Scenario:
     """One run: unique names (so a broker can be reused), the admin client, the steps."""
 
@@ -138,6 +155,8 @@ class Scenario:
             (ResourceType.TOPIC, self.t_mixed, literal, op.WRITE, deny),
         ]
         bindings = [AclBinding(r, n, p, "User:alice", "*", o, perm) for r, n, p, o, perm in grants]
+        # bob may read (so see) the topic but write nowhere: no idempotent producer (KIP-679).
+        bindings.append(AclBinding(ResourceType.TOPIC, self.t_ok, literal, "User:bob", "*", op.READ, allow))
         for future in self.admin.create_acls(bindings, request_timeout=TIMEOUT_S).values():
             future.result(timeout=TIMEOUT_S)
         # Seed a record alice may read.
@@ -155,13 +174,26 @@ class Scenario:
         except KafkaException as exc:
             self.results[name] = _from(exc)
 
-    def produce(self, topic: str) -> str:
-        producer = Producer({**_config(self.bootstrap, ALICE), "message.timeout.ms": 10_000, "retries": 0})
+    def produce(self, topic: str, *, user: tuple[str, str] = ALICE, idempotent: bool = False) -> str:
+        settings = {"message.timeout.ms": 10_000, "enable.idempotence": idempotent}
+        if not idempotent:
+            settings["retries"] = 0
+        # A refused InitProducerId is a fatal error for librdkafka; confluent-kafka's error_cb cannot
+        # carry it (SystemError), so it is read from librdkafka's own FATAL log line.
+        fatal = _FatalLog()
+        logger = logging.getLogger(f"acl_matrix.{uuid.uuid4().hex}")
+        logger.addHandler(fatal)
+        logger.propagate = False
+        producer = Producer({**_config(self.bootstrap, user), **settings, "logger": logger})
         outcome: list[str] = []
         producer.produce(
             topic, key=b"k", value=b"v", on_delivery=lambda err, _msg: outcome.append(_name(err))
         )
-        producer.flush(TIMEOUT_S)
+        # confluent-kafka raises SystemError from flush after a fatal error (the idempotent producer's).
+        with contextlib.suppress(SystemError):
+            producer.flush(TIMEOUT_S)
+        if fatal.error is not None:
+            return f"FATAL:{fatal.error}"
         return outcome[0] if outcome else "TIMED_OUT"
 
     def consume(self, group: str, topic: str, *, subscribe: bool, wait_s: float = CONSUME_WAIT_S) -> str:
@@ -258,6 +290,8 @@ class Scenario:
         s("produce.allowed", lambda: self.produce(self.t_ok))
         s("produce.denied", lambda: self.produce(self.t_no))
         s("produce.deny_beats_allow", lambda: self.produce(self.t_mixed))
+        s("idempotent_produce.allowed", lambda: self.produce(self.t_ok, idempotent=True))
+        s("idempotent_produce.denied", lambda: self.produce(self.t_ok, user=BOB, idempotent=True))
         s("consume.allowed", lambda: self.consume(self.g_ok, self.t_ok, subscribe=False))
         s(
             "consume.hidden_topic",
