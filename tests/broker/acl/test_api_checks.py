@@ -419,7 +419,13 @@ def test_topic_admin_apis(dispatcher: Dispatcher, log_manager: LogManager) -> No
         "Authorization failed.",
     )
     grant(dispatcher, acl(TOPIC, "fresh", CREATE))
-    assert create("fresh").error_code == 0
+    created = create("fresh")
+    # Created, but alice may not DESCRIBE_CONFIGS it: no configs, and the config error says why.
+    assert (created.error_code, created.topic_config_error_code) == (0, E.topic_authorization_failed)
+    assert (created.num_partitions, list(created.configs)) == (-1, [])
+    grant(dispatcher, acl(TOPIC, "fresh2", CREATE), acl(TOPIC, "fresh2", DESCRIBE_CONFIGS))
+    described = create("fresh2")
+    assert (described.topic_config_error_code, described.num_partitions) == (0, 1) and described.configs
     assert delete("orders") == E.topic_authorization_failed and "orders" in log_manager.topics()
     grant(dispatcher, acl(TOPIC, "orders", DELETE))
     assert delete("orders") == 0 and "orders" not in log_manager.topics()

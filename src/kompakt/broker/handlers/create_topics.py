@@ -59,6 +59,17 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
             [(c.name, c.value) for c in topic.configs],
             validate_only=request.validate_only,
         )
+        if not ctx.authorized(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name):
+            # ReplicationControlManager: created, but its configs (and sizes) are not shown.
+            return m.CreatableTopicResult(
+                name=topic.name,
+                topic_id=created.topic_id,
+                error_code=codec.ErrorCode.none,
+                num_partitions=-1,
+                replication_factor=-1,
+                configs=[],
+                topic_config_error_code=codec.ErrorCode.topic_authorization_failed,
+            )
         return m.CreatableTopicResult(
             name=topic.name,
             topic_id=created.topic_id,
