@@ -257,6 +257,9 @@ class AppSettings:
     #: The admin HTTP endpoint (``admin_http.py``); None runs none, 0 picks a free port.
     admin_host: str = "127.0.0.1"
     admin_port: int | None = None
+    #: ``--compaction-chaos SEED``: random legal rolls and cleans as records arrive
+    #: (:mod:`kompakt.server.compaction_chaos`); None runs none.
+    compaction_chaos_seed: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -372,6 +375,13 @@ class BrokerApp:
             advertised_port=settings.advertised_port,
         )
         self._attach_cleaner(broker, log_manager)
+        if settings.compaction_chaos_seed is not None and broker.cleaner is not None:
+            from kompakt.server.compaction_chaos import ChaosFetchWaiters, CompactionChaos
+
+            chaos = CompactionChaos(
+                settings.compaction_chaos_seed, broker.cleaner, log_manager.logs, self.clock
+            )
+            broker.fetch_waiters = ChaosFetchWaiters(chaos)
         broker.txn = self._open_transactions(broker, log_manager, producer_ids, txn_config)
         return broker
 
