@@ -630,11 +630,17 @@ class CompactionSpace:
     # ---- the search (log view) ---------------------------------------------------------------
 
     def search(self, *, max_passes: int = 4, limit: int | None = None) -> list[tuple[Plan, I64Array]]:
+        """The search's distinct views and their first plans (see :meth:`search_complete`)."""
+        return self.search_complete(max_passes=max_passes, limit=limit)[0]
+
+    def search_complete(
+        self, *, max_passes: int = 4, limit: int | None = None
+    ) -> tuple[list[tuple[Plan, I64Array]], bool]:
         """Pass sequences breadth first, up to ``max_passes``, one per distinct state of the files
         (see the module docstring); returns each distinct view's first plan and its offsets.
 
-        ``limit`` bounds the number of states explored (the search then returns what it found,
-        smallest first: run :meth:`sample` for the rest).
+        ``limit`` bounds the passes run; the flag says whether the search ended within it (if not,
+        what it found is returned, smallest first: run :meth:`sample` for the rest).
         """
         compactor = self.compactor
         base, _ = compactor.base(self.cut_points)
@@ -648,12 +654,14 @@ class CompactionSpace:
         frontier: list[_State] = [_State((), initial, compactor.start_offset, -1)]
         counter = itertools.count(1)
         explored = 0
+        complete = True
         try:
             for _depth in range(max_passes):
                 next_frontier: list[_State] = []
                 for state in frontier:
                     for p in self._moves(state, expirations):
                         if limit is not None and explored >= limit:
+                            complete = False
                             break
                         out = root / f"s{next(counter)}"
                         copy_tree(state.directory, out)
@@ -676,7 +684,7 @@ class CompactionSpace:
                 frontier = next_frontier
         finally:
             shutil.rmtree(root, ignore_errors=True)
-        return sorted(found.values(), key=lambda item: plan_size(item[0]))
+        return sorted(found.values(), key=lambda item: plan_size(item[0])), complete
 
     def _producer_expirations(self) -> list[int]:
         """The instants (``at_ms``) at which a producer of the source expires: the cleaner keeps a

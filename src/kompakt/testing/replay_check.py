@@ -67,8 +67,8 @@ Compare = Callable[[Any, Any], object]
 DEFAULT_EXHAUSTIVE_LIMIT = 2000
 #: Variants sampled from a family too large to check whole.
 DEFAULT_SAMPLES = 100
-#: States the log view's search explores before it stops and samples instead.
-DEFAULT_SEARCH_STATES = 3000
+#: Passes the log view's search runs before it stops (keeping what it found) and samples instead.
+DEFAULT_SEARCH_PASSES = 600
 #: Candidate plans a failure found by sampling is shrunk through at most.
 SHRINK_BUDGET = 200
 #: Records of a failing variant listed in a report.
@@ -376,19 +376,31 @@ class CompactionCheck:
     # ---- the run ----------------------------------------------------------------------------
 
     def plans(self) -> tuple[str, list[Plan]]:
-        """``("exhaustive" | "sampled", plans)`` for this source and view."""
+        """``("exhaustive" | "sampled", plans)`` for this source and view.
+
+        The record views' family is the normal form: whole when it has at most
+        ``exhaustive_limit`` plans, else ``max_variants`` drawn with ``seed``. The ``log`` view is
+        searched whole when the search ends within its budget; otherwise (or with ``exhaustive``
+        False) it gets what the search found, the two-pass normal form (whole when small enough)
+        and ``max_variants`` random deeper sequences.
+        """
         space = self.space
+        family = space.normal_form()
+        whole = self.exhaustive or (self.exhaustive is None and len(family) <= self.exhaustive_limit)
         if self.view != "log":
-            family = space.normal_form()
-            if self.exhaustive or (self.exhaustive is None and len(family) <= self.exhaustive_limit):
+            if whole:
                 return "exhaustive", family
             return "sampled", space.sample(self.max_variants, self.seed)
+        plans: set[Plan] = set()
         if self.exhaustive is not False:
-            limit = None if self.exhaustive else DEFAULT_SEARCH_STATES
-            found = space.search(max_passes=self.max_passes, limit=limit)
-            if self.exhaustive or len(found) < DEFAULT_SEARCH_STATES:
+            limit = None if self.exhaustive else DEFAULT_SEARCH_PASSES
+            found, complete = space.search_complete(max_passes=self.max_passes, limit=limit)
+            if complete:
                 return "exhaustive", [plan for plan, _ in found]
-        return "sampled", space.sample(self.max_variants, self.seed)
+            plans.update(plan for plan, _ in found)
+        plans.update(family if len(family) <= self.exhaustive_limit else [])
+        plans.update(space.sample(self.max_variants, self.seed))
+        return "sampled", sorted(plans, key=plan_size)
 
     def run(self) -> CheckReport:
         started = time.monotonic()
@@ -409,7 +421,8 @@ class CompactionCheck:
             key = _view_key(variant)
             if self.on_progress is not None:
                 self.on_progress(i, len(plans))
-            if key in seen and self.replay_on == "records":
+            if key in seen:
+                _discard(variant)
                 continue
             seen.add(key)
             checked += 1
