@@ -7,8 +7,6 @@ a reader gets is still the latest value per key, and the same seed gives the sam
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,8 @@ from kompakt.testing import InProcessBroker
 from kompakt.testing.compaction_log import LogRecord
 from kompakt.testing.replay_check import latest_values
 from tests.support.serve import launch
+
+pytest_plugins = ["pytester"]
 
 TOPIC = "state"
 
@@ -40,7 +40,9 @@ def produce_one_by_one(bootstrap: str, n: int = 120) -> dict[bytes, bytes]:
 Stored = list[tuple[int, bytes | None, bytes | None]]
 
 
-def chaos_run(data_dir: Path, seed: int) -> tuple[Stored, dict[bytes, bytes], dict[tuple[str, int], tuple[int, int]]]:
+def chaos_run(
+    data_dir: Path, seed: int
+) -> tuple[Stored, dict[bytes, bytes], dict[tuple[str, int], tuple[int, int]]]:
     with InProcessBroker(data_dir, compaction_chaos=seed) as broker:
         broker.create_topic(TOPIC, cleanup_policy="compact", delete_retention_ms=60_000)
         expected = produce_one_by_one(broker.bootstrap_servers)
@@ -53,7 +55,9 @@ def test_chaos_compacts_as_records_arrive_legally_and_deterministically(tmp_path
     rolls, cleans = counts[(TOPIC, 0)]
     assert rolls > 20 and cleans > 20
     assert len(stored) < 120  # superseded values are gone ...
-    assert not any(value is None for _offset, _key, value in stored[: len(stored) // 2])  # ... and old tombstones
+    assert not any(
+        value is None for _offset, _key, value in stored[: len(stored) // 2]
+    )  # ... and old tombstones
     records = [LogRecord(o, k, v, 0) for o, k, v in stored]
     assert latest_values(records) == expected  # what compaction promises, kept
 
@@ -81,20 +85,15 @@ class TestTheFixtureOption:
         assert kompakt_broker.chaos_counts()[(TOPIC, 0)][1] > 0
 
 
-def test_the_pytest_command_line_option(tmp_path: Path) -> None:
-    (tmp_path / "test_user.py").write_text(
-        "def test_chaos(kompakt_broker):\n"
+def test_the_pytest_command_line_option(pytester: pytest.Pytester) -> None:
+    # In process: a child interpreter importing kompakt anew takes minutes on a loaded machine.
+    pytester.makepyfile(
+        test_user="def test_chaos(kompakt_broker):\n"
         "    assert kompakt_broker.app.settings.compaction_chaos_seed == 42\n"
         "    assert kompakt_broker.app.settings.broker_config.get_bool('log.cleaner.enable') is False\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--kompakt-compaction-chaos=42", "test_user.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--kompakt-compaction-chaos=42")
+    result.assert_outcomes(passed=1)
 
 
 def test_serve_flag(tmp_path: Path) -> None:

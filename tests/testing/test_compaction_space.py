@@ -76,11 +76,7 @@ def decode_view(partition_dir: Path, view: View) -> list[RecordKey]:
         else:
             pending.setdefault(pid, []).append(record[0])
     stable = min((offsets[0] for offsets in pending.values()), default=None)
-    return [
-        row[0]
-        for row in data
-        if row[0][0] not in aborted and (stable is None or row[0][0] < stable)
-    ]
+    return [row[0] for row in data if row[0][0] not in aborted and (stable is None or row[0][0] < stable)]
 
 
 def segment_files(partition_dir: Path) -> dict[str, bytes]:
@@ -128,7 +124,9 @@ TRICKY_LOG = TRICKY.build()
 
 
 @settings(max_examples=examples(6), suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(source=small_logs(), view=st.sampled_from(("read_committed", "read_uncommitted", "log")), data=st.data())
+@given(
+    source=small_logs(), view=st.sampled_from(("read_committed", "read_uncommitted", "log")), data=st.data()
+)
 @example(source=TRICKY_LOG, view="read_committed", data=None).via("a 12-batch log")
 def test_every_variant_is_a_state_the_cleaner_reaches(
     tmp_path_factory: pytest.TempPathFactory, source: SourceLog, view: View, data: st.DataObject | None
@@ -255,3 +253,23 @@ def test_log_view_search_is_exactly_the_reachable_set() -> None:
     assert set(searched) == set(brute)
     # Markers go last: a marker's removal needs the data gone first, so some variants take passes.
     assert max(len(plan) for plan in searched.values()) >= 3
+
+
+def test_offset_gaps_cut_where_a_roll_would(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A log with gaps (a captured compacted log, or a consumer's view without markers): every
+    boundary is a cut point at the offset after its batch, where a roll then starts a segment."""
+    log = LogBuilder(start_offset=3)
+    log.append(("a", "1"))
+    log.next_offset = 7
+    log.append(("a", "2"), ("b", "1"))
+    log.next_offset = 12
+    log.append(("b", None))
+    log.append(("c", "1"))
+    source = log.build()
+    with CompactionSpace(source, keep_directories=True) as space:
+        assert space.cut_points == [4, 9, 13, 14]
+        plans = space.normal_form()
+        # The tombstone (offset 12) is stamped by a pass to 13 and removed by a later one.
+        assert (Pass(13), Pass(14, space.delete_retention_ms)) in plans
+        for variant in space.variants(plans):
+            check_variant(space, variant, tmp_path_factory.mktemp("rerun"))

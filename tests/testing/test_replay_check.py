@@ -181,8 +181,12 @@ def test_transactions_aborted_data_is_never_read_committed() -> None:
     assert_compaction_safe(source, values)
     assert all(b"aborted" not in v for v in seen)
     raw: list[list[bytes | None]] = []
-    assert_compaction_safe(source, lambda rs: raw.append([r.value for r in rs]), view="read_uncommitted",
-                           compare=lambda e, a: True)
+    assert_compaction_safe(
+        source,
+        lambda rs: raw.append([r.value for r in rs]),
+        view="read_uncommitted",
+        compare=lambda e, a: True,
+    )
     assert [b"aborted", b"1", b"kept", b"2"] in raw and [b"kept", b"2"] in raw
 
 
@@ -243,5 +247,5 @@ def test_a_captured_kompakt_directory(tmp_path: Path) -> None:
     written = compactor.run((Pass(4),), tmp_path / "capture")  # a log some cleaner already touched
     captured = SourceLog.from_directory(written.partition_dir)
     assert captured.topic == "captured"
-    assert [b for b in captured.batches] != [b for b in source.batches]
+    assert list(captured.batches) != list(source.batches)
     assert assert_compaction_safe(written.partition_dir, latest_values).ok

@@ -12,9 +12,8 @@ from confluent_kafka import Producer
 from kompakt.testing import InProcessBroker
 from kompakt.testing.compaction_log import LogBuilder
 from kompakt.testing.compactions import Compactor
-from tests.support.log_dirs import cli  # noqa: F401 - the fixture
 
-APP = '''
+APP = """
 import json
 
 def latest(records):
@@ -37,7 +36,7 @@ def naive(records):
 
 def same_keys(expected, actual):
     return set(expected) == set(actual)
-'''
+"""
 
 
 @pytest.fixture
@@ -52,7 +51,12 @@ def app_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.
 
 def orders_dir(root: Path) -> Path:
     log = LogBuilder()
-    for key, kind, total in [("o1", "created", 1), ("o2", "created", 2), ("o1", "updated", 3), ("o2", "updated", 4)]:
+    for key, kind, total in [
+        ("o1", "created", 1),
+        ("o2", "created", 2),
+        ("o1", "updated", 3),
+        ("o2", "updated", 4),
+    ]:
         log.append((key, json.dumps({"type": kind, "total": total})))
     compactor = Compactor(log.build(topic="orders"), root / "work")
     return compactor.run((), root / "data").partition_dir

@@ -273,8 +273,8 @@ class Compactor:
             if self.start_offset > 0:
                 log.truncate_fully_and_start_at(self.start_offset)
             wanted = set(key) - {self.start_offset}
-            for raw, header in zip(source.batches, self.headers, strict=True):
-                if header.base_offset in wanted:
+            for raw in source.batches:
+                if log.log_end_offset in wanted:
                     log.roll()
                 log.append_with_offsets(raw)
             log.roll()
@@ -423,10 +423,9 @@ def _last_stable_offset(headers: Sequence[BatchHeader], end: int) -> int:
 
 
 def _cut_points(headers: Sequence[BatchHeader], start: int, stable: int) -> list[int]:
-    cuts = {h.base_offset for h in headers[1:]}
-    if headers:
-        cuts.add(headers[-1].next_offset)
-    return sorted(c for c in cuts if start < c <= stable)
+    """Every batch boundary as the offset after its batch: where a roll at that moment starts the
+    next segment (the log end offset, which a gap in the offsets leaves below the next batch)."""
+    return sorted({h.next_offset for h in headers if start < h.next_offset <= stable})
 
 
 # --------------------------------------------------------------------------------------------
