@@ -601,6 +601,9 @@ class SourceView:
         self.source = source
         self.view = view
         decoded = source.records()
+        #: Every record of the source (all views), decoded once: a million-record log takes
+        #: seconds to decode in Python, and the generator needs the tombstones too.
+        self.decoded = decoded
         batches = _batch_records_of(source)
         self.offsets = visible_offsets(batches, view)
         by_offset = {record.offset: record for record, _control in decoded}

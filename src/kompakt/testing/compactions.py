@@ -179,6 +179,9 @@ class Variant:
     delete_retention_ms: int
     directory: Path | None = None
     index: int = 0
+    #: The offsets of :attr:`records`, ascending (what tells variants apart, without a pass over
+    #: the records).
+    offsets: I64Array | None = None
 
     @property
     def partition_dir(self) -> Path | None:
@@ -506,13 +509,16 @@ class CompactionSpace:
     def _stampable_batch_ends(self) -> list[int]:
         ends = []
         control_too = self.view == "log"
-        tombstone_offsets = {r.offset for r, ctrl in self.source.records() if not ctrl and r.is_tombstone}
+        tombstones = np.array(
+            sorted(r.offset for r, ctrl in self.full.decoded if not ctrl and r.is_tombstone), dtype=np.int64
+        )
         for h in self.compactor.headers:
-            stamps = (
-                control_too
-                if h.control
-                else any(h.base_offset <= o <= h.last_offset for o in tombstone_offsets)
-            )
+            if h.control:
+                stamps = control_too
+            else:
+                # Linear in batches (a search per batch), not batches x tombstones.
+                i = int(np.searchsorted(tombstones, h.base_offset, side="left"))
+                stamps = i < len(tombstones) and int(tombstones[i]) <= h.last_offset
             if stamps:
                 ends.append(h.next_offset)
         return ends
@@ -610,6 +616,7 @@ class CompactionSpace:
             self.delete_retention_ms,
             result.directory if kept else None,
             index,
+            offsets,
         )
 
     def variants(self, plans: Sequence[Plan], *, keep: bool | None = None) -> Iterator[Variant]:

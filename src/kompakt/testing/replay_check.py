@@ -529,6 +529,8 @@ def _shrink_targets(position: int, floor: int) -> Iterator[int]:
 def _view_key(variant: Variant) -> bytes:
     import numpy as np
 
+    if variant.offsets is not None:
+        return np.ascontiguousarray(variant.offsets, dtype=np.int64).tobytes()
     return np.array([r.offset for r in variant.records], dtype=np.int64).tobytes()
 
 
