@@ -43,6 +43,7 @@ from kompakt.log.partition_log import PartitionLog
 from kompakt.log.topic_store import TopicStore
 from kompakt.records.batch import (
     ATTR_CONTROL,
+    ATTR_TIMESTAMP_TYPE,
     ATTR_TRANSACTIONAL,
     RecordBatchView,
     iter_batches,
@@ -50,8 +51,9 @@ from kompakt.records.batch import (
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.compression import Compression
 from kompakt.records.control import ControlType, build_control_batch, control_type_of
-from kompakt.records.native import I64Array
+from kompakt.records.native import I64Array, U8Array
 from kompakt.records.record import decode_records
+from kompakt.records.varint import decode_varint
 
 View = Literal["read_committed", "read_uncommitted", "log"]
 VIEWS: Final[tuple[View, ...]] = ("read_committed", "read_uncommitted", "log")
@@ -280,31 +282,86 @@ class SourceLog:
         return RecordBatchView(self.batches[-1]).next_offset if self.batches else self.start_offset
 
     def records(self) -> list[tuple[LogRecord, bool]]:
-        """Every record in offset order with whether its batch is a control batch."""
-        out: list[tuple[LogRecord, bool]] = []
-        for raw in self.batches:
-            view = RecordBatchView(raw)
-            control: str | None = None
-            if view.is_control:
-                ctype = control_type_of(view)
-                control = ctype.name if isinstance(ctype, ControlType) else str(ctype)
-            for r in decode_records(view):
-                out.append(
-                    (
-                        LogRecord(
-                            r.offset,
-                            r.key,
-                            r.value,
-                            r.timestamp,
-                            tuple(r.headers),
-                            view.producer_id,
-                            view.is_transactional,
-                            control,
-                        ),
-                        view.is_control,
-                    )
+        """Every record in offset order with whether its batch is a control batch.
+
+        Data batches are parsed by the native record scan and only the objects are made in
+        Python (a million-record source decodes in seconds, not a minute); markers, and records
+        with headers, go through the reference decoder.
+        """
+        if not self.batches:
+            return []
+        from kompakt.records.scan import scan_batches, scan_records
+        from kompakt.table.records import span_runs
+
+        joined = b"".join(self.batches)
+        buf = np.frombuffer(bytearray(joined), dtype=np.uint8)
+        table = scan_batches(buf)
+        n = len(table)
+        if n != len(self.batches):
+            raise SourceLogError(f"{self.name}: {len(self.batches)} batches, but {n} scanned")
+        attrs = table.attributes.tolist()
+        pids = table.producer_id.tolist()
+        max_ts = table.max_timestamp.tolist()
+        per_batch: list[list[tuple[LogRecord, bool]]] = [[] for _ in range(n)]
+        control = (table.attributes & ATTR_CONTROL) != 0
+        for i in np.flatnonzero(control).tolist():
+            view = RecordBatchView(self.batches[i])
+            ctype = control_type_of(view)
+            name = ctype.name if isinstance(ctype, ControlType) else str(ctype)
+            per_batch[i] = [
+                (
+                    LogRecord(r.offset, r.key, r.value, r.timestamp, tuple(r.headers), pids[i], True, name),
+                    True,
                 )
-        return out
+                for r in decode_records(view)
+            ]
+        for run_buf, spans, which in span_runs(buf, table, ~control):
+            data = joined if run_buf is buf else run_buf.tobytes()
+            recs = scan_records(run_buf, *spans.arrays())
+            rows = zip(
+                recs.offset.tolist(),
+                recs.timestamp.tolist(),
+                recs.key_start.tolist(),
+                recs.key_len.tolist(),
+                recs.value_start.tolist(),
+                recs.value_len.tolist(),
+                (recs.position + recs.length).tolist(),
+                which[recs.batch].tolist(),
+                strict=True,
+            )
+            for offset, ts, ks, kl, vs, vl, end, b in rows:
+                a = attrs[b]
+                value_end = vs + max(vl, 0)
+                headers: tuple[tuple[str, bytes | None], ...] = ()
+                if end - value_end != 1 or data[value_end] != 0:
+                    headers = _decode_headers(data, value_end, end)
+                record = LogRecord(
+                    offset,
+                    data[ks : ks + kl] if kl >= 0 else None,
+                    data[vs : vs + vl] if vl >= 0 else None,
+                    max_ts[b] if a & ATTR_TIMESTAMP_TYPE else ts,
+                    headers,
+                    pids[b],
+                    bool(a & ATTR_TRANSACTIONAL),
+                    None,
+                )
+                per_batch[b].append((record, False))
+        return [item for batch in per_batch for item in batch]
+
+
+def _decode_headers(data: bytes, pos: int, end: int) -> tuple[tuple[str, bytes | None], ...]:
+    """A record's headers (the bytes after its value), as the reference decoder reads them."""
+    count, pos = decode_varint(data, pos, end)
+    headers: list[tuple[str, bytes | None]] = []
+    for _ in range(count):
+        klen, pos = decode_varint(data, pos, end)
+        hkey = data[pos : pos + klen]
+        pos += max(klen, 0)
+        vlen, pos = decode_varint(data, pos, end)
+        hvalue = data[pos : pos + vlen] if vlen >= 0 else None
+        pos += max(vlen, 0)
+        headers.append((hkey.decode("utf-8", errors="replace"), hvalue))
+    return tuple(headers)
 
 
 def _stored_configs(data_dir: Path, topic: str) -> dict[str, str]:
@@ -464,28 +521,12 @@ class BatchRecords:
 
 
 def _batch_records_of(source: SourceLog) -> BatchRecords:
-    headers = [RecordBatchView(raw) for raw in source.batches]
-    ctypes = []
-    offsets: list[int] = []
-    owners: list[int] = []
-    for i, view in enumerate(headers):
-        ctype = -1
-        if view.is_control:
-            found = control_type_of(view)
-            ctype = -1 if found is None else int(found)
-        ctypes.append(ctype)
-        for r in decode_records(view):
-            offsets.append(r.offset)
-            owners.append(i)
-    return BatchRecords(
-        np.array([v.base_offset for v in headers], dtype=np.int64),
-        np.array([v.last_offset for v in headers], dtype=np.int64),
-        np.array([v.attributes for v in headers], dtype=np.int64),
-        np.array([v.producer_id for v in headers], dtype=np.int64),
-        np.array(ctypes, dtype=np.int64),
-        np.array(offsets, dtype=np.int64),
-        np.array(owners, dtype=np.int64),
-    )
+    """The source's batches and record offsets, by the same native scan as a variant's files."""
+    columns = _new_columns()
+    if source.batches:
+        buf = np.frombuffer(bytearray(b"".join(source.batches)), dtype=np.uint8)
+        _scan_into(columns, buf, 0, source.name)
+    return _joined(columns)
 
 
 def visible_batches(batches: BatchRecords, view: View) -> tuple[np.ndarray, int | None]:
@@ -534,63 +575,70 @@ def scan_partition(directory: Path) -> BatchRecords:
     """:class:`BatchRecords` of a partition directory's segments, read with the native scans
     (Python runs per batch run, not per record)."""
     from kompakt.inspect.log_files import read_segment_bytes
-    from kompakt.records.scan import StopReason, scan_batches, scan_records
-    from kompakt.table.records import span_runs
 
-    columns: dict[str, list[I64Array]] = {
-        k: [] for k in ("base", "last", "attrs", "pid", "ctype", "offset", "batch")
-    }
+    columns = _new_columns()
     batches_before = 0
     for segment in list_segments(directory):
         buf = read_segment_bytes(segment.path)
-        table = scan_batches(buf)
-        if table.stop_reason != StopReason.END and table.stop_position != len(buf):
-            raise CompactionModelError(
-                f"{segment.path}: the scan stopped at byte {table.stop_position} ({table.stop_reason.name})"
-            )
-        n = len(table)
-        attrs = table.attributes
-        control = (attrs & ATTR_CONTROL) != 0
-        ctype = np.full(n, -1, dtype=np.int64)
-        record_offsets: list[I64Array] = []
-        record_batches: list[I64Array] = []
-        for i in np.flatnonzero(control).tolist():
-            pos, size = int(table.position[i]), int(table.size[i])
-            found = control_type_of(RecordBatchView(buf[pos : pos + size].tobytes()))
-            if found is not None:
-                ctype[i] = int(found)
-                record_offsets.append(np.array([int(table.base_offset[i])], dtype=np.int64))
-                record_batches.append(np.array([batches_before + i], dtype=np.int64))
-        for run_buf, spans, which in span_runs(buf, table, ~control):
-            records = scan_records(run_buf, *spans.arrays())
-            record_offsets.append(records.offset.copy())
-            record_batches.append(which[records.batch] + batches_before)
-        columns["base"].append(table.base_offset.copy())
-        columns["last"].append(table.last_offset.copy())
-        columns["attrs"].append(attrs.copy())
-        columns["pid"].append(table.producer_id.copy())
-        columns["ctype"].append(ctype)
-        if record_offsets:
-            offsets = np.concatenate(record_offsets)
-            owners = np.concatenate(record_batches)
-            order = np.argsort(offsets, kind="stable")
-            columns["offset"].append(offsets[order])
-            columns["batch"].append(owners[order])
-        batches_before += n
+        batches_before += _scan_into(columns, buf, batches_before, str(segment.path))
+    return _joined(columns)
 
+
+_COLUMNS: Final = ("base", "last", "attrs", "pid", "ctype", "offset", "batch")
+
+
+def _new_columns() -> dict[str, list[I64Array]]:
+    return {k: [] for k in _COLUMNS}
+
+
+def _scan_into(columns: dict[str, list[I64Array]], buf: U8Array, batches_before: int, where: str) -> int:
+    """Append the batches of ``buf`` (whole v2 batches, as in a segment) to ``columns``; returns
+    how many there were."""
+    from kompakt.records.scan import StopReason, scan_batches, scan_records
+    from kompakt.table.records import span_runs
+
+    table = scan_batches(buf)
+    if table.stop_reason != StopReason.END and table.stop_position != len(buf):
+        raise CompactionModelError(
+            f"{where}: the scan stopped at byte {table.stop_position} ({table.stop_reason.name})"
+        )
+    n = len(table)
+    attrs = table.attributes
+    control = (attrs & ATTR_CONTROL) != 0
+    ctype = np.full(n, -1, dtype=np.int64)
+    record_offsets: list[I64Array] = []
+    record_batches: list[I64Array] = []
+    for i in np.flatnonzero(control).tolist():
+        pos, size = int(table.position[i]), int(table.size[i])
+        found = control_type_of(RecordBatchView(buf[pos : pos + size].tobytes()))
+        if found is not None:
+            ctype[i] = int(found)
+            record_offsets.append(np.array([int(table.base_offset[i])], dtype=np.int64))
+            record_batches.append(np.array([batches_before + i], dtype=np.int64))
+    for run_buf, spans, which in span_runs(buf, table, ~control):
+        records = scan_records(run_buf, *spans.arrays())
+        record_offsets.append(records.offset.copy())
+        record_batches.append(which[records.batch] + batches_before)
+    columns["base"].append(table.base_offset.copy())
+    columns["last"].append(table.last_offset.copy())
+    columns["attrs"].append(attrs.copy())
+    columns["pid"].append(table.producer_id.copy())
+    columns["ctype"].append(ctype)
+    if record_offsets:
+        offsets = np.concatenate(record_offsets)
+        owners = np.concatenate(record_batches)
+        order = np.argsort(offsets, kind="stable")
+        columns["offset"].append(offsets[order])
+        columns["batch"].append(owners[order])
+    return n
+
+
+def _joined(columns: dict[str, list[I64Array]]) -> BatchRecords:
     def joined(name: str) -> I64Array:
         parts = columns[name]
         return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
 
-    return BatchRecords(
-        joined("base"),
-        joined("last"),
-        joined("attrs"),
-        joined("pid"),
-        joined("ctype"),
-        joined("offset"),
-        joined("batch"),
-    )
+    return BatchRecords(*(joined(name) for name in _COLUMNS))
 
 
 class SourceView:
