@@ -53,22 +53,23 @@ def build_log(records: int, per_batch: int, keys: int, seed: int = 1) -> SourceL
 def generator_rate(source: SourceLog, variants: int, work_dir: Path) -> dict[str, Any]:
     with CompactionSpace(source, work_dir=work_dir) as space:
         plans = space.sample(variants, seed=0)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         made = sum(1 for _ in space.variants(plans))
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
         return {
             "cut_points": len(space.cut_points),
             "normal_form_plans": len(space.normal_form()),
             "variants": made,
             "seconds": round(elapsed, 3),
+            "cpu_seconds": round(cpu, 3),
             "variants_per_s": round(made / elapsed, 1),
         }
 
 
 def check(source: SourceLog, variants: int) -> dict[str, Any]:
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     report = check_compaction_safe(source, latest_values, max_variants=variants, seed=0)
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     if report.failure is not None:
         raise SystemExit(f"latest_values must survive every compaction:\n{report.describe()}")
     return {
@@ -76,6 +77,9 @@ def check(source: SourceLog, variants: int) -> dict[str, Any]:
         "plans": report.plans,
         "checked": report.checked,
         "seconds": round(elapsed, 3),
+        # This process's CPU time: on a machine shared with other work the wall clock counts
+        # the time others ran too.
+        "cpu_seconds": round(cpu, 3),
         "variants_per_s": round(report.checked / elapsed, 1),
     }
 
@@ -106,6 +110,7 @@ def main() -> int:
             "build_source_s": round(build_s, 3),
             "check_100_variants": large_check,
             "under_a_minute": large_check["seconds"] < 60,
+            "under_a_minute_cpu": large_check["cpu_seconds"] < 60,
         }
     print(json.dumps(results))
     return 0

@@ -29,6 +29,7 @@ BENCHES: list[str | tuple[str, str, dict[str, str]]] = [
     "bench_throttle.py",
     "bench_readers.py",
     "bench_connections.py",
+    "bench_replay_check.py",
 ]
 
 

@@ -308,9 +308,10 @@ class SourceLog:
             view = RecordBatchView(self.batches[i])
             ctype = control_type_of(view)
             name = ctype.name if isinstance(ctype, ControlType) else str(ctype)
+            txn = view.is_transactional
             per_batch[i] = [
                 (
-                    LogRecord(r.offset, r.key, r.value, r.timestamp, tuple(r.headers), pids[i], True, name),
+                    LogRecord(r.offset, r.key, r.value, r.timestamp, tuple(r.headers), pids[i], txn, name),
                     True,
                 )
                 for r in decode_records(view)
@@ -666,6 +667,22 @@ class SourceView:
         Raises :class:`CompactionModelError` when an offset is not in the source's view: a
         compaction never shows a record the uncompacted log does not show.
         """
+        return self.kept(offsets, where), self.lacking(offsets)
+
+    def kept(self, offsets: I64Array, where: str) -> list[LogRecord]:
+        """The records at ``offsets`` (see :meth:`select`)."""
+        idx = self._positions(offsets, where)
+        records = self.records
+        return [records[i] for i in idx.tolist()]
+
+    def lacking(self, offsets: I64Array) -> list[LogRecord]:
+        """The records the view has at offsets other than ``offsets`` (a variant's losses)."""
+        keep = np.zeros(len(self.offsets), dtype=np.bool_)
+        keep[self._positions(offsets, "the variant")] = True
+        records = self.records
+        return [records[i] for i in np.flatnonzero(~keep).tolist()]
+
+    def _positions(self, offsets: I64Array, where: str) -> I64Array:
         idx = np.searchsorted(self.offsets, offsets)
         inside = idx < len(self.offsets)
         found = np.zeros(len(offsets), dtype=np.bool_)
@@ -676,12 +693,7 @@ class SourceView:
                 f"{where} shows records at offsets {extra} that the uncompacted log does not show "
                 f"in its {self.view} view"
             )
-        keep = np.zeros(len(self.offsets), dtype=np.bool_)
-        keep[idx] = True
-        records = self.records
-        kept = [records[i] for i in idx.tolist()]
-        lacking = [records[i] for i in np.flatnonzero(~keep).tolist()]
-        return kept, lacking
+        return idx
 
 
 def iter_view(source: SourceLog, view: View) -> Iterator[LogRecord]:

@@ -41,6 +41,7 @@ variant of an exhaustive run is already the smallest one.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import itertools
 import random
@@ -165,7 +166,8 @@ def describe_plan(plan: Plan, start_offset: int, delete_retention_ms: int) -> li
 @dataclass(slots=True)
 class Variant:
     """One legal compaction of the source: the passes that made it, the records the view shows,
-    the records of the uncompacted view it lacks, and (when kept) its data directory.
+    the records of the uncompacted view it lacks (:attr:`missing`), and (when kept) its data
+    directory.
 
     ``segments`` are the base offsets the written log rolled at before the passes ran: with
     ``plan`` they are the whole recipe, so the run can be repeated byte for byte.
@@ -173,7 +175,6 @@ class Variant:
 
     plan: Plan
     records: list[LogRecord]
-    missing: list[LogRecord]
     segments: tuple[int, ...]
     start_offset: int
     delete_retention_ms: int
@@ -182,6 +183,19 @@ class Variant:
     #: The offsets of :attr:`records`, ascending (what tells variants apart, without a pass over
     #: the records).
     offsets: I64Array | None = None
+    #: The uncompacted view, from which :attr:`missing` is listed when asked for: only a
+    #: report needs it, and a million-record log's variants each lack up to a million records.
+    full: SourceView | None = None
+    _missing: list[LogRecord] | None = None
+
+    @property
+    def missing(self) -> list[LogRecord]:
+        """The records of the uncompacted view this variant lacks, in offset order."""
+        if self._missing is None:
+            if self.full is None or self.offsets is None:
+                return []
+            self._missing = self.full.lacking(self.offsets)
+        return self._missing
 
     @property
     def partition_dir(self) -> Path | None:
@@ -538,12 +552,23 @@ class CompactionSpace:
                 plans.append((Pass(u), Pass(u, r, from_log_start=True)))
         return sorted(plans, key=plan_size)
 
+    def normal_form_size(self) -> int:
+        """``len(self.normal_form())`` without making (and sorting) the plans: a large log's
+        family runs to hundreds of thousands, and is then sampled, not listed."""
+        bounds = self.tombstone_bounds()
+        total = 0
+        for u in self.cut_points:
+            total += 1 + bisect.bisect_left(bounds, u)
+            if not self.kafka_only and bounds and bounds[0] <= u:
+                total += 1
+        return total
+
     def summary(self) -> SpaceSummary:
         return SpaceSummary(
             len(self.source.batches),
             len(self.cut_points),
             len(self.tombstone_bounds()),
-            len(self.normal_form()) if self.view != "log" else -1,
+            self.normal_form_size() if self.view != "log" else -1,
         )
 
     def sample_plan(self, rng: random.Random) -> Plan:
@@ -603,20 +628,20 @@ class CompactionSpace:
         result = self.compactor.run(plan, rolls=rolls)
         _, segments = self.compactor.base(rolls if rolls is not None else [p.upper for p in plan])
         offsets = self.offsets_of(result.partition_dir)
-        records, missing = self.full.select(offsets, f"the variant {describe_plan(plan, 0, 0)}")
+        records = self.full.kept(offsets, f"the variant {describe_plan(plan, 0, 0)}")
         kept = self.keep_directories if keep is None else keep
         if not kept:
             shutil.rmtree(result.directory, ignore_errors=True)
         return Variant(
             plan,
             records,
-            missing,
             segments,
             self.compactor.start_offset,
             self.delete_retention_ms,
             result.directory if kept else None,
             index,
             offsets,
+            self.full,
         )
 
     def variants(self, plans: Sequence[Plan], *, keep: bool | None = None) -> Iterator[Variant]:

@@ -385,11 +385,11 @@ class CompactionCheck:
         and ``max_variants`` random deeper sequences.
         """
         space = self.space
-        family = space.normal_form()
-        whole = self.exhaustive or (self.exhaustive is None and len(family) <= self.exhaustive_limit)
+        size = space.normal_form_size()
+        whole = self.exhaustive or (self.exhaustive is None and size <= self.exhaustive_limit)
         if self.view != "log":
             if whole:
-                return "exhaustive", family
+                return "exhaustive", space.normal_form()
             return "sampled", space.sample(self.max_variants, self.seed)
         plans: set[Plan] = set()
         if self.exhaustive is not False:
@@ -398,7 +398,7 @@ class CompactionCheck:
             if complete:
                 return "exhaustive", [plan for plan, _ in found]
             plans.update(plan for plan, _ in found)
-        plans.update(family if len(family) <= self.exhaustive_limit else [])
+        plans.update(space.normal_form() if size <= self.exhaustive_limit else [])
         plans.update(space.sample(self.max_variants, self.seed))
         return "sampled", sorted(plans, key=plan_size)
 
