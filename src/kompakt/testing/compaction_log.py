@@ -332,7 +332,7 @@ class SourceLog:
             )
             for offset, ts, ks, kl, vs, vl, end, b in rows:
                 a = attrs[b]
-                value_end = vs + max(vl, 0)
+                value_end = vs + vl if vl > 0 else vs
                 headers: tuple[tuple[str, bytes | None], ...] = ()
                 if end - value_end != 1 or data[value_end] != 0:
                     headers = _decode_headers(data, value_end, end)
@@ -673,7 +673,15 @@ class SourceView:
         """The records at ``offsets`` (see :meth:`select`)."""
         idx = self._positions(offsets, where)
         records = self.records
-        return [records[i] for i in idx.tolist()]
+        if len(idx) == 0:
+            return []
+        # A variant keeps the view's tail past its last pass whole: that run of consecutive
+        # positions is copied as one slice, and only the compacted head is picked record by record.
+        breaks = np.flatnonzero(np.diff(idx) != 1)
+        head = int(breaks[-1]) + 1 if len(breaks) else 0
+        picked = [records[i] for i in idx[:head].tolist()]
+        picked += records[int(idx[head]) : int(idx[-1]) + 1]
+        return picked
 
     def lacking(self, offsets: I64Array) -> list[LogRecord]:
         """The records the view has at offsets other than ``offsets`` (a variant's losses)."""
