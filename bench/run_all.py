@@ -30,6 +30,7 @@ BENCHES: list[str | tuple[str, str, dict[str, str]]] = [
     "bench_readers.py",
     "bench_connections.py",
     "bench_sasl.py",
+    "bench_replay_check.py",
 ]
 
 

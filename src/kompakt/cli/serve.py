@@ -24,6 +24,12 @@ then moves only through the admin endpoint (``kompakt admin clock advance 25h``)
 timeouts (group sessions, long polls) keep real time. The ready line then ends with
 ``, clock manual``.
 
+``--compaction-chaos SEED`` is a testing mode too: after appends to compacted topics the broker
+rolls and cleans them at random legal moments, seeded, as if months had passed
+(:mod:`kompakt.server.compaction_chaos`); the cleaner threads are off unless the configuration sets
+``log.cleaner.enable``, so every clean is the seed's. The ready line ends with
+``, compaction chaos seed SEED``.
+
 An address that is taken is one line and exit code 1, before the data directory is created::
 
     error: 127.0.0.1:9092 is in use; pass --port to use another port (0 picks a free one)
@@ -101,6 +107,7 @@ def build_settings(
     overrides: list[str],
     admin_host: str | None = None,
     admin_port: int | None = None,
+    compaction_chaos: int | None = None,
 ) -> AppSettings:
     """Resolve the broker config, the listener and the admin endpoint, raising UsageError for
     anything invalid."""
@@ -111,6 +118,9 @@ def build_settings(
         except OSError as exc:
             raise UsageError(f"cannot read config file {config_file}: {exc.strerror or exc}") from None
     props.update(parse_overrides(overrides))
+    if compaction_chaos is not None:
+        # Every clean is the seed's (deterministic), unless the configuration asks for threads too.
+        props.setdefault("log.cleaner.enable", "false")
     try:
         config = BrokerConfig.from_properties(props)
     except ConfigError as exc:
@@ -172,6 +182,7 @@ def build_settings(
         # Clients must authenticate on a SASL listener: the admin endpoint must not be a way around
         # that, so it then requires its bearer token even on loopback (issue 27).
         listeners_require_auth=any(listener.security_protocol.startswith("SASL_") for listener in listeners),
+        compaction_chaos_seed=compaction_chaos,
     )
     if settings.admin_port is not None:
         try:
@@ -211,6 +222,8 @@ async def run_broker(settings: AppSettings, clock: Clock | None = None) -> None:
         extra = f", admin {app.admin_server.url}" if app.admin_server is not None else ""
         if isinstance(app.clock, ManualClock):
             extra += ", clock manual"
+        if settings.compaction_chaos_seed is not None:
+            extra += f", compaction chaos seed {settings.compaction_chaos_seed}"
         print(
             f"kompakt ready: listening on {server.describe_listeners()}, data directory "
             f"{settings.data_dir} ({topics} topics, {partitions} partitions){extra}",
@@ -244,6 +257,7 @@ SERVE_OPTIONS: dict[str, tuple[str, Callable[[str], object], bool]] = {
     "--admin-port": ("admin_port", _parse_int, False),
     "--admin-host": ("admin_host", str, False),
     "--clock": ("clock", str, False),
+    "--compaction-chaos": ("compaction_chaos", _parse_int, False),
 }
 
 
@@ -256,10 +270,13 @@ def run_serve(
     admin_port: int | None = None,
     admin_host: str | None = None,
     clock: str = "system",
+    compaction_chaos: int | None = None,
 ) -> None:
     """Run the broker until SIGTERM/SIGINT; a usage error is one ``error:`` line and exit code 2."""
     try:
-        settings = build_settings(data_dir, host, port, config, override or [], admin_host, admin_port)
+        settings = build_settings(
+            data_dir, host, port, config, override or [], admin_host, admin_port, compaction_chaos
+        )
         broker_clock = build_clock(clock)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -382,6 +382,14 @@ class AppSettings:
     #: ``host``/``port`` advertising ``advertised_host``/``advertised_port``.
     listeners: tuple[KafkaListenerSettings, ...] = ()
 
+    #: ``--compaction-chaos SEED``: random legal rolls and cleans as records arrive
+    #: (:mod:`kompakt.server.compaction_chaos`); None runs none.
+    compaction_chaos_seed: int | None = None
+    #: Whether the Kafka listeners require authentication: the admin endpoint then requires its
+    #: bearer token even on loopback, so that it is no way around them. ``build_settings`` sets it
+    #: when a listener uses SASL.
+    listeners_require_auth: bool = False
+
     def kafka_listeners(self) -> tuple[KafkaListenerSettings, ...]:
         if self.listeners:
             return self.listeners
@@ -393,11 +401,6 @@ class AppSettings:
                 advertised_port=self.advertised_port,
             ),
         )
-
-    #: Whether the Kafka listeners require authentication: the admin endpoint then requires its
-    #: bearer token even on loopback, so that it is no way around them. ``build_settings`` sets it
-    #: when a listener uses SASL.
-    listeners_require_auth: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -523,6 +526,13 @@ class BrokerApp:
             advertised_port=settings.advertised_port,
         )
         self._attach_cleaner(broker, log_manager)
+        if settings.compaction_chaos_seed is not None and broker.cleaner is not None:
+            from kompakt.server.compaction_chaos import ChaosFetchWaiters, CompactionChaos
+
+            chaos = CompactionChaos(
+                settings.compaction_chaos_seed, broker.cleaner, log_manager.logs, self.clock
+            )
+            broker.fetch_waiters = ChaosFetchWaiters(chaos)
         broker.txn = self._open_transactions(broker, log_manager, producer_ids, txn_config)
         return broker
 
