@@ -91,14 +91,17 @@ class Connection:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def call(self, api_key: int, version: int, values: Mapping[str, object]) -> Any:
+    def call(self, api_key: int, version: int, values: Mapping[str, object], *, zero_fill: bool = False) -> Any:
         """Send one request and wait for its answer."""
-        return self.receive(api_key, version, self.send(api_key, version, values))
+        return self.receive(api_key, version, self.send(api_key, version, values, zero_fill=zero_fill))
 
-    def send(self, api_key: int, version: int, values: Mapping[str, object]) -> int:
-        """Send a request without waiting; returns its correlation id for :meth:`receive`."""
+    def send(
+        self, api_key: int, version: int, values: Mapping[str, object], *, zero_fill: bool = False
+    ) -> int:
+        """Send a request without waiting; returns its correlation id for :meth:`receive`.
+        ``zero_fill`` gives every field the request does not name its zero value."""
         self._correlation += 1
-        request = codec.build(codec.request_class(api_key, version), values)
+        request = codec.build(codec.request_class(api_key, version), values, zero_fill=zero_fill)
         frame = codec.encode_request(request, self._correlation, self.client_id)
         try:
             self._sock.sendall(frame)
