@@ -61,6 +61,10 @@ else:
     scan = LazyModule("kompakt.records.scan", globals(), "scan")
     rebuild = LazyModule("kompakt.records.rebuild", globals(), "rebuild")
 
+HEADER_ORIGINAL_OFFSET: Final = 1
+""":data:`kompakt.records.rebuild.HEADER_ORIGINAL_OFFSET`, without loading numba to name it."""
+HEADER_OSO: Final = 2
+""":data:`kompakt.records.rebuild.HEADER_OSO`."""
 RECORD_OVERHEAD: Final = 24
 """What a record weighs for ``batch_max_bytes`` besides its key and value (the old builder's rule)."""
 _NO_PRODUCER: Final = (-1).to_bytes(8, "big", signed=True) + (-1).to_bytes(2, "big", signed=True)
@@ -428,9 +432,8 @@ def for_produce(
         out[51:53] = producer_epoch.to_bytes(2, "big", signed=True)
         out[53:57] = sequence.to_bytes(4, "big", signed=True)
         if want != codec:
-            out = recompressed(_decompressed(out), Compression(want), level) if codec else recompressed(
-                out, Compression(want), level
-            )
+            plain_batch = _decompressed(out) if codec else out
+            out = recompressed(plain_batch, Compression(want), level) if want else plain_batch
         return ProduceBatch(finish_crc(out), count, None, base_offset)
     section = batch[BATCH_OVERHEAD:]
     payload = section if codec == 0 else decompress(codec, section)

@@ -518,7 +518,8 @@ class RestoreConfig:
     erasure: ErasureConfig = field(default_factory=ErasureConfig)
     allow_policy_mismatch: bool = False
     allow_incomplete: bool = False
-    producer_compression: str = "none"
+    producer_compression: str | None = None
+    """None: batches are produced with the codec they were stored with; a codec: with that one."""
     produce_batch_size: int | None = None
     produce_acks: int = -1
     produce_timeout_ms: int | None = None
@@ -740,8 +741,8 @@ def parse_restore_config(raw: Mapping[str, Any], base_dir: Path | None = None) -
     start, end = _time_ms(section, "time_window_start"), _time_ms(section, "time_window_end")
     if start is not None and end is not None and end < start:
         raise BackupConfigError("restore.time_window_end is before restore.time_window_start")
-    producer_compression = _get(section, "producer_compression", "restore", str, "none")
-    if producer_compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
+    producer_compression = _get(section, "producer_compression", "restore", str, None)
+    if producer_compression is not None and producer_compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
         raise BackupConfigError(f"restore.producer_compression: unknown codec {producer_compression!r}")
     topics = _get(section, "topics", "restore", list, [])
     partitions, partition_mapping, acks, oso_headers = _restore_numbers(section, data_dir, notes)

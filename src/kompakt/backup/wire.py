@@ -272,7 +272,6 @@ class _InFlight:
     correlation: int
     batch: bytearray
     records: int
-    sequence: int
     on_done: Callable[[int], None] | None
 
 
@@ -368,10 +367,11 @@ class PartitionProducer:
         self.sequence = (self.sequence + records) & 0x7FFFFFFF
         return sequence
 
-    def send(self, batch: bytearray, records: int, sequence: int, on_done: Callable[[int], None] | None) -> None:
+    def send(self, batch: bytearray, records: int, on_done: Callable[[int], None] | None) -> None:
+        """Send one batch (its producer id and sequence already in it: :meth:`next_sequence`)."""
         while len(self._queue) >= self._window:
             self._answer_oldest()
-        item = _InFlight(-1, batch, records, sequence, on_done)
+        item = _InFlight(-1, batch, records, on_done)
         self._queue.append(item)
         self._transmit([item])
 
