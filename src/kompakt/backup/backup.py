@@ -517,7 +517,9 @@ class BackupRun:
 
     # ------------------------------------------------------------------ the fast path (own Fetch)
 
-    def _fetch_all(self, manifest: Manifest, states: dict[TopicPartition, _PartitionRun], run: RunEntry) -> None:
+    def _fetch_all(
+        self, manifest: Manifest, states: dict[TopicPartition, _PartitionRun], run: RunEntry
+    ) -> None:
         """Read every partition that is not done, ``max_concurrent_partitions`` at a time: each
         worker thread owns a share of the partitions and its own connections, and fetches its
         share together from each leader. The first error stops every worker and is raised here,
@@ -581,28 +583,14 @@ class BackupRun:
                 active = [s for s in share if not s.done]
                 if not active:
                     return
-                by_leader: dict[wire.Address, list[_PartitionRun]] = {}
-                lost = False
-                for state in active:
-                    leader = cluster.leader(state.entry.topic, state.entry.partition)
-                    if leader is None:
-                        lost = True
-                    else:
-                        by_leader.setdefault(leader, []).append(state)
-                retriable = None
-                for address, states in by_leader.items():
-                    fetcher = fetchers.get(address)
-                    if fetcher is None:
-                        fetcher = fetchers[address] = wire.open_fetcher(cluster, address)
-                    retriable = self._fetch_once(fetcher, states, manifest, run, poll_ms) or retriable
-                if retriable is not None or lost:
+                retriable = self._fetch_round(cluster, fetchers, active, manifest, run, poll_ms)
+                now = time.monotonic()
+                if retriable is not None:
                     # The leader moved (or is being elected): look again, within the timeout.
-                    now = time.monotonic()
                     retry_until = retry_until or now + self.client.timeout_s
                     if now >= retry_until:
                         raise BackupError(
-                            f"cannot read {retriable or 'a partition'} at {self.client.bootstrap}: "
-                            "no leader answered in time"
+                            f"cannot read {retriable} at {self.client.bootstrap}: no leader answered in time"
                         )
                     for fetcher in fetchers.values():
                         fetcher.conn.close()
@@ -611,8 +599,10 @@ class BackupRun:
                     cluster.refresh({s.entry.topic for s in active})
                     continue
                 retry_until = None
-                now = time.monotonic()
-                if self.config.continuous and now - last_checkpoint >= self.config.checkpoint_interval_ms / 1000:
+                if (
+                    self.config.continuous
+                    and now - last_checkpoint >= self.config.checkpoint_interval_ms / 1000
+                ):
                     for state in share:
                         if not state.builder.empty:
                             self._commit_file(manifest, state, run)
@@ -626,6 +616,32 @@ class BackupRun:
                 fetcher.conn.close()
             for state in share:
                 self._report(state, run)
+
+    def _fetch_round(
+        self,
+        cluster: wire.Cluster,
+        fetchers: dict[wire.Address, wire.Fetcher],
+        active: list[_PartitionRun],
+        manifest: Manifest,
+        run: RunEntry,
+        poll_ms: int,
+    ) -> str | None:
+        """One Fetch from each leader of ``active``; the name of a partition without a leader
+        that answers, if there is one."""
+        by_leader: dict[wire.Address, list[_PartitionRun]] = {}
+        retriable = None
+        for state in active:
+            leader = cluster.leader(state.entry.topic, state.entry.partition)
+            if leader is None:
+                retriable = state.progress.name
+            else:
+                by_leader.setdefault(leader, []).append(state)
+        for address, states in by_leader.items():
+            fetcher = fetchers.get(address)
+            if fetcher is None:
+                fetcher = fetchers[address] = wire.open_fetcher(cluster, address)
+            retriable = self._fetch_once(fetcher, states, manifest, run, poll_ms) or retriable
+        return retriable
 
     def _report(self, state: _PartitionRun, run: RunEntry) -> None:
         state.progress.done = state.next_offset - run.ranges[state.progress.name][0]
@@ -711,8 +727,12 @@ class BackupRun:
                 state.pending_gaps.append((state.next_offset, first - 1))
             if len(offsets) > 1:
                 holes = np.flatnonzero(np.diff(offsets) > 1)
-                state.pending_gaps.extend((int(offsets[h]) + 1, int(offsets[h + 1]) - 1) for h in holes.tolist())
-            state.builder.add(batch)  # type: ignore[union-attr]
+                state.pending_gaps.extend(
+                    (int(offsets[h]) + 1, int(offsets[h + 1]) - 1) for h in holes.tolist()
+                )
+            segment = state.builder
+            assert isinstance(segment, BatchSegment)
+            segment.add(batch)
             state.next_offset = int(offsets[-1]) + 1
             state.progress.records += batch.records
             state.progress.bytes += batch.key_value_bytes
@@ -774,7 +794,9 @@ class BackupRun:
             state.pending_gaps.append((state.next_offset, offset - 1))
         ts_type, timestamp = msg.timestamp()
         key, value = msg.key(), msg.value()
-        state.builder.add(
+        builder = state.builder
+        assert isinstance(builder, SegmentBuilder)
+        builder.add(
             offset,
             timestamp,
             TimestampType.LOG_APPEND_TIME

@@ -13,7 +13,7 @@ allows, which is nearly always. What changes a batch, and how (:func:`ingest`):
   partition leader epoch becomes -1: a backup holds committed data only and restores it under new
   producer ids, so a stored id could only collide with a producer of the target cluster (only the
   header and its CRC change);
-* a tombstone batch of a compacted topic carries a delete horizon at least ``consumed + 
+* a tombstone batch of a compacted topic carries a delete horizon at least ``consumed +
   delete.retention.ms``: the source's own horizon when it is later, else that one (the records'
   timestamp deltas move with the base timestamp, natively: :mod:`kompakt.records.rebuild`);
 * a batch larger than ``batch_max_bytes`` of records is cut, and the records outside the range
@@ -197,18 +197,28 @@ def ingest(
     if not len(data):
         return chunk
     arr = np.frombuffer(data, dtype=np.uint8)
-    table = scan.scan_batches(arr)
-    if table.stop_reason in (scan.StopReason.BAD_SIZE, scan.StopReason.BAD_MAGIC) and (
-        len(table) == 0 or table.stop_position < len(arr)
-    ):
-        raise BackupError(
-            f"{where}: the answer holds bytes that are not a v2 record batch at position "
-            f"{table.stop_position} (only RecordBatch v2, Kafka 0.11 and later, is read)"
-        )
+    table = _checked_table(arr, where)
     n = len(table)
     if n == 0:
         return chunk
     chunk.fetch_end = int(table.base_offset[n - 1] + table.last_offset_delta[n - 1] + 1)
+    kept, chunk.reached_target = _select(arr, table, next_offset, target, aborted)
+    if target is not None and chunk.fetch_end >= target:
+        chunk.reached_target = True
+    if kept:
+        stamp_min = None if retention_ms is None else consumed_ms + retention_ms
+        _store(chunk, arr, table, kept, (next_offset, target), stamp_min, batch_max_bytes, where)
+    return chunk
+
+
+def _checked_table(arr: npt.NDArray[np.uint8], where: str) -> scan.BatchTable:
+    """The whole batches of an answer (a torn last one is left for the next Fetch), CRC-checked."""
+    table = scan.scan_batches(arr)
+    if table.stop_reason in (scan.StopReason.BAD_SIZE, scan.StopReason.BAD_MAGIC):
+        raise BackupError(
+            f"{where}: the answer holds bytes that are not a v2 record batch at position "
+            f"{table.stop_position} (only RecordBatch v2, Kafka 0.11 and later, is read)"
+        )
     crc_ok = scan.batch_crcs_ok(arr, table)
     if not crc_ok.all():
         bad = int(np.flatnonzero(~crc_ok)[0])
@@ -216,86 +226,93 @@ def ingest(
             f"{where}: the batch at offset {int(table.base_offset[bad])} fails its CRC-32C check "
             "(the source sent corrupt data); nothing from it on was stored"
         )
+    return table
+
+
+def _select(
+    arr: npt.NDArray[np.uint8],
+    table: scan.BatchTable,
+    next_offset: int,
+    target: int | None,
+    aborted: Sequence[tuple[int, int]],
+) -> tuple[list[int], bool]:
+    """The batches a ``read_committed`` reader keeps that hold records not yet stored, and
+    whether the answer reached ``target``."""
     attributes = table.attributes
     producer_ids = table.producer_id
     last_offsets = table.base_offset + table.last_offset_delta
     filt = _Aborted(aborted)
     kept: list[int] = []
-    for i in range(n):
-        last = int(last_offsets[i])
-        attrs = int(attributes[i])
+    for i in range(len(table)):
         if target is not None and int(table.base_offset[i]) >= target:
-            chunk.reached_target = True
-            break
+            return kept, True
+        attrs = int(attributes[i])
         marker = None
         if attrs & ATTR_CONTROL:
             pos, size = int(table.position[i]), int(table.size[i])
             marker = _marker(memoryview(arr[pos : pos + size].data))
-        if filt.skip(attrs, int(producer_ids[i]), last, marker):
+        if filt.skip(attrs, int(producer_ids[i]), int(last_offsets[i]), marker):
             continue
-        if last < next_offset or int(table.records_count[i]) == 0:
-            continue
-        kept.append(i)
-    if target is not None and not chunk.reached_target and chunk.fetch_end >= target:
-        chunk.reached_target = True
-    if not kept:
-        return chunk
+        if int(last_offsets[i]) >= next_offset and int(table.records_count[i]) > 0:
+            kept.append(i)
+    return kept, False
+
+
+def _store(
+    chunk: Chunk,
+    arr: npt.NDArray[np.uint8],
+    table: scan.BatchTable,
+    kept: list[int],
+    bounds: tuple[int, int | None],
+    stamp_min: int | None,
+    batch_max_bytes: int,
+    where: str,
+) -> None:
+    """Add the kept batches to ``chunk``: as they are, or rebuilt where they must change."""
     rt, buffer = _scan_kept(arr, table, kept, where)
     count = len(rt)
     offsets = rt.offset[:count]
-    timestamps = rt.timestamp[:count]
     key_len = rt.key_len[:count]
     value_len = rt.value_len[:count]
     tomb = (key_len >= 0) & (value_len < 0)
     weight = RECORD_OVERHEAD + np.maximum(key_len, 0) + np.maximum(value_len, 0)
-    low = next_offset
-    high = target if target is not None else 2**63 - 1
-    in_range = (offsets >= low) & (offsets < high)
+    low, target = bounds
+    in_range = (offsets >= low) & (offsets < (target if target is not None else 2**63 - 1))
     first = rt.batch_first
-    stamp_min = None if retention_ms is None else consumed_ms + retention_ms
     for n_kept, b in enumerate(kept):
         lo, hi = int(first[n_kept]), int(first[n_kept + 1])
-        rows = slice(lo, hi)
-        keep = in_range[rows]
+        keep = in_range[lo:hi]
         if not keep.any():
             continue
-        attrs = int(attributes[b])
-        has_horizon = bool(attrs & ATTR_DELETE_HORIZON)
-        horizon = int(table.base_timestamp[b]) if has_horizon else None
-        tombs = int(tomb[rows][keep].sum())
+        attrs = int(table.attributes[b])
+        horizon = int(table.base_timestamp[b]) if attrs & ATTR_DELETE_HORIZON else None
+        tombs = int(tomb[lo:hi][keep].sum())
         stamp = stamp_min is not None and tombs > 0 and (horizon is None or horizon < stamp_min)
-        trimmed = not keep.all()
-        too_big = hi - lo > 1 and int(weight[rows].sum()) > batch_max_bytes
-        batch_ts = timestamps[rows]
-        if attrs & ATTR_TIMESTAMP_TYPE:
-            batch_ts = np.full(hi - lo, int(table.max_timestamp[b]), dtype=np.int64)
-        if not (stamp or trimmed or too_big):
+        too_big = hi - lo > 1 and int(weight[lo:hi].sum()) > batch_max_bytes
+        if not (stamp or too_big or not keep.all()):
+            stamps = rt.timestamp[lo:hi]
+            if attrs & ATTR_TIMESTAMP_TYPE:
+                stamps = np.full(hi - lo, int(table.max_timestamp[b]), dtype=np.int64)
             pos, size = int(table.position[b]), int(table.size[b])
             chunk.batches.append(
                 StoredBatch(
                     _normalized(arr[pos : pos + size]),
                     int(table.base_offset[b]),
-                    int(last_offsets[b]),
+                    int(table.base_offset[b] + table.last_offset_delta[b]),
                     hi - lo,
                     tombs,
-                    int(batch_ts.min()),
-                    int(batch_ts.max()),
-                    int(weight[rows].sum()) - RECORD_OVERHEAD * (hi - lo),
-                    offsets[rows].copy(),
+                    int(stamps.min()),
+                    int(stamps.max()),
+                    int(weight[lo:hi].sum()) - RECORD_OVERHEAD * (hi - lo),
+                    offsets[lo:hi].copy(),
                 )
             )
             continue
-        rows_kept = np.arange(lo, hi)[keep]
-        new_horizon = None
-        if stamp_min is not None and tombs > 0:
-            new_horizon = max(stamp_min, horizon or 0) if stamp else horizon
-        elif has_horizon:
-            new_horizon = horizon
-        for group in _groups(rows_kept, weight, batch_max_bytes):
+        new_horizon = max(stamp_min, horizon or 0) if stamp and stamp_min is not None else horizon
+        for group in _groups(np.arange(lo, hi)[keep], weight, batch_max_bytes):
             chunk.batches.append(
                 _rebuilt(buffer, rt, group, attrs, int(table.max_timestamp[b]), new_horizon, tomb, weight)
             )
-    return chunk
 
 
 def _groups(rows: I64Array, weight: I64Array, limit: int) -> list[I64Array]:

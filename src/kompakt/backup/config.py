@@ -742,7 +742,13 @@ def parse_restore_config(raw: Mapping[str, Any], base_dir: Path | None = None) -
     if start is not None and end is not None and end < start:
         raise BackupConfigError("restore.time_window_end is before restore.time_window_start")
     producer_compression = _get(section, "producer_compression", "restore", str, None)
-    if producer_compression is not None and producer_compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
+    if producer_compression is not None and producer_compression not in (
+        "none",
+        "gzip",
+        "snappy",
+        "lz4",
+        "zstd",
+    ):
         raise BackupConfigError(f"restore.producer_compression: unknown codec {producer_compression!r}")
     topics = _get(section, "topics", "restore", list, [])
     partitions, partition_mapping, acks, oso_headers = _restore_numbers(section, data_dir, notes)

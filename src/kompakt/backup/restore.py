@@ -318,7 +318,9 @@ class _Produced:
     anchors: dict[tuple[str, int, int], int] = field(default_factory=dict)
     """(source topic, partition, original offset) -> the offset that record got on the target."""
 
-    def add_partition(self, tplan: TopicPlan, entry: PartitionEntry, target: int, bar: PartitionProgress) -> None:
+    def add_partition(
+        self, tplan: TopicPlan, entry: PartitionEntry, target: int, bar: PartitionProgress
+    ) -> None:
         self.records += bar.records
         self.bytes += bar.bytes
         self.rows.append(

@@ -318,7 +318,9 @@ def open_session(bootstrap: str, timeout_s: float, *, acks: int, timeout_ms: int
     cluster = Cluster(bootstrap, timeout_s, max_response_bytes=client.MAX_RESPONSE_BYTES)
     session = ProducerSession(cluster, acks, timeout_ms if timeout_ms is not None else 30_000)
     if acks == -1:
-        session.producer_id, session.producer_epoch = cluster.init_producer_id(time.monotonic() + timeout_s * 3)
+        session.producer_id, session.producer_epoch = cluster.init_producer_id(
+            time.monotonic() + timeout_s * 3
+        )
     return session
 
 

@@ -91,7 +91,9 @@ class Connection:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def call(self, api_key: int, version: int, values: Mapping[str, object], *, zero_fill: bool = False) -> Any:
+    def call(
+        self, api_key: int, version: int, values: Mapping[str, object], *, zero_fill: bool = False
+    ) -> Any:
         """Send one request and wait for its answer."""
         return self.receive(api_key, version, self.send(api_key, version, values, zero_fill=zero_fill))
 

@@ -461,7 +461,7 @@ def response_checker(api_key: int, version: int) -> bounds.Checker:
 @functools.cache
 def _response_readers(
     api_key: int, version: int
-) -> tuple[Callable[[bytes | memoryview], int], Reader[object], Reader[ResponsePayload]]:
+) -> tuple[Callable[[bytes | memoryview], int], Reader[typing.Any], Reader[ResponsePayload]]:
     body_class = load_response_schema(api_key, version)
     header_class = body_class.__header_schema__
     return response_checker(api_key, version).check, entity_reader(header_class), entity_reader(body_class)
