@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kompakt.backup import wire
-from kompakt.backup.batches import ingest
+from kompakt.backup.batches import fetch_end, ingest
 from kompakt.backup.config import BackupConfig
 from kompakt.backup.errors import BackupError
 from kompakt.backup.kafka import KAFKA, Client
@@ -57,7 +57,7 @@ from kompakt.backup.manifest import (
     save_manifest,
 )
 from kompakt.backup.progress import NoProgress, PartitionProgress, Progress
-from kompakt.backup.segment import CODECS, BatchSegment, SegmentBuilder, segment_path, sha256_hex
+from kompakt.backup.segment import CODECS, BatchSegment, SegmentBuilder, segment_path
 from kompakt.backup.storage import Storage
 from kompakt.clock import Clock, SystemClock
 from kompakt.lazy_import import LazyModule
@@ -299,14 +299,15 @@ class BackupRun:
     # ------------------------------------------------------------------ commits
 
     def _commit_file(self, manifest: Manifest, state: _PartitionRun, run: RunEntry) -> None:
-        """Write the partition's open segment, then record it (and the gaps before it)."""
-        with self._lock:
-            self._commit_file_locked(manifest, state, run)
+        """Write the partition's open segment, then record it (and the gaps before it).
 
-    def _commit_file_locked(self, manifest: Manifest, state: _PartitionRun, run: RunEntry) -> None:
+        The file is written (and fsynced) outside the lock, so partitions read by different
+        threads write in parallel; only the manifest's update and save are serialized. A partition
+        is only ever committed by the thread that reads it (or by the main thread once they stop)."""
         entry = state.entry
         if state.failed:
             return  # its open segment was lost with a failed write: record nothing past the last file
+        file = None
         if not state.builder.empty:
             built = state.builder.finish()
             path = segment_path(entry.topic, entry.partition, built.first_offset)
@@ -315,33 +316,34 @@ class BackupRun:
             except BaseException:
                 state.failed = True
                 raise
-            entry.files.append(
-                FileEntry(
-                    path=path,
-                    first_offset=built.first_offset,
-                    last_offset=built.last_offset,
-                    records=built.records,
-                    tombstones=built.tombstones,
-                    size=len(built.data),
-                    sha256=built.sha256 or sha256_hex(built.data),
-                    min_timestamp=built.min_timestamp,
-                    max_timestamp=built.max_timestamp,
-                    run=run.run,
-                )
+            file = FileEntry(
+                path=path,
+                first_offset=built.first_offset,
+                last_offset=built.last_offset,
+                records=built.records,
+                tombstones=built.tombstones,
+                size=built.size,
+                sha256=built.sha256,
+                min_timestamp=built.min_timestamp,
+                max_timestamp=built.max_timestamp,
+                run=run.run,
             )
-            entry.records += built.records
-            entry.tombstones += built.tombstones
-            entry.bytes += len(built.data)
-            run.records += built.records
-            run.bytes += len(built.data)
-        for first, last in state.pending_gaps:
-            entry.add_gap(first, last)
-        state.pending_gaps.clear()
-        entry.end_offset = max(entry.end_offset, state.next_offset)
-        run.ranges[f"{entry.topic}-{entry.partition}"][1] = entry.end_offset
-        self._save(manifest)
-        if self._consumer_handle is not None:
-            self._advance_registration(self._consumer_handle, state)
+        with self._lock:
+            if file is not None:
+                entry.files.append(file)
+                entry.records += file.records
+                entry.tombstones += file.tombstones
+                entry.bytes += file.size
+                run.records += file.records
+                run.bytes += file.size
+            for first, last in state.pending_gaps:
+                entry.add_gap(first, last)
+            state.pending_gaps.clear()
+            entry.end_offset = max(entry.end_offset, state.next_offset)
+            run.ranges[f"{entry.topic}-{entry.partition}"][1] = entry.end_offset
+            self._save(manifest)
+            if self._consumer_handle is not None:
+                self._advance_registration(self._consumer_handle, state)
 
     def _save(self, manifest: Manifest) -> None:
         manifest.updated_ms = self.clock.now_ms()
@@ -584,6 +586,10 @@ class BackupRun:
                 if not active:
                     return
                 retriable = self._fetch_round(cluster, fetchers, active, manifest, run, poll_ms)
+                for state in active:
+                    if state.done:  # its last file is written here, beside the others' reads
+                        self._finish_partition(state)
+                        self._commit_file(manifest, state, run)
                 now = time.monotonic()
                 if retriable is not None:
                     # The leader moved (or is being elected): look again, within the timeout.
@@ -656,23 +662,45 @@ class BackupRun:
         run: RunEntry,
         poll_ms: int,
     ) -> str | None:
-        """One Fetch of ``states`` from their leader; returns the name of a partition whose leader
-        answered a retriable error (the caller looks the leader up again), else None."""
+        """One Fetch answer for ``states`` from their leader; returns the name of a partition
+        whose leader answered a retriable error (the caller looks the leader up again), else None.
+
+        The next Fetch is sent before this answer is stored, from the positions its batch headers
+        give, so the broker reads and sends the next answer while this one is checked, compressed,
+        hashed and written. A partition whose position changed otherwise (a gap after retention,
+        a larger fetch size) has its part of the early answer dropped and is fetched again."""
         by_tp = {(s.entry.topic, s.entry.partition): s for s in states}
-        correlation = wire.send_fetch(
-            fetcher,
-            {tp: s.fetch_offset for tp, s in by_tp.items()},
-            max_wait_ms=poll_ms,
-            max_bytes=self._fetch_max_bytes(),
-            partition_max_bytes={tp: s.partition_max_bytes for tp, s in by_tp.items()},
-        )
+        sent = fetcher.inflight
+        fetcher.inflight = None
+        if sent is not None and not set(by_tp) <= set(sent[1]):
+            wire.receive_fetch(fetcher, sent[0], poll_ms)  # for other partitions: dropped
+            sent = None
+        if sent is None:
+            sent = self._send_fetch(fetcher, {tp: s.fetch_offset for tp, s in by_tp.items()}, by_tp, poll_ms)
+        correlation, positions = sent
         answer = wire.receive_fetch(fetcher, correlation, poll_ms)
         consumed_ms = self.clock.now_ms()
+        valid = [
+            part
+            for part in answer
+            if (state := by_tp.get((part.topic, part.partition))) is not None
+            and not state.done
+            and positions.get((part.topic, part.partition)) == state.fetch_offset
+        ]
+        if all(part.error == "none" for part in valid):
+            ahead = {tp: s.fetch_offset for tp, s in by_tp.items() if not s.done}
+            for part in valid:
+                end = fetch_end(part.records)
+                if end >= 0:
+                    ahead[(part.topic, part.partition)] = end
+            ahead = {
+                tp: o for tp, o in ahead.items() if by_tp[tp].target is None or o < (by_tp[tp].target or 0)
+            }
+            if ahead:
+                fetcher.inflight = self._send_fetch(fetcher, ahead, by_tp, poll_ms)
         retriable = None
-        for part in answer:
-            state = by_tp.get((part.topic, part.partition))
-            if state is None or state.done:
-                continue
+        for part in valid:
+            state = by_tp[(part.topic, part.partition)]
             name = f"{part.topic}-{part.partition}"
             if part.error in wire.RETRIABLE:
                 retriable = name
@@ -688,6 +716,22 @@ class BackupRun:
                 raise BackupError(f"cannot read {name} at {self.client.bootstrap}: {part.error.upper()}")
             self._store(manifest, run, state, part, consumed_ms, name)
         return retriable
+
+    def _send_fetch(
+        self,
+        fetcher: wire.Fetcher,
+        positions: dict[TopicPartition, int],
+        by_tp: dict[TopicPartition, _PartitionRun],
+        poll_ms: int,
+    ) -> tuple[int, dict[TopicPartition, int]]:
+        correlation = wire.send_fetch(
+            fetcher,
+            positions,
+            max_wait_ms=poll_ms,
+            max_bytes=self._fetch_max_bytes(),
+            partition_max_bytes={tp: by_tp[tp].partition_max_bytes for tp in positions},
+        )
+        return correlation, positions
 
     def _store(
         self,

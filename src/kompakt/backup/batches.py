@@ -29,7 +29,7 @@ header and CRC; any other is rebuilt natively, with the original-offset headers 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
 from kompakt.backup.errors import BackupError, CorruptBackupError
@@ -73,9 +73,13 @@ _NO_EPOCH: Final = (-1).to_bytes(4, "big", signed=True)
 
 @dataclass
 class StoredBatch:
-    """One batch ready for a backup segment, and what the manifest counts of it."""
+    """One batch ready for a backup segment, and what the manifest counts of it.
 
-    data: bytes | bytearray
+    The header (61 bytes, rewritten) and the records section are kept apart: the section is
+    usually a view of the Fetch answer, written to the segment without a copy."""
+
+    header: bytearray
+    body: bytes | bytearray | memoryview
     base_offset: int
     last_offset: int
     records: int
@@ -88,7 +92,22 @@ class StoredBatch:
 
     @property
     def compressed(self) -> bool:
-        return bool(HEADER.unpack_from(self.data, 0)[5] & ATTR_COMPRESSION_MASK)
+        return bool(HEADER.unpack_from(self.header, 0)[5] & ATTR_COMPRESSION_MASK)
+
+    @property
+    def data(self) -> bytes:
+        """The whole batch (a copy)."""
+        return bytes(self.header) + bytes(self.body)
+
+    def recompressed(self, codec: Compression, level: int | None) -> StoredBatch:
+        """This (uncompressed) batch with its records section compressed by ``codec``."""
+        section = compress(codec, memoryview(self.body), level)
+        header = bytearray(self.header)
+        attrs = int.from_bytes(header[21:23], "big")
+        header[21:23] = ((attrs & ~ATTR_COMPRESSION_MASK) | int(codec)).to_bytes(2, "big")
+        header[8:12] = (BATCH_OVERHEAD - 12 + len(section)).to_bytes(4, "big", signed=True)
+        _crc(header, section)
+        return replace(self, header=header, body=section)
 
 
 @dataclass
@@ -173,6 +192,15 @@ def _scan_kept(
     except KompaktError as exc:
         raise BackupError(f"{where}: {exc}") from None
     return records, buffer
+
+
+def fetch_end(data: bytes | memoryview) -> int:
+    """The offset after the last whole batch of a Fetch answer's records, or -1 without one."""
+    if not len(data):
+        return -1
+    table = scan.scan_batches(np.frombuffer(data, dtype=np.uint8))
+    n = len(table)
+    return int(table.base_offset[n - 1] + table.last_offset_delta[n - 1] + 1) if n else -1
 
 
 def ingest(
@@ -296,7 +324,7 @@ def _store(
             pos, size = int(table.position[b]), int(table.size[b])
             chunk.batches.append(
                 StoredBatch(
-                    _normalized(arr[pos : pos + size]),
+                    *_normalized(arr[pos : pos + size]),
                     int(table.base_offset[b]),
                     int(table.base_offset[b] + table.last_offset_delta[b]),
                     hi - lo,
@@ -329,17 +357,28 @@ def _groups(rows: I64Array, weight: I64Array, limit: int) -> list[I64Array]:
     return groups
 
 
-def _normalized(batch: npt.NDArray[np.uint8]) -> bytearray:
-    """A copy of ``batch`` without producer id, epoch, sequence, transactional bit and leader epoch."""
-    out = bytearray(batch.data)
+def _normalized(batch: npt.NDArray[np.uint8]) -> tuple[bytearray, memoryview]:
+    """``batch`` without producer id, epoch, sequence, transactional bit and leader epoch: a new
+    header, and a view of its records section (not copied)."""
+    view = memoryview(batch.data)
+    out = bytearray(view[:BATCH_OVERHEAD])
+    body = view[BATCH_OVERHEAD:]
     out[12:16] = _NO_EPOCH
     attrs = int.from_bytes(out[21:23], "big")
     if out[43:53] != _NO_PRODUCER or out[53:57] != _NO_EPOCH or attrs & ATTR_TRANSACTIONAL:
         out[43:53] = _NO_PRODUCER
         out[53:57] = _NO_EPOCH
         out[21:23] = (attrs & ~ATTR_TRANSACTIONAL).to_bytes(2, "big")
-        finish_crc(out)
-    return out
+        _crc(out, body)
+    return out, body
+
+
+def _crc(header: bytearray, body: bytes | bytearray | memoryview) -> None:
+    """Store the CRC-32C of ``header[21:] + body`` in ``header``."""
+    import crc32c
+
+    crc = crc32c.crc32c(body, crc32c.crc32c(memoryview(header)[CRC_START:]))
+    header[17:21] = crc.to_bytes(4, "big")
 
 
 def _rebuilt(
@@ -380,9 +419,10 @@ def _rebuilt(
         base_sequence=-1,
         records_count=len(rows),
     )
-    header += section
+    _crc(header, section)
     return StoredBatch(
-        finish_crc(header),
+        header,
+        section,
         base_offset,
         int(offsets[-1]),
         len(rows),

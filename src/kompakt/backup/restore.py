@@ -408,7 +408,7 @@ def _produce_batches(
             part_filter = source.record_filter.for_partition()
             producer = wire.PartitionProducer(session, tplan.target, target, max(30.0, config.timeout_s * 3))
             last_report = time.monotonic()
-            for _file, _data, views in source.iter_batches(entry):
+            for _file, _data, views in source.iter_batches(entry, verified=True):
                 for view in views:
                     if source.record_filter.active:
                         out = _filtered(view, part_filter, producer, session, headers, entry.partition, codec)
@@ -543,7 +543,7 @@ def _produce_records(
             last_report = time.monotonic()
             produce = producer.produce
             target_partition = config.target_partition(entry.partition)
-            for _file, _data, batches in source.iter_batches(entry):
+            for _file, _data, batches in source.iter_batches(entry, verified=True):
                 for batch in batches:
                     records = decode_records(batch)
                     if source.record_filter.active:

@@ -14,10 +14,15 @@ import contextlib
 import importlib
 import os
 import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from kompakt.backup.errors import StorageError
+
+READ_PIECE_BYTES = 4 * 1024 * 1024
+Data = bytes | Sequence[bytes | bytearray | memoryview]
+"""An object's bytes, whole or as pieces written one after the other (not joined in memory)."""
 
 
 class Storage(Protocol):
@@ -27,12 +32,17 @@ class Storage(Protocol):
         """A human-readable location (``/backups`` or ``s3://bucket/prefix``)."""
         ...
 
-    def put(self, key: str, data: bytes) -> None:
+    def put(self, key: str, data: Data) -> None:
         """Write ``data`` at ``key`` atomically, replacing any previous object."""
         ...
 
     def get(self, key: str) -> bytes:
         """Read the whole object; StorageError when it is missing or unreadable."""
+        ...
+
+    def read_pieces(self, key: str) -> Iterator[bytes | memoryview]:
+        """The object in pieces, in order (each valid until the next is asked for): a check
+        that reads every byte once does not need the object in memory."""
         ...
 
     def exists(self, key: str) -> bool: ...
@@ -61,14 +71,17 @@ class FilesystemStorage:
             raise StorageError(f"invalid storage key {key!r}")
         return self.root.joinpath(*parts)
 
-    def put(self, key: str, data: bytes) -> None:
+    def put(self, key: str, data: Data) -> None:
         path = self._path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
             try:
                 with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
+                    if isinstance(data, bytes):
+                        handle.write(data)
+                    else:
+                        handle.writelines(data)
                     handle.flush()
                     os.fsync(handle.fileno())
                 os.replace(tmp, path)
@@ -88,6 +101,19 @@ class FilesystemStorage:
         path = self._path(key)
         try:
             return path.read_bytes()
+        except FileNotFoundError:
+            raise StorageError(f"{path} does not exist") from None
+        except OSError as exc:
+            raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+    def read_pieces(self, key: str) -> Iterator[bytes | memoryview]:
+        path = self._path(key)
+        buf = bytearray(READ_PIECE_BYTES)
+        view = memoryview(buf)
+        try:
+            with open(path, "rb", buffering=0) as handle:
+                while n := handle.readinto(buf):
+                    yield view[:n]
         except FileNotFoundError:
             raise StorageError(f"{path} does not exist") from None
         except OSError as exc:
@@ -176,9 +202,10 @@ class S3Storage:
         message = error.get("Message") or str(exc)
         return StorageError(f"cannot {action} s3://{self.bucket}/{self._key(key)}: {code}: {message}")
 
-    def put(self, key: str, data: bytes) -> None:
+    def put(self, key: str, data: Data) -> None:
+        body = data if isinstance(data, bytes) else b"".join(data)
         try:
-            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=body)
         except Exception as exc:  # noqa: BLE001 - botocore raises many unrelated types
             raise self._fail("write", key, exc) from None
 
@@ -187,6 +214,13 @@ class S3Storage:
             response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
             body: bytes = response["Body"].read()
             return body
+        except Exception as exc:  # noqa: BLE001
+            raise self._fail("read", key, exc) from None
+
+    def read_pieces(self, key: str) -> Iterator[bytes | memoryview]:
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+            yield from response["Body"].iter_chunks(READ_PIECE_BYTES)
         except Exception as exc:  # noqa: BLE001
             raise self._fail("read", key, exc) from None
 

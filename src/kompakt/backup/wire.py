@@ -190,6 +190,8 @@ class Fetcher:
 
     conn: client.Connection
     version: int
+    inflight: tuple[int, dict[tuple[str, int], int]] | None = None
+    """A Fetch sent and not yet read: its correlation id and the positions it asked for."""
 
 
 def open_fetcher(cluster: Cluster, address: Address) -> Fetcher:
