@@ -113,7 +113,12 @@ def fill(bootstrap: str, topic: str, count: int, *, acks_all: bool) -> dict[str,
 
 def rate(records: int, seconds: float) -> dict[str, Any]:
     mb = records * RECORD_BYTES / 1e6
-    return {"records": records, "mb": round(mb, 1), "seconds": round(seconds, 3), "mb_per_s": round(mb / seconds, 1)}
+    return {
+        "records": records,
+        "mb": round(mb, 1),
+        "seconds": round(seconds, 3),
+        "mb_per_s": round(mb / seconds, 1),
+    }
 
 
 def consume_rdkafka(bootstrap: str, topic: str, count: int) -> dict[str, Any]:
