@@ -16,9 +16,12 @@ Records are produced to the same partition number with their key, value (null st
 stays empty), headers and timestamp; the target assigns new offsets. With
 ``record_original_offsets`` each record carries its original offset in the header
 ``kompakt.original.offset`` (decimal ASCII). A single idempotent producer keeps each partition's
-order. Committed group offsets from the snapshot are translated: an offset ``C`` maps to the new
-offset of the first restored record whose original offset is ``>= C`` (so a consumer resumes at
-the same record), or to the end of the restored partition when there is none.
+order: kompakt's own (:mod:`kompakt.backup.wire`), which produces the stored batches themselves
+(:func:`kompakt.backup.batches.for_produce`), or confluent-kafka's, record by record, for a
+target that needs TLS or SASL. Committed group offsets from the snapshot are translated: an
+offset ``C`` maps to the new offset of the first restored record whose original offset is
+``>= C`` (so a consumer resumes at the same record), or to the end of the restored partition when
+there is none.
 """
 
 from __future__ import annotations

@@ -5,19 +5,21 @@ A backup segment is exactly what a Kafka ``.log`` segment holds: v2 batches back
 
 * each record's original offset (``base_offset + offset_delta``; a compacted source leaves holes,
   which v2 expresses with offset deltas, just as Kafka's cleaner output does),
-* its timestamp and the timestamp type (batches are cut where the type changes, and for
-  LogAppendTime where the append time changes, since such a batch has one time for all records),
+* its timestamp and the timestamp type,
 * key and value with null distinct from empty (a tombstone is a key with a null value), headers
   with null header values.
 
-Records come from a Kafka consumer, which hides batch attributes, so a batch's delete horizon
-(KIP-534) cannot be read through the protocol. A batch holding tombstones of a compacted topic is
-therefore stamped with ``consumed_ms + delete.retention.ms`` (see ``docs/backup-format.md``):
-never earlier than the source's own horizon for a tombstone the source had already stamped, so
-an exact restore keeps each tombstone at least as long as the source would have.
+Two ways of filling one (the rules are in ``docs/backup-format.md``):
 
-The batch codec is the backup's ``compression`` (zstd, lz4 or none), applied per batch the way a
-Kafka producer compresses, so files stay valid Kafka segments.
+* :class:`BatchSegment`, the fast path: the source's batches as a Fetch returned them
+  (:mod:`kompakt.backup.batches`), compressed with the backup's codec where the producer did not
+  compress them, for as long as that pays in the segment, hashed as the file grows;
+* :class:`SegmentBuilder`: batches built from records a Kafka consumer returned (a source that
+  needs TLS or SASL), which hides batch attributes, so a tombstone batch's delete horizon is
+  ``consumed_ms + delete.retention.ms``, the same bound the fast path keeps at least.
+
+:func:`verify_segment` and :class:`StreamCheck` check a file against its manifest entry, whole or
+read in pieces.
 """
 
 from __future__ import annotations
