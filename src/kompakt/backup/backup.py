@@ -36,9 +36,9 @@ from __future__ import annotations
 import importlib
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kompakt.backup import wire
 from kompakt.backup.batches import fetch_end, ingest
@@ -59,7 +59,7 @@ from kompakt.backup.manifest import (
 )
 from kompakt.backup.progress import NoProgress, PartitionProgress, Progress
 from kompakt.backup.segment import CODECS, BatchSegment, SegmentBuilder, segment_path
-from kompakt.backup.storage import Storage
+from kompakt.backup.storage import StagedObject, Storage
 from kompakt.clock import Clock, SystemClock
 from kompakt.lazy_import import LazyModule
 from kompakt.records.batch import TimestampType
@@ -307,7 +307,10 @@ class BackupRun:
         is only ever committed by the thread that reads it (or by the main thread once they stop)."""
         entry = state.entry
         if state.failed:
-            return  # its open segment was lost with a failed write: record nothing past the last file
+            # Its open segment was lost with a failed write: record nothing past the last file.
+            if isinstance(state.builder, BatchSegment):
+                state.builder.discard()
+            return
         file = None
         if not state.builder.empty:
             built = state.builder.finish()
@@ -316,6 +319,7 @@ class BackupRun:
                 self.storage.put(f"{manifest.backup_id}/{path}", built.data)
             except BaseException:
                 state.failed = True
+                built.discard()
                 raise
             file = FileEntry(
                 path=path,
@@ -473,7 +477,9 @@ class BackupRun:
         target = None if self.config.continuous else high
         builder: SegmentBuilder | BatchSegment
         if self.fast:
-            builder = BatchSegment(self.codec, self.level)
+            builder = BatchSegment(
+                self.codec, self.level, self._stager(manifest.backup_id, topic.name, partition)
+            )
         else:
             builder = SegmentBuilder(self.codec, self.level, self.config.batch_max_bytes, horizon_ms)
         progress = PartitionProgress(topic.name, partition, (high - start) if target is not None else None)
@@ -481,6 +487,14 @@ class BackupRun:
         state.fetch_offset = start
         state.done = target is not None and start >= target
         return state
+
+    def _stager(self, backup_id: str, topic: str, partition: int) -> Callable[[int], StagedObject] | None:
+        """How a partition's segments are written as they grow, where the storage can do it (a
+        directory; an S3 object is put whole)."""
+        stage = getattr(self.storage, "stage", None)
+        if stage is None:
+            return None
+        return lambda first: cast(StagedObject, stage(f"{backup_id}/{segment_path(topic, partition, first)}"))
 
     def _consume(
         self, manifest: Manifest, consumer: Any, states: dict[TopicPartition, _PartitionRun], run: RunEntry
@@ -783,7 +797,11 @@ class BackupRun:
                 )
             segment = state.builder
             assert isinstance(segment, BatchSegment)
-            segment.add(batch)
+            try:
+                segment.add(batch)
+            except BaseException:
+                state.failed = True  # the staged file may hold part of the batch: commit none of it
+                raise
             state.next_offset = int(offsets[-1]) + 1
             state.progress.records += batch.records
             state.progress.bytes += batch.key_value_bytes

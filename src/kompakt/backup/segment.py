@@ -25,12 +25,13 @@ read in pieces.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kompakt.backup.batches import StoredBatch
 from kompakt.backup.errors import CorruptBackupError
+from kompakt.backup.storage import StagedObject
 from kompakt.errors import KompaktError
 from kompakt.log.files import segment_file_name
 from kompakt.records.batch import BATCH_OVERHEAD as BATCH_HEADER
@@ -130,8 +131,9 @@ def sha256_hex(data: bytes | memoryview) -> str:
 class BuiltSegment:
     """A finished segment file's bytes and what the manifest records about it."""
 
-    data: bytes | list[bytes | bytearray | memoryview]
-    """The file, whole or in pieces (written one after the other, never joined)."""
+    data: bytes | list[bytes | bytearray | memoryview] | StagedObject
+    """The file, whole, in pieces (written one after the other, never joined), or already written
+    to a temporary file that the storage's ``put`` moves into place."""
     first_offset: int
     last_offset: int
     records: int
@@ -143,7 +145,14 @@ class BuiltSegment:
 
     @property
     def size(self) -> int:
+        if isinstance(self.data, StagedObject):
+            return self.data.size
         return len(self.data) if isinstance(self.data, bytes) else sum(len(p) for p in self.data)
+
+    def discard(self) -> None:
+        """Drop a staged file that will not be put (its write or its put failed)."""
+        if isinstance(self.data, StagedObject):
+            self.data.discard()
 
 
 @dataclass
@@ -278,10 +287,18 @@ class BatchSegment:
     not pay (they shrank by less than 10 %: random, encrypted or already compressed values); the
     rest of that segment is then stored uncompressed, which saves the CPU and keeps the rate of
     the fetch. The sha256 is computed as the file grows, so the commit does not read it again.
+
+    With ``stage`` (the storage can write a file as it grows: :meth:`FilesystemStorage.stage`,
+    called with the segment's first offset), each batch goes to the file as it is added, instead
+    of being held until the segment is full: the writes overlap the reads, and the answers of the
+    Fetch are freed at once.
     """
 
     compression: Compression
     compression_level: int | None
+    stage: Callable[[int], StagedObject] | None = None
+
+    _staged: StagedObject | None = None
 
     _parts: list[bytes | bytearray | memoryview] = field(default_factory=list)
     _size: int = 0
@@ -305,8 +322,13 @@ class BatchSegment:
                 if self._sample_raw >= COMPRESSION_SAMPLE_BYTES:
                     self._compressing = self._sample_packed <= COMPRESSION_PAYS * self._sample_raw
             batch = packed
+        if self.stage is not None:
+            if self._staged is None:
+                self._staged = self.stage(batch.base_offset)
+            self._staged.write(batch.header, batch.body)
+        else:
+            self._parts += (batch.header, batch.body)
         for part in (batch.header, batch.body):
-            self._parts.append(part)
             self._size += len(part)
             self._hash.update(part)
         if self.first_offset < 0:
@@ -324,16 +346,22 @@ class BatchSegment:
 
     @property
     def empty(self) -> bool:
-        return not self._parts
+        return self.first_offset < 0
 
     @property
     def record_count(self) -> int:
         return self.records
 
+    def discard(self) -> None:
+        """Drop what the open segment staged (a write failed: nothing of it is committed)."""
+        if self._staged is not None:
+            self._staged.discard()
+            self._staged = None
+
     def finish(self) -> BuiltSegment:
         """The file, and a fresh segment for the next one (compression is decided again)."""
         built = BuiltSegment(
-            self._parts,
+            self._staged if self._staged is not None else self._parts,
             self.first_offset,
             self.last_offset,
             self.records,
@@ -343,6 +371,7 @@ class BatchSegment:
             self._hash.hexdigest(),
         )
         self._parts = []
+        self._staged = None
         self._size = 0
         self._hash = hashlib.sha256()
         self._sample_raw = self._sample_packed = 0
