@@ -13,7 +13,10 @@ Baselines:
   the clock started at the first record, no Python per message beyond ``consume``);
 * ``fetch_loop``: kompakt's own Fetch (the backup's data path) reading the whole topic and
   throwing the bytes away: the most a backup can do over this protocol and broker (``goal``:
-  the backup at 0.8 of it, and of the consumer).
+  the backup at 0.8 of it, and of the consumer);
+* ``disk_write``: the topic's bytes written to the backup's disk as four files and fsynced (what
+  an uncompressed backup must at least do besides reading: a bound when the disk is slower than
+  the fetch, as this shared virtual disk often is).
 
 Per codec (``zstd``, ``none``): ``backup`` (snapshot run into a directory:
 ``max_concurrent_partitions`` threads fetch, check CRCs, scan, compress per segment while it pays,
@@ -205,6 +208,26 @@ def fetch_loop(bootstrap: str, topic: str, count: int) -> dict[str, Any]:
     return {**rate(count, seconds), "wire_mb": round(received / 1e6, 1)}
 
 
+def disk_write(where: Path, count: int) -> dict[str, Any]:
+    """The topic's bytes (as the fetch returns them, about) written in 1 MiB pieces to one file per
+    partition, each fsynced: the disk's share of an uncompressed backup."""
+    piece = os.urandom(1024 * 1024)
+    per_partition = count * (RECORD_BYTES + 10) // PARTITIONS // len(piece) + 1
+    where.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    for p in range(PARTITIONS):
+        fd = os.open(where / f"p{p}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            for _ in range(per_partition):
+                os.write(fd, piece)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    seconds = time.perf_counter() - started
+    shutil.rmtree(where, ignore_errors=True)
+    return rate(count, seconds)
+
+
 def ratio(value: float, base: float) -> float:
     return round(value / base, 2) if base else 0.0
 
@@ -221,6 +244,7 @@ def main() -> int:
         result["produce_acks_all"] = fill(bootstrap, "bench-idem", count, acks_all=True)
         result["consume_rdkafka"] = consume_rdkafka(bootstrap, "bench-src", count)
         result["fetch_loop"] = fetch_loop(bootstrap, "bench-src", count)
+        result["disk_write"] = disk_write(base / "disk-write", count)
         consume = result["consume_rdkafka"]["mb_per_s"]
         fetch = result["fetch_loop"]["mb_per_s"]
         produce = result["produce_acks_all"]["mb_per_s"]
@@ -268,6 +292,7 @@ def main() -> int:
                 "backup_mb_per_s_per_partition": round(backup_rate / PARTITIONS, 1),
                 "backup_vs_fetch_loop": ratio(backup_rate, fetch),
                 "backup_vs_consume_rdkafka": ratio(backup_rate, consume),
+                "backup_vs_disk_write": ratio(backup_rate, result["disk_write"]["mb_per_s"]),
                 "restore_mb_per_s": restore_rate,
                 "restore_mb_per_s_per_partition": round(restore_rate / PARTITIONS, 1),
                 "restore_vs_produce_acks_all": ratio(restore_rate, produce),

@@ -4,13 +4,22 @@ what a stored batch becomes in a Produce, and the check of a file read in pieces
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
 from kompakt.backup.batches import HEADER_ORIGINAL_OFFSET, HEADER_OSO, for_produce, ingest
 from kompakt.backup.errors import BackupError, CorruptBackupError
 from kompakt.backup.restore import ORIGINAL_OFFSET_HEADER, _oso_headers
-from kompakt.backup.segment import BatchSegment, SegmentBuilder, StreamCheck, sha256_hex, verify_segment
+from kompakt.backup.segment import (
+    BatchSegment,
+    SegmentBuilder,
+    StreamCheck,
+    segment_path,
+    sha256_hex,
+    verify_segment,
+)
+from kompakt.backup.storage import FilesystemStorage
 from kompakt.records.batch import RecordBatchView, TimestampType, iter_batches
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.compression import Compression
@@ -217,3 +226,35 @@ def test_a_file_checked_in_pieces_says_what_the_whole_file_check_says() -> None:
             except CorruptBackupError as exc:
                 pieces = str(exc)
             assert pieces == whole, (piece, changes)
+
+
+def test_a_segment_is_on_disk_as_it_grows_and_appears_whole_at_its_put(tmp_path: Path) -> None:
+    """A staged segment (issue 33): each batch reaches its file when it is added, not when the
+    segment is full; the key appears only at the put, whole and with the hash the manifest keeps."""
+    storage = FilesystemStorage(tmp_path)
+    key = f"b/{segment_path('t', 0, 0)}"
+    segment = BatchSegment(
+        Compression.NONE, None, stage=lambda first: storage.stage(f"b/{segment_path('t', 0, first)}")
+    )
+    data = b"".join(build_batch([SimpleRecord(b"k", bytes([i]) * 5000, 1)], base_offset=i) for i in range(6))
+    for stored in _ingest(data).batches:  # type: ignore[attr-defined]
+        segment.add(stored)
+        staged = list((tmp_path / "b/topics/t-0").glob("*.tmp"))
+        assert len(staged) == 1 and staged[0].stat().st_size == segment.size
+        assert storage.list("b/") == []
+    built = segment.finish()
+    storage.put(key, built.data)
+    assert storage.get(key) == data
+    assert built.sha256 == sha256_hex(data) and built.size == len(data)
+    assert storage.list("b/") == [key] and not list(tmp_path.rglob("*.tmp"))
+
+
+def test_a_staged_segment_that_is_not_put_leaves_nothing(tmp_path: Path) -> None:
+    storage = FilesystemStorage(tmp_path)
+    segment = BatchSegment(
+        Compression.NONE, None, stage=lambda first: storage.stage(f"b/{segment_path('t', 0, first)}")
+    )
+    for stored in _ingest(build_batch([SimpleRecord(b"k", b"v", 1)], base_offset=3)).batches:  # type: ignore[attr-defined]
+        segment.add(stored)
+    segment.discard()
+    assert storage.list("") == [] and not list(tmp_path.rglob("*.tmp"))
