@@ -157,7 +157,8 @@ def test_registering_as_a_reader_waits_for_a_coordinator_that_moves(
 
 
 class _FullDisk(StagedObject):
-    """A staged segment file whose seventh write (in the second file) fails, as on a full disk, after writing half."""
+    """A staged segment file whose seventh write (in the second file) fails, as on a full disk,
+    after writing half of it."""
 
     writes = 0
 

@@ -66,7 +66,8 @@ class StagedObject:
         return Path(self._tmp).read_bytes()
 
     def commit(self, path: Path) -> None:
-        """fsync the file and rename it to ``path`` (:meth:`FilesystemStorage.put` then fsyncs the directory)."""
+        """fsync the file and rename it to ``path`` (:meth:`FilesystemStorage.put` then fsyncs
+        the directory)."""
         os.fsync(self._fd)
         os.close(self._fd)
         self._fd = -1
