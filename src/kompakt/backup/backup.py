@@ -16,8 +16,11 @@ One run:
 Reading is kompakt's own ``read_committed`` Fetch (:mod:`kompakt.backup.wire`): the batches are
 stored as the source holds them, checked (CRC-32C) and scanned natively but never decoded record by
 record (:mod:`kompakt.backup.batches`), each partition by one of ``max_concurrent_partitions``
-threads with its own connection to the leader. A source that needs TLS or SASL is read by a
-confluent-kafka consumer instead, which rebuilds the batches from the records it returns.
+threads with its own connection to the leader. A segment file is written as it grows (into a
+temporary file beside it, where the storage is a directory) and renamed into place when it is
+committed, so the writes overlap the reads instead of following them. A source that needs TLS or
+SASL is read by a confluent-kafka consumer instead, which rebuilds the batches from the records it
+returns.
 
 While it runs, a backup registers as a reader (``backup.register_reader``, on by default): it
 commits the position it has stored for each compacted partition as the group

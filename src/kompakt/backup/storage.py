@@ -39,8 +39,11 @@ class StagedObject:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            self._fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        except FileNotFoundError:  # the partition's first file (a mkdir for every file waits on the
+            path.parent.mkdir(parents=True, exist_ok=True)  # directory while it is being fsynced)
+            self._fd, self._tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         self.size = 0
         self._unsynced = 0
 
