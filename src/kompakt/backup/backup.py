@@ -314,6 +314,8 @@ class BackupRun:
             if isinstance(state.builder, BatchSegment):
                 state.builder.discard()
             return
+        if state.builder.empty and not state.pending_gaps and entry.end_offset >= state.next_offset:
+            return  # nothing new since its last commit (a manifest save is two fsyncs under the lock)
         file = None
         if not state.builder.empty:
             built = state.builder.finish()
@@ -623,7 +625,7 @@ class BackupRun:
                             f"cannot read {retriable} at {self.client.bootstrap}: no leader answered in time"
                         )
                     for fetcher in fetchers.values():
-                        fetcher.conn.close()
+                        wire.close_fetcher(fetcher)
                     fetchers.clear()
                     time.sleep(wire.BACKOFF_S)
                     cluster.refresh({s.entry.topic for s in active})
@@ -643,7 +645,7 @@ class BackupRun:
                         self._report(state, run)
         finally:
             for fetcher in fetchers.values():
-                fetcher.conn.close()
+                wire.close_fetcher(fetcher)
             for state in share:
                 self._report(state, run)
 
@@ -722,6 +724,7 @@ class BackupRun:
             }
             if ahead:
                 fetcher.inflight = self._send_fetch(fetcher, ahead, by_tp, poll_ms)
+                wire.receive_ahead(fetcher, fetcher.inflight[0], poll_ms)
         retriable = None
         for part in valid:
             state = by_tp[(part.topic, part.partition)]

@@ -21,6 +21,7 @@ written through confluent-kafka (the record-by-record path).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
@@ -185,6 +186,16 @@ class FetchPartition:
 
 
 @dataclass
+class _Answer:
+    """A Fetch answer being read by a thread of its own (:func:`receive_ahead`)."""
+
+    correlation: int
+    done: threading.Event = field(default_factory=threading.Event)
+    parts: list[FetchPartition] | None = None
+    error: BaseException | None = None
+
+
+@dataclass
 class Fetcher:
     """One connection to one leader and the Fetch version agreed on it."""
 
@@ -192,6 +203,8 @@ class Fetcher:
     version: int
     inflight: tuple[int, dict[tuple[str, int], int]] | None = None
     """A Fetch sent and not yet read: its correlation id and the positions it asked for."""
+    reading: _Answer | None = None
+    """The answer a thread is reading ahead, if one is."""
 
 
 def open_fetcher(cluster: Cluster, address: Address) -> Fetcher:
@@ -201,6 +214,36 @@ def open_fetcher(cluster: Cluster, address: Address) -> Fetcher:
     except BaseException:
         conn.close()
         raise
+
+
+def close_fetcher(fetcher: Fetcher) -> None:
+    """Close the connection; a thread reading ahead on it gets an error at once (a shutdown
+    wakes a blocked ``recv``, a close alone does not) and is not waited for."""
+    fetcher.conn.abort()
+    fetcher.reading = None
+
+
+def receive_ahead(fetcher: Fetcher, correlation: int, max_wait_ms: int) -> None:
+    """Read the answer to ``correlation`` on a thread of its own while the caller stores the
+    previous answer; :func:`receive_fetch` hands it over.
+
+    Sending the next Fetch before storing an answer is not enough on its own: the broker can
+    only send as much of the next answer as the socket buffers hold (a few hundred KiB) until
+    someone reads, so a partition alternated between waiting for the network and storing (each
+    about half of its time). A reader per connection keeps both going; the connection is only
+    ever used by one thread at a time (the next Fetch is sent after this answer is taken)."""
+    answer = _Answer(correlation)
+
+    def read() -> None:
+        try:
+            answer.parts = _receive(fetcher, correlation, max_wait_ms)
+        except BaseException as exc:  # noqa: BLE001 - handed to the thread that takes the answer
+            answer.error = exc
+        finally:
+            answer.done.set()
+
+    fetcher.reading = answer
+    threading.Thread(target=read, name="kompakt-backup-read", daemon=True).start()
 
 
 def send_fetch(
@@ -244,6 +287,18 @@ def send_fetch(
 
 
 def receive_fetch(fetcher: Fetcher, correlation: int, max_wait_ms: int) -> list[FetchPartition]:
+    """The answer to ``correlation``: the one read ahead when it is that one, else read now."""
+    reading, fetcher.reading = fetcher.reading, None
+    if reading is not None:
+        reading.done.wait()
+        if reading.error is not None:
+            raise reading.error
+        if reading.correlation == correlation and reading.parts is not None:
+            return reading.parts
+    return _receive(fetcher, correlation, max_wait_ms)
+
+
+def _receive(fetcher: Fetcher, correlation: int, max_wait_ms: int) -> list[FetchPartition]:
     try:
         answer = fetcher.conn.receive(FETCH, fetcher.version, correlation, wait_s=max_wait_ms / 1000)
     except client.WireError as exc:

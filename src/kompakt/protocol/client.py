@@ -23,6 +23,7 @@ Plaintext only: a cluster that needs TLS or SASL is reached through confluent-ka
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 from collections.abc import Mapping
@@ -83,6 +84,13 @@ class Connection:
         self._versions: dict[int, tuple[int, int]] | None = None
 
     def close(self) -> None:
+        self._sock.close()
+
+    def abort(self) -> None:
+        """Close, and wake a thread blocked reading this connection (it gets an error): on Linux
+        a ``close`` alone leaves a blocked ``recv`` waiting until its timeout."""
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()
 
     def __enter__(self) -> Connection:
