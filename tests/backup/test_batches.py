@@ -4,10 +4,13 @@ what a stored batch becomes in a Produce, and the check of a file read in pieces
 from __future__ import annotations
 
 import os
+import socket
+import time
 from pathlib import Path
 
 import pytest
 
+from kompakt.backup import wire
 from kompakt.backup.batches import HEADER_ORIGINAL_OFFSET, HEADER_OSO, for_produce, ingest
 from kompakt.backup.errors import BackupError, CorruptBackupError
 from kompakt.backup.restore import ORIGINAL_OFFSET_HEADER, _oso_headers
@@ -20,6 +23,7 @@ from kompakt.backup.segment import (
     verify_segment,
 )
 from kompakt.backup.storage import FilesystemStorage
+from kompakt.protocol import client
 from kompakt.records.batch import RecordBatchView, TimestampType, iter_batches
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.compression import Compression
@@ -258,3 +262,31 @@ def test_a_staged_segment_that_is_not_put_leaves_nothing(tmp_path: Path) -> None
         segment.add(stored)
     segment.discard()
     assert storage.list("") == [] and not list(tmp_path.rglob("*.tmp"))
+
+
+def test_an_answer_read_ahead_is_handed_over_and_a_close_wakes_its_reader() -> None:
+    """The backup reads a connection's next Fetch answer on a thread of its own (issue 33): the
+    thread that takes it gets that answer's error (or records), and closing the connection while
+    the broker says nothing ends the reader at once instead of after the connection's timeout."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        fetcher = wire.Fetcher(client.Connection("127.0.0.1", port, 30.0), 12)
+        peer, _ = server.accept()
+        with peer:
+            wire.receive_ahead(fetcher, 1, 100)
+            reading = fetcher.reading
+            assert reading is not None and not reading.done.wait(0.2)  # the broker has not answered
+            started = time.monotonic()
+            wire.close_fetcher(fetcher)
+            assert reading.done.wait(10) and time.monotonic() - started < 10
+            assert isinstance(reading.error, BackupError)
+
+        fetcher = wire.Fetcher(client.Connection("127.0.0.1", port, 30.0), 12)
+        peer, _ = server.accept()
+        with peer:
+            wire.receive_ahead(fetcher, 1, 100)
+            peer.sendall((5).to_bytes(4, "big") + b"\x00" * 5)  # a frame that is no Fetch answer
+            with pytest.raises(BackupError, match="Fetch"):
+                wire.receive_fetch(fetcher, 1, 100)
+            assert fetcher.reading is None
+            wire.close_fetcher(fetcher)
