@@ -28,7 +28,7 @@ from kompakt.cleaner.kernels.hashing import hash_key, hash_keys
 from kompakt.cleaner.sizing import SLOT_BYTES
 from kompakt.errors import ConfigError, OffsetMapTooSmallError
 from kompakt.records.layout import R_NCOLS
-from kompakt.records.native import BoolArray, I64Array, U8Array, U64Array, Workspace
+from kompakt.records.native import BoolArray, I64Array, U8Array, U64Array, Workspace, take_array
 from kompakt.records.scan import RecordTable, Spans, record_error, scan_records
 
 _HUGE_PAGE: Final = 2 * 1024 * 1024
@@ -102,6 +102,40 @@ class SpanRetainResult:
     kept: RecordTable
     invalid_dropped: int
     tombstones_dropped: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class HashedSpans:
+    """The records of some spans parsed and hashed ahead of ``HashedOffsetMap.put_hashed``: per
+    record its offset (-1: not to put) and digest, ``first`` the per-span prefix of record counts,
+    and the record error the parse stopped at (``error`` 0: none; ``done`` spans were parsed)."""
+
+    off: I64Array
+    hi: U64Array
+    lo: U64Array
+    first: I64Array
+    error: int
+    span: int
+    position: int
+    done: int
+
+
+def hash_spans(
+    buf: U8Array, spans: Spans, start_offset: int, workspace: Workspace | None = None
+) -> HashedSpans:
+    """The parse-and-hash half of ``HashedOffsetMap.put_spans``, which touches no map: a map
+    pass runs it in worker threads for the chunks ahead of the one it puts."""
+    arrays = spans.arrays()
+    counts = arrays[4]
+    first = np.zeros(len(spans) + 1, dtype=np.int64)
+    np.cumsum(np.maximum(counts, 0), out=first[1:])
+    n = int(first[-1])
+    off = take_array(workspace, "map_offsets", 0, n, np.int64)
+    digests = take_array(workspace, "map_digests", 2, n, np.uint64)
+    err, span, pos = km.hash_spans(buf, *arrays[:3], counts, start_offset, off, digests[0], digests[1])
+    # A negative count is found before any record is parsed, as ``map_spans`` checks them first.
+    done = len(spans) if err == 0 else (0 if err == 1 else int(span))
+    return HashedSpans(off, digests[0], digests[1], first, int(err), int(span), int(pos), done)
 
 
 class OffsetMap(Protocol):
@@ -324,6 +358,34 @@ class HashedOffsetMap:
         if status > 0:
             raise record_error(int(status), int(span), int(pos))
         return SpanPutResult(status == km.FULL, int(span), int(done))
+
+    def put_hashed(self, hashed: HashedSpans) -> SpanPutResult:
+        """``put_spans`` over spans that ``hash_spans`` parsed and hashed already: the same
+        records put, the same result, and the same record error raised after the same puts."""
+        stop = int(hashed.first[hashed.done])
+        status, record, size, last_put, cap, _ = km.put_hashed(
+            self._table,
+            self._cap,
+            hashed.off,
+            hashed.hi,
+            hashed.lo,
+            0,
+            stop,
+            self._size,
+            self._max_keys,
+            -1,
+        )
+        self._size = int(size)
+        self._cap = int(cap)
+        if last_put >= 0:
+            self._dirty = True
+            self._latest = int(last_put)
+        if status == km.FULL:
+            span = int(np.searchsorted(hashed.first, record, side="right")) - 1
+            return SpanPutResult(True, span, int(record) - int(hashed.first[span]))
+        if hashed.error:
+            raise record_error(hashed.error, hashed.span, hashed.position)
+        return SpanPutResult(False, len(hashed.first) - 1, 0)
 
     def retain_spans(
         self, buf: U8Array, spans: Spans, tombstone_may_be_kept: BoolArray, workspace: Workspace | None = None

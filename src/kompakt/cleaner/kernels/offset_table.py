@@ -381,6 +381,111 @@ def map_spans(
     return DONE, starts.shape[0], 0, size, last_put, 0, cap
 
 
+@entry_point("UniTuple(i8, 3)(u1[::1], i8[::1], i8[::1], i8[::1], i8[::1], i8, i8[::1], u8[::1], u8[::1])")
+@njit(cache=True, nogil=True)
+def hash_spans(
+    buf: U8Array,
+    starts: I64Array,
+    ends: I64Array,
+    base_offsets: I64Array,
+    counts: I64Array,
+    start_offset: Scalar,
+    off: I64Array,
+    hi: U64Array,
+    lo: U64Array,
+) -> tuple[Scalar, Scalar, Scalar]:
+    """The parsing half of ``map_spans``: each record's offset and key digest, in order, into
+    ``off``/``hi``/``lo`` (a null key or an offset below ``start_offset`` gets offset -1, digest 0).
+
+    It reads only ``buf`` and writes only its outputs, so a map pass runs it for several chunks at
+    once in worker threads while ``put_hashed`` fills the table in log order. Returns ``(error,
+    span, position)`` with ``map_spans``'s codes: error 0, or the error ``map_spans`` would have
+    stopped at over the same spans, after putting the spans before ``span`` (which are complete
+    here; none for a negative count, which ``map_spans`` checks first). The outputs need room for
+    the sum of ``counts``.
+    """
+    room = min(off.shape[0], hi.shape[0], lo.shape[0])
+    total = 0
+    for b in range(starts.shape[0]):
+        if counts[b] < 0:
+            return 1, b, starts[b]
+        total += counts[b]
+    if total > room:
+        return 9, 0, 0
+    k = 0
+    bp = ptr(buf)
+    for b in range(starts.shape[0]):
+        pos = starts[b]
+        limit = ends[b]
+        if pos < 0 or limit < pos or limit > buf.shape[0]:
+            return 9, b, pos
+        base = base_offsets[b]
+        for _ in range(counts[b]):
+            pos, err, od, ks, kl = _parse_key(bp, pos, limit)
+            if err != 0:
+                return err, b, pos
+            o = base + od
+            if kl < 0 or o < start_offset:
+                off[k] = -1
+                hi[k] = 0
+                lo[k] = 0
+            else:
+                off[k] = o
+                h, g = hash_one(bp, ks, kl)
+                hi[k] = h
+                lo[k] = g
+            k += 1
+        if pos != limit:
+            return 8, b, pos
+    return 0, starts.shape[0], 0
+
+
+@entry_point("UniTuple(i8, 6)(u8[:,::1], i8, i8[::1], u8[::1], u8[::1], i8, i8, i8, i8, i8)")
+@njit(cache=True, nogil=True)
+def put_hashed(
+    table: U64Array,
+    cap: Scalar,
+    off: I64Array,
+    hi: U64Array,
+    lo: U64Array,
+    first: Scalar,
+    end: Scalar,
+    size: Scalar,
+    max_keys: Scalar,
+    prev: Scalar,
+) -> tuple[Scalar, Scalar, Scalar, Scalar, Scalar, Scalar]:
+    """The table half of ``map_spans``: put records ``first:end`` of ``hash_spans``'s output in
+    order, prefetching the home slots ``_AHEAD`` records on. Returns ``(status, record, size,
+    last_put, cap, ordered)``: DONE (record is ``end``), or FULL at the record that found the map
+    at ``max_keys`` (the records before it are put); the capacity rule is ``map_spans``'s.
+    ``ordered`` is 1 when every offset put was above the one before it, starting from ``prev``."""
+    tp = ptr(table)
+    slots = table.shape[0]
+    grow_at = _grow_at(cap, slots)
+    last_put = np.int64(-1)
+    ordered = 1
+    end = min(end, off.shape[0], hi.shape[0], lo.shape[0])
+    for j in range(first, min(end, first + _AHEAD)):
+        _prefetch_slot(tp, cap, hi[j])
+    for j in range(first, end):
+        if j + _AHEAD < end:
+            _prefetch_slot(tp, cap, hi[j + _AHEAD])
+        o = off[j]
+        if o < 0:
+            continue
+        if size >= max_keys:
+            return FULL, j, size, last_put, cap, ordered
+        if size >= grow_at:
+            cap = _maybe_grow(tp, cap, slots, size)
+            grow_at = _grow_at(cap, slots)
+        size += _put_p(tp, cap, hi[j], lo[j], o)
+        if o <= prev:
+            ordered = 0
+        prev = o
+        last_put = o
+    return DONE, end, size, last_put, cap, ordered
+
+
 @njit(cache=True, nogil=True)
 def _check_spans(
     buf: U8Array, starts: I64Array, ends: I64Array, counts: I64Array
