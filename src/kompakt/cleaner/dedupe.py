@@ -262,6 +262,7 @@ def build_offset_map(
         while done < len(dirty):
             segment_done()
     stats.buffer_utilization = offset_map.utilization
+    offset_map.seal(start)
 
 
 def _map_position(segment: LogSegment, start: int) -> int:

@@ -194,7 +194,9 @@ def _retained_records(
     else:
         src = chunk.buf
         spans = Spans.of_batches(table, which)
-    result = ctx.offset_map.retain_spans(src, spans, tombstone_ok, ctx.workspace)
+    # Plain batches' keyed records at or above the first dirty offset were all put by the map pass.
+    all_put = not bool((table.attributes[which] & ATTR_TRANSACTIONAL).any())
+    result = ctx.offset_map.retain_spans(src, spans, tombstone_ok, ctx.workspace, all_put=all_put)
     ctx.stats.invalid_messages_read += result.invalid_dropped
     ctx.stats.tombstone_removed(result.tombstones_dropped)
     return src, result.kept

@@ -511,13 +511,15 @@ def _parse_span(
     base_ts: Scalar,
     n: Scalar,
     latest: Scalar,
+    bit_base: Scalar,
     rows: I64Array,
     hi: U64Array,
     lo: U64Array,
 ) -> tuple[Scalar, Scalar]:
     """Parse the ``n`` records of one span in full into ``rows`` and hash the keys that need a
-    lookup (keyed, at or below ``latest``; the others get digest 0). ``(error, position)``:
-    error 0 with the end of the last record, or a record error code where it was met."""
+    lookup (keyed, at or below ``latest`` and below ``bit_base``; the others get digest 0).
+    ``(error, position)``: error 0 with the end of the last record, or a record error code where
+    it was met."""
     for j in range(n):
         nxt, err, od, td, ks, kl, vs, vl = parse_fields(bp, pos, limit)
         if err != 0:
@@ -531,7 +533,7 @@ def _parse_span(
         rows[R_KEY_LEN, j] = kl
         rows[R_VALUE_START, j] = vs
         rows[R_VALUE_LEN, j] = vl
-        if kl >= 0 and o <= latest:
+        if kl >= 0 and o <= latest and o < bit_base:
             h, g = hash_one(bp, ks, kl)
             hi[j] = h
             lo[j] = g
@@ -548,6 +550,7 @@ def _lookup_span(
     cap: Scalar,
     n: Scalar,
     latest: Scalar,
+    bit_base: Scalar,
     rows: I64Array,
     hi: U64Array,
     lo: U64Array,
@@ -560,7 +563,7 @@ def _lookup_span(
     for j in range(n):
         if j + _AHEAD < n:
             _prefetch_slot(tp, cap, hi[j + _AHEAD])
-        if rows[R_KEY_LEN, j] >= 0 and rows[R_OFFSET, j] <= latest:
+        if rows[R_KEY_LEN, j] >= 0 and rows[R_OFFSET, j] <= latest and rows[R_OFFSET, j] < bit_base:
             found[j] = _lookup_p(tp, cap, hi[j], lo[j])
 
 
@@ -570,6 +573,8 @@ def _emit_span(
     n: Scalar,
     latest: Scalar,
     tombstone_ok: Scalar,
+    bits: Scalar,
+    bit_base: Scalar,
     rows: I64Array,
     found: I64Array,
     kept: I64Array,
@@ -587,7 +592,12 @@ def _emit_span(
             keep = False
             invalid += 1
         else:
-            keep = offset >= found[j] and (rows[R_VALUE_LEN, j] >= 0 or tombstone_ok)
+            if offset >= bit_base:  # the map's own latest offsets: kept iff it is one of them
+                i = offset - bit_base
+                latest_of_key = (bits[i >> 3] >> (i & 7)) & 1 != 0
+            else:
+                latest_of_key = offset >= found[j]
+            keep = latest_of_key and (rows[R_VALUE_LEN, j] >= 0 or tombstone_ok)
             if not keep and rows[R_VALUE_LEN, j] < 0:
                 tombstones += 1
         if keep:
@@ -599,8 +609,8 @@ def _emit_span(
 
 
 @entry_point(
-    "UniTuple(i8, 5)"
-    "(u1[::1], i8[::1], i8[::1], i8[::1], i8[::1], i8[::1], b1[::1], u8[:,::1], i8, i8, i8[:,::1], i8[::1])"
+    "UniTuple(i8, 5)(u1[::1], i8[::1], i8[::1], i8[::1], i8[::1], i8[::1], b1[::1], u8[:,::1], i8, i8,"
+    " u1[::1], i8, i8[:,::1], i8[::1])"
 )
 @njit(cache=True, nogil=True)
 def retain_spans(
@@ -614,6 +624,8 @@ def retain_spans(
     table: U64Array,
     cap: Scalar,
     latest: Scalar,
+    bits: U8Array,
+    bit_base: Scalar,
     kept: I64Array,
     kept_first: I64Array,
 ) -> tuple[Scalar, Scalar, Scalar, Scalar, Scalar]:
@@ -622,18 +634,25 @@ def retain_spans(
     span, position, invalid_dropped, tombstones_dropped)``; the ``batch`` column holds the span
     index.
 
+    ``bits`` (from ``latest_offsets_bitmap``) answers for keyed records at offsets ``[bit_base,
+    latest]`` without hashing or probing: bit ``o - bit_base`` is set iff ``o`` is the offset the map
+    holds for some key. Pass ``bit_base > latest`` to look every key up.
+
     Per span: parse every record in full and hash the keys that need a lookup, then look them up,
     then decide and emit. The steps are helpers LLVM inlines (one compiled loop nest, as before).
     """
     err, b, pos, most = _check_spans(buf, starts, ends, counts)
     if err != 0:
         return err, b, pos, 0, 0
+    if bit_base <= latest and (bit_base < 0 or (latest - bit_base) >> 3 >= bits.shape[0]):
+        bit_base = latest + 1  # a bitmap that does not cover the range is not used
     rows = np.empty((R_BATCH, most), dtype=np.int64)
     found = np.empty(most, dtype=np.int64)
     hi = np.empty(most, dtype=np.uint64)
     lo = np.empty(most, dtype=np.uint64)
     bp = ptr(buf)
     tp = ptr(table)
+    bitp = ptr(bits)
     n_kept = 0
     invalid = 0
     tombstones = 0
@@ -641,17 +660,42 @@ def retain_spans(
     for b in range(starts.shape[0]):
         n = counts[b]
         err, pos = _parse_span(
-            bp, starts[b], ends[b], base_offsets[b], base_timestamps[b], n, latest, rows, hi, lo
+            bp, starts[b], ends[b], base_offsets[b], base_timestamps[b], n, latest, bit_base, rows, hi, lo
         )
         if err != 0:
             return err, b, pos, invalid, tombstones
         if pos != ends[b]:
             return 8, b, pos, invalid, tombstones
-        _lookup_span(tp, cap, n, latest, rows, hi, lo, found)
+        _lookup_span(tp, cap, n, latest, bit_base, rows, hi, lo, found)
         n_kept, dropped_invalid, dropped_tombstones = _emit_span(
-            b, n, latest, tombstone_ok[b], rows, found, kept, n_kept
+            b, n, latest, tombstone_ok[b], bitp, bit_base, rows, found, kept, n_kept
         )
         invalid += dropped_invalid
         tombstones += dropped_tombstones
         kept_first[b + 1] = n_kept
     return 0, 0, 0, invalid, tombstones
+
+
+@entry_point("i8(u8[:,::1], i8, i8, i8, u1[::1])")
+@njit(cache=True, nogil=True)
+def latest_offsets_bitmap(
+    table: U64Array, cap: Scalar, first: Scalar, latest: Scalar, bits: U8Array
+) -> Scalar:
+    """Set bit ``o - first`` of ``bits`` (zeroed, covering ``[first, latest]``) for every offset
+    ``o`` in that range the table holds; returns how many. One sequential sweep of the slots in use,
+    so the copy pass can tell a record that is its key's latest from its offset alone."""
+    if first > latest or (latest - first) >> 3 >= bits.shape[0]:
+        return -1
+    tp = ptr(table)
+    bp = ptr(bits)
+    n = 0
+    for i in range(min(cap, table.shape[0])):
+        v = tp[i * 3 + 2]
+        if v == 0:
+            continue
+        o = np.int64(v) - 1
+        if first <= o <= latest:
+            k = o - first
+            bp[k >> 3] |= np.uint8(1 << (k & 7))
+            n += 1
+    return n
