@@ -59,7 +59,7 @@ def test_admin_error_is_a_kompakt_error_answered_with_its_own_code() -> None:
 def test_produce_to_an_illegal_topic_name_is_unknown_as_in_kafka(broker: Broker) -> None:
     batch = build_batch([SimpleRecord(b"k", b"v", NOW_MS)])
     response = produce_partition(broker, "no spaces allowed", 0, batch)
-    assert response["error_code"] == ErrorCode.unknown_topic_or_partition
+    assert response.error_code == ErrorCode.unknown_topic_or_partition
     assert "no spaces allowed" not in broker.logs.topics()
 
 
@@ -81,7 +81,7 @@ def test_a_read_that_meets_damaged_storage_answers_kafka_storage_error(
 
     monkeypatch.setattr(PartitionLog, "read_slice", damaged)
     result = read_partitions(broker, [PartitionFetch("t", 0, 0, 1 << 20)], 1 << 20, read_committed=False)
-    assert [e["error_code"] for e in result.entries] == [ErrorCode.kafka_storage_error]
+    assert [e.error_code for e in result.entries] == [ErrorCode.kafka_storage_error]
 
 
 def test_create_topics_on_a_failing_disk_answers_kafka_storage_error(

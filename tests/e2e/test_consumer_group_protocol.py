@@ -31,6 +31,8 @@ from tests.support.serve import BrokerProcess, start_broker
 
 pytestmark = pytest.mark.clients
 DEADLINE_S = 30.0
+#: One admin request's bound; a slower answer is asked again from a new client until DEADLINE_S.
+ATTEMPT_S = 10.0
 A, B = "kip848-a", "kip848-b"
 GROUP = "kip848-group"
 #: librdkafka made the consumer group protocol generally available in 2.6.
@@ -69,22 +71,40 @@ def consumer(bootstrap: str, group: str = GROUP, **extra: Any) -> Consumer:
     )
 
 
-def describe_group(bootstrap: str, consumers: list[Consumer]) -> Any:
-    """DescribeConsumerGroups from a new admin client, asked again until the deadline.
+def after_restart(bootstrap: str, consumers: list[Consumer], ask: Callable[[AdminClient], Any]) -> Any:
+    """``ask(admin)`` with a new admin client each attempt, until it answers or the deadline passes.
 
-    Right after a broker restart an admin client that was connected before can sit in its
-    reconnect backoff for longer than one attempt on a loaded machine, so each attempt uses a new
-    client; the members keep polling meanwhile so their sessions stay alive.
+    An admin client connected before a broker restart can sit in its reconnect backoff for longer
+    than a request's timeout on a loaded machine (librdkafka's old admin client waits out a real
+    Kafka restart the same way), so no client from before the restart is asked again; the members
+    keep polling meanwhile so their sessions stay alive.
     """
     deadline = time.monotonic() + DEADLINE_S
     while True:
-        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin = AdminClient({"bootstrap.servers": bootstrap, "reconnect.backoff.max.ms": 200})
         try:
-            return admin.describe_consumer_groups([GROUP])[GROUP].result(5)
-        except (TimeoutError, confluent_kafka.KafkaException):
-            assert time.monotonic() < deadline, "DescribeConsumerGroups did not answer before the deadline"
+            return ask(admin)
+        except (TimeoutError, confluent_kafka.KafkaException) as error:
+            assert time.monotonic() < deadline, f"no answer from the restarted broker: {error}"
             for c in consumers:
                 c.poll(0.05)
+
+
+def describe_group(bootstrap: str, consumers: list[Consumer]) -> Any:
+    """DescribeConsumerGroups of GROUP after a broker restart (see :func:`after_restart`)."""
+    return after_restart(
+        bootstrap, consumers, lambda admin: admin.describe_consumer_groups([GROUP])[GROUP].result(ATTEMPT_S)
+    )
+
+
+def committed_offsets(bootstrap: str, consumers: list[Consumer]) -> Any:
+    """ListConsumerGroupOffsets of GROUP after a broker restart (see :func:`after_restart`)."""
+    request = [confluent_kafka.ConsumerGroupTopicPartitions(GROUP)]
+    return after_restart(
+        bootstrap,
+        consumers,
+        lambda admin: admin.list_consumer_group_offsets(request)[GROUP].result(ATTEMPT_S),
+    )
 
 
 def until(consumers: list[Consumer], done: Callable[[], bool]) -> None:
@@ -176,9 +196,8 @@ def test_consumer_group_lifecycle_and_restart(tmp_path: Path) -> None:
         assert sorted(m.member_id for m in after.members) == sorted(m.member_id for m in epoch_before.members)
         committed = first.committed([TopicPartition(A, p) for p in range(6)], timeout=10)
         assert sorted((tp.partition, tp.offset) for tp in committed) == [(p, 2) for p in range(6)]
-        fetched = admin.list_consumer_group_offsets([confluent_kafka.ConsumerGroupTopicPartitions(GROUP)])[
-            GROUP
-        ].result(10)
+        # a new admin client: the one from before the restart may still be in its reconnect backoff
+        fetched = committed_offsets(bootstrap, members)
         assert sorted((tp.topic, tp.partition, tp.offset) for tp in fetched.topic_partitions) == [
             (A, p, 2) for p in range(6)
         ]

@@ -137,13 +137,13 @@ def test_producer_gets_storage_error_and_one_log_line_per_partition_per_interval
         advertised_host="h",
         advertised_port=1,
     )
-    assert produce_partition(broker, "t", 0, keyed(1, 50, NOW))["error_code"] == ErrorCode.none
+    assert produce_partition(broker, "t", 0, keyed(1, 50, NOW)).error_code == ErrorCode.none
     disk.space = 0
     caplog.set_level(logging.DEBUG)
-    codes = [produce_partition(broker, "t", 0, keyed(1, 50, NOW))["error_code"] for _ in range(40)]
+    codes = [produce_partition(broker, "t", 0, keyed(1, 50, NOW)).error_code for _ in range(40)]
     assert set(codes) == {ErrorCode.kafka_storage_error}
     clock.advance(WRITE_ERROR_LOG_INTERVAL_MS)
-    codes += [produce_partition(broker, "t", 0, keyed(1, 50, NOW))["error_code"] for _ in range(40)]
+    codes += [produce_partition(broker, "t", 0, keyed(1, 50, NOW)).error_code for _ in range(40)]
     assert set(codes) == {ErrorCode.kafka_storage_error}
     lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert [r.getMessage() for r in lines] == [
@@ -154,7 +154,7 @@ def test_producer_gets_storage_error_and_one_log_line_per_partition_per_interval
     assert all(r.exc_info is None for r in lines)
     disk.space = None
     response = produce_partition(broker, "t", 0, keyed(1, 50, NOW))
-    assert (response["error_code"], response["base_offset"]) == (ErrorCode.none, 1)
+    assert (response.error_code, response.base_offset) == (ErrorCode.none, 1)
 
 
 def test_cleaner_mark_for_a_full_disk_is_lifted_once_writes_succeed_again(

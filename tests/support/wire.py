@@ -37,7 +37,7 @@ def request_bytes(api_key: int, version: int, values: Mapping[str, object], corr
 
 
 def request_frame(api_key: int, version: int, values: Mapping[str, object], correlation_id: int = 1) -> bytes:
-    """A request frame *without* its size prefix, as FrameReader would hand it over."""
+    """A request frame *without* its size prefix, as the server's frame splitter hands it over."""
     return request_bytes(api_key, version, values, correlation_id)[4:]
 
 

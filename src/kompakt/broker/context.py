@@ -19,12 +19,13 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.fetch_waiters import FetchWaiters
 from kompakt.broker.groups import ConsumerGroupConfig, GroupConfig, GroupCoordinator, GroupLog
 from kompakt.broker.producer_ids import ProducerIdManager
+from kompakt.broker.session import KafkaPrincipal, Session
 from kompakt.broker.txn.coordinator import TransactionCoordinator
 from kompakt.cleaner.log_cleaner import LogCleaner
 from kompakt.clock import Clock, SystemClock
@@ -32,7 +33,7 @@ from kompakt.config.broker import BrokerConfig
 from kompakt.config.groups import GroupConfigs
 from kompakt.log.manager import LogManager
 from kompakt.protocol.apis import VersionRange
-from kompakt.protocol.codec import RequestPayload, ResponsePayload
+from kompakt.protocol.codec import ResponsePayload
 
 log = logging.getLogger(__name__)
 
@@ -276,17 +277,29 @@ class RequestContext:
     client_host: str
     #: The advertised ranges (from the handler table), for ApiVersions.
     api_versions: Mapping[int, VersionRange] = field(default_factory=dict)
+    #: The connection's listener and principal (shared by its requests; SASL changes it).
+    session: Session = field(default_factory=Session)
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        return self.session.principal
 
 
-#: A handler's answer: a response now, a response later, or none at all (Produce with acks=0).
+#: What the dispatcher hands back: kio's response now, later, or none at all (Produce with acks=0).
 HandlerResult: TypeAlias = ResponsePayload | Deferred[ResponsePayload] | None
-Handler: TypeAlias = Callable[[RequestContext, RequestPayload], HandlerResult]
+
+#: A handler: ``(ctx, request view) -> typed response | Deferred[typed response] | None``. The view
+#: and response types are those of the API's module in :mod:`kompakt.protocol.messages`, which the
+#: handler's own signature names (and mypy checks there); the table holds every API's handler.
+Handler: TypeAlias = Callable[[RequestContext, Any], object]
 
 
 @dataclass(frozen=True, slots=True)
 class HandlerSpec:
     """One API the broker serves. Each handler module exposes one as ``SPEC``.
 
+    The dispatcher hands the handler the request as its API's typed view and converts the typed
+    answer (now, or when a :class:`Deferred` settles) to kio's class for the version asked.
     ``blocking`` handlers (storage I/O) are run by the server in a worker thread.
     """
 

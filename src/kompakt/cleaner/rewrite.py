@@ -77,6 +77,29 @@ class FilterContext:
     hold: TombstoneHold | None = None
 
 
+def horizon_held(
+    hold: TombstoneHold | None, has_horizon: BoolArray, horizon: I64Array, last_offset: I64Array, now_ms: int
+) -> BoolArray:
+    """Per batch: stamped, and kept past its delete horizon by a reader that has not read it yet
+    (kompakt's reader hold, :class:`~kompakt.cleaner.readers.TombstoneHold`; none without a hold)."""
+    if hold is None:
+        return np.zeros(len(has_horizon), dtype=np.bool_)
+    return has_horizon & hold.held(horizon, last_offset, now_ms)
+
+
+def past_delete_horizon(has_horizon: BoolArray, horizon: I64Array, held: BoolArray, now_ms: int) -> BoolArray:
+    """Per batch: whether a clean at ``now_ms`` removes its tombstones and, where its transaction
+    needs it no more, its marker: the batch carries a delete horizon (stamped by an earlier clean,
+    KIP-534), the horizon has passed, and no reader holds it (``held``, :func:`horizon_held`).
+
+    The one statement of the rule: the rewrite applies it (a tombstone is retained unless this
+    holds, ``Cleaner.shouldRetainRecord``; a control batch goes when this holds and
+    ``CleanedTransactionMetadata`` may discard it), and ``kompakt log explain`` predicts with it.
+    ``horizon`` is the batch's base timestamp where ``has_horizon``; anything elsewhere.
+    """
+    return has_horizon & (horizon <= now_ms) & ~held
+
+
 @dataclass(slots=True)
 class _Output:
     """Output of one chunk, in order: byte pieces (single batches or verbatim runs of batches)
@@ -261,14 +284,9 @@ def filter_chunk(chunk: Chunk, ctx: FilterContext) -> _Output:
     horizon = table.base_timestamp
     counts = table.records_count
     can_discard, empty_txn_marker = _transaction_decisions(chunk, ctx)
-    held = (
-        has_horizon & ctx.hold.held(horizon, table.last_offset, ctx.now_ms)
-        if ctx.hold is not None
-        else np.zeros(len(table), dtype=np.bool_)
-    )
-    discard_records = np.where(
-        is_control, can_discard & has_horizon & (horizon <= ctx.now_ms) & ~held, can_discard
-    )
+    held = horizon_held(ctx.hold, has_horizon, horizon, table.last_offset, ctx.now_ms)
+    expired = past_delete_horizon(has_horizon, horizon, held, ctx.now_ms)
+    discard_records = np.where(is_control, can_discard & expired, can_discard)
     retain_empty = _last_batch_of_active_producer(table, ctx) | (
         table.last_offset + 1 == ctx.upper_bound_offset
     )
@@ -278,7 +296,7 @@ def filter_chunk(chunk: Chunk, ctx: FilterContext) -> _Output:
     kept_count = np.where(discard_records, 0, counts)  # control batches keep their one record
     rebuilt: dict[int, tuple[bytes, int, int]] = {}
     data = np.flatnonzero(~is_control & ~discard_records & (counts > 0))
-    tombstone_ok = ~has_horizon | (ctx.now_ms < horizon) | held
+    tombstone_ok = ~expired
     compressed = (attrs & ATTR_COMPRESSION_MASK) != 0
     for is_compressed in (False, True):
         which = data[compressed[data] == is_compressed]

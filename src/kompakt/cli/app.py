@@ -39,9 +39,22 @@ def _root(
     configure(debug=debug)
 
 
+_registered = False
+
+
 def register_commands() -> None:
-    """Attach the command groups; each module exposes ``register(app)``."""
+    """Attach the command groups once; each module exposes ``register(app)``.
+
+    ``main()`` calls this on every command line, and can run many times in one process (the
+    in-process CLI tests, a program embedding kompakt). typer appends a group on every
+    ``add_typer`` and builds every appended group on every call, so registering again each time
+    made each command line slower than the last (about 35 s after 100 of them on a loaded machine).
+    """
+    global _registered
+    if _registered:
+        return
     from kompakt.cli import commands
 
     for register in commands.REGISTRARS:
         register(app)
+    _registered = True

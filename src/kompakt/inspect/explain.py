@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from kompakt.cleaner.planning import (
     NO_TIMESTAMP,
+    LogToClean,
     SegmentInfo,
     cleanable_offsets,
     estimated_earliest_timestamps,
@@ -41,6 +45,7 @@ from kompakt.cleaner.readers import (
     hold_for,
     reader_risks,
 )
+from kompakt.cleaner.rewrite import horizon_held, past_delete_horizon
 from kompakt.cleaner.sizing import SLOT_BYTES, keys_per_pass
 from kompakt.config.broker import BrokerConfig
 from kompakt.config.defs import LONG_MAX
@@ -125,41 +130,183 @@ class _Log:
         return self._infos
 
 
-def explain_partition(source: PartitionSource, configs: ConfigInput, now_ms: int) -> PartitionExplain:
-    """Explain one partition at ``now_ms`` (pure given the files: the same inputs, the same report)."""
-    config, config_rows = resolve_configs(configs)
-    scan = _scan(source)
+@dataclass(frozen=True, slots=True)
+class _Position:
+    """Where the log stands, as the planner sees it: its bounds and where the dirty section starts."""
+
+    log: _Log
+    infos: list[SegmentInfo]
+    first_dirty: int
+    #: The planner's uncleanable bound before it is rounded to a segment base.
+    uncleanable: int
+
+    @property
+    def start(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def leo(self) -> int:
+        return self.log.log_end_offset
+
+
+def _position(source: PartitionSource, config: LogConfig, scan: PartitionScan, now_ms: int) -> _Position:
     infos = [s.info for s in scan.segments]
     if not infos:
         infos = [SegmentInfo(0, 0, 0, NO_TIMESTAMP, now_ms, 0)]
     leo = scan.log_end_offset
-    start = max(source.log_start_offset or 0, infos[0].base_offset)
-    start = min(start, leo)
+    start = min(max(source.log_start_offset or 0, infos[0].base_offset), leo)
     first_unstable = scan.producers.first_unstable_offset()
     lso = leo if first_unstable is None else min(first_unstable, leo)
     log = _Log(source, config, infos, start, leo, lso)
-
     offsets = cleanable_offsets(log, source.cleaner_checkpoint, now_ms, infos)
-    first_dirty = offsets.first_dirty_offset
-    active = infos[-1]
+    return _Position(log, infos, offsets.first_dirty_offset, offsets.first_uncleanable_dirty_offset)
 
-    # Records and keys.
+
+@dataclass(frozen=True, slots=True)
+class _Records:
+    """The scan as columns: one row per record, and per batch what the cleaner's rules read.
+
+    ``held`` and ``past_horizon`` are the cleaner's own decisions for each batch at ``now_ms``
+    (:func:`kompakt.cleaner.rewrite.horizon_held` and :func:`~kompakt.cleaner.rewrite.past_delete_horizon`),
+    so what explain predicts for a tombstone is what the next clean does with it.
+    """
+
+    offset: I64
+    digest: npt.NDArray[np.void]
+    null_key: BOOL
+    tomb: BOOL
+    size: I64
+    batch: I64
+    timestamp: I64
+    in_log: BOOL
+    keyed: BOOL
+    batch_attrs: I64
+    batch_segment: I64
+    batch_last: I64
+    batch_stamped: BOOL
+    batch_horizon: I64  # -1 where not stamped
+    held: BOOL
+    past_horizon: BOOL
+
+    def per_record(self, per_batch: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """A per-batch column spread over the records."""
+        return per_batch[self.batch] if len(self.batch) else np.empty(0, per_batch.dtype)
+
+
+def _records(scan: PartitionScan, start: int, hold: TombstoneHold | None, now_ms: int) -> _Records:
     c = scan.cols
-    rec_offset = concat_columns(c.offset, np.int64)
-    hi, lo = concat_columns(c.hi, np.uint64), concat_columns(c.lo, np.uint64)
+    offset = concat_columns(c.offset, np.int64)
     null_key = concat_columns(c.null_key, np.bool_)
-    tomb = concat_columns(c.tombstone, np.bool_)
-    rec_size = concat_columns(c.size, np.int64)
-    rec_batch = concat_columns(c.batch, np.int64)
-    in_log = rec_offset >= start
-    keyed = in_log & ~null_key
-    digests = digest_rows(hi, lo)
-    horizons = scan.batches.horizon
-    batch_attrs = np.array(scan.batches.attributes, dtype=np.int64)
-    batch_seg = np.array(scan.batches.segment, dtype=np.int64)
-    active_index = len(infos) - 1
+    in_log = offset >= start
+    stamped = np.array([h is not None for h in scan.batches.horizon], dtype=np.bool_)
+    horizon = np.array([-1 if h is None else h for h in scan.batches.horizon], dtype=np.int64)
+    last = np.array(scan.batches.last_offset, dtype=np.int64)
+    held = horizon_held(hold, stamped, horizon, last, now_ms)
+    return _Records(
+        offset=offset,
+        digest=digest_rows(concat_columns(c.hi, np.uint64), concat_columns(c.lo, np.uint64)),
+        null_key=null_key,
+        tomb=concat_columns(c.tombstone, np.bool_),
+        size=concat_columns(c.size, np.int64),
+        batch=concat_columns(c.batch, np.int64),
+        timestamp=concat_columns(c.timestamp, np.int64),
+        in_log=in_log,
+        keyed=in_log & ~null_key,
+        batch_attrs=np.array(scan.batches.attributes, dtype=np.int64),
+        batch_segment=np.array(scan.batches.segment, dtype=np.int64),
+        batch_last=last,
+        batch_stamped=stamped,
+        batch_horizon=horizon,
+        held=held,
+        past_horizon=past_delete_horizon(stamped, horizon, held, now_ms),
+    )
 
-    batch_last = np.array(scan.batches.last_offset, dtype=np.int64)
+
+def _earliest_horizon(
+    scan: PartitionScan, rec: _Records, active_index: int, hold: TombstoneHold | None
+) -> int | None:
+    """The earliest removal a tombstone or marker outside the active segment waits for: its
+    horizon, or the end of the maximum hold while a reader holds it (the cleaner's own rule)."""
+    tomb_batches = np.zeros(len(rec.batch_stamped), dtype=np.bool_)
+    tomb_batches[rec.batch[rec.tomb]] = True
+    governing = np.flatnonzero(
+        rec.batch_stamped
+        & (rec.batch_segment != active_index)
+        & (np.array(scan.batches.records, dtype=np.int64) != 0)
+        & (((rec.batch_attrs & ATTR_CONTROL) != 0) | tomb_batches)
+    )
+    return earliest_removal_ms(rec.batch_horizon[governing], rec.batch_last[governing], hold)
+
+
+def _keys(rec: _Records, latest: BOOL, first_dirty: int, first_uncleanable: int) -> Keys:
+    dirty = rec.keyed & (rec.offset >= first_dirty) & (rec.offset < first_uncleanable)
+    return Keys(
+        records=int(rec.in_log.sum()),
+        keyed_records=int(rec.keyed.sum()),
+        null_key_records=int((rec.in_log & rec.null_key).sum()),
+        live_keys=int(latest.sum()),
+        live_records=int((latest & ~rec.tomb).sum()),
+        dirty_records=int(dirty.sum()),
+        dirty_distinct_keys=int(len(np.unique(rec.digest[dirty]))) if dirty.any() else 0,
+    )
+
+
+def _estimated_after(
+    scan: PartitionScan,
+    rec: _Records,
+    infos: Sequence[SegmentInfo],
+    first_uncleanable: int,
+    config: LogConfig,
+    now_ms: int,
+) -> int:
+    """The size after the next clean of ``[log start, first uncleanable)``: the latest record of each
+    key, less the tombstones the cleaner's rule removes now. Control batches are counted whole:
+    whether a marker may go depends on its transaction's data, which only the clean's pass over
+    the log establishes."""
+    in_range = rec.in_log & (rec.offset < first_uncleanable)
+    latest_range = latest_mask(rec.digest, rec.keyed & in_range)
+    removed_tomb = rec.tomb & rec.per_record(rec.past_horizon)
+    kept = ~in_range | (latest_range & ~removed_tomb)
+    nb = len(scan.batches.size)
+    # A batch that keeps an unstamped tombstone gets a delete horizon as its base timestamp, so
+    # every kept record's timestamp delta is re-encoded against it (usually a longer varint).
+    base_ts = np.array(scan.batches.base_timestamp, dtype=np.int64)
+    stamping = np.zeros(nb, dtype=np.bool_)
+    stamping[rec.batch[rec.tomb & kept & in_range & ~rec.per_record(rec.batch_stamped)]] = True
+    grow = np.zeros(len(rec.size), dtype=np.int64)
+    if stamping.any():
+        rows = stamping[rec.batch] & kept
+        horizon_ts = now_ms + config.delete_retention_ms
+        grow[rows] = varint_sizes(rec.timestamp[rows] - horizon_ts) - varint_sizes(
+            rec.timestamp[rows] - base_ts[rec.batch[rows]]
+        )
+    total_rec = np.bincount(rec.batch, weights=rec.size, minlength=nb) if nb else np.zeros(0)
+    kept_rec = np.bincount(rec.batch, weights=(rec.size + grow) * kept, minlength=nb) if nb else np.zeros(0)
+    estimated = 0
+    for b in range(nb):
+        size = scan.batches.size[b]
+        if (
+            rec.batch_segment[b] >= len(infos)
+            or scan.batches.records[b] == 0
+            or rec.batch_attrs[b] & ATTR_CONTROL
+        ):
+            estimated += size
+            continue
+        total, kept_b = float(total_rec[b]), float(kept_rec[b])
+        if total <= 0 or (kept_b == total and not stamping[b]):
+            estimated += size
+        elif kept_b > 0:
+            body = size - BATCH_OVERHEAD  # compressed bodies shrink in proportion to what is kept
+            estimated += BATCH_OVERHEAD + round(body * kept_b / total)
+    return min(estimated, sum(i.size_bytes for i in infos))
+
+
+def explain_partition(source: PartitionSource, configs: ConfigInput, now_ms: int) -> PartitionExplain:
+    """Explain one partition at ``now_ms`` (pure given the files: the same inputs, the same report)."""
+    config, config_rows = resolve_configs(configs)
+    scan = _scan(source)
+    pos = _position(source, config, scan, now_ms)
+    infos = pos.infos
     # Where the readers are, and what they hold (kompakt.cleaner.readers). Offline the positions
     # are unknown: named groups count as having read nothing, as offline compaction assumes.
     readers = source.readers
@@ -168,134 +315,43 @@ def explain_partition(source: PartitionSource, configs: ConfigInput, now_ms: int
             source.topic, source.partition, config.kompakt_tombstone_retain_for_groups
         )
     hold = hold_for(config, readers)
-
-    # The earliest removal a tombstone or marker in a non-active segment waits for: its horizon,
-    # or the end of the maximum hold while a reader holds it (the cleaner's own rule).
-    governing: list[int] = []
-    stamped_tomb_batches = {int(b) for b in rec_batch[tomb]}
-    for b, h in enumerate(horizons):
-        if h is None or batch_seg[b] == active_index or scan.batches.records[b] == 0:
-            continue
-        if batch_attrs[b] & ATTR_CONTROL or b in stamped_tomb_batches:
-            governing.append(b)
-    gov = np.array(governing, dtype=np.int64)
-    earliest_horizon = earliest_removal_ms(
-        np.array([horizons[b] for b in governing], dtype=np.int64), batch_last[gov], hold
-    )
-
+    rec = _records(scan, pos.start, hold, now_ms)
     ltc = log_to_clean(
-        log,
-        first_dirty,
-        offsets.first_uncleanable_dirty_offset,
+        pos.log,
+        pos.first_dirty,
+        pos.uncleanable,
         now_ms,
-        earliest_horizon_ms=earliest_horizon,
+        earliest_horizon_ms=_earliest_horizon(scan, rec, len(infos) - 1, hold),
         segments=infos,
     )
     first_uncleanable = ltc.first_uncleanable_offset
-    ratio = ltc.cleanable_ratio
-
-    latest_all = latest_mask(digests, keyed)
-    dirty = keyed & (rec_offset >= first_dirty) & (rec_offset < first_uncleanable)
-    dirty_keys = int(len(np.unique(digests[dirty]))) if dirty.any() else 0
-    keys = Keys(
-        records=int(in_log.sum()),
-        keyed_records=int(keyed.sum()),
-        null_key_records=int((in_log & null_key).sum()),
-        live_keys=int(latest_all.sum()),
-        live_records=int((latest_all & ~tomb).sum()),
-        dirty_records=int(dirty.sum()),
-        dirty_distinct_keys=dirty_keys,
-    )
-
-    # Estimated size after the next clean of [log start, first uncleanable).
-    in_range = in_log & (rec_offset < first_uncleanable)
-    latest_range = latest_mask(digests, keyed & in_range)
-    rec_horizon = (
-        np.array([(-1 if h is None else h) for h in horizons], dtype=np.int64)[rec_batch]
-        if len(rec_batch)
-        else np.empty(0, np.int64)
-    )
-    rec_last = batch_last[rec_batch] if len(rec_batch) else np.empty(0, np.int64)
-    held_rec = (
-        (rec_horizon >= 0) & hold.held(rec_horizon, rec_last, now_ms)
-        if hold is not None
-        else np.zeros(len(rec_batch), dtype=np.bool_)
-    )
-    expired_tomb = tomb & (rec_horizon >= 0) & (rec_horizon <= now_ms) & ~held_rec
-    kept = ~in_range | (latest_range & ~expired_tomb)
-    nb = len(scan.batches.size)
-    nb = len(scan.batches.size)
-    # A batch that keeps an unstamped tombstone gets a delete horizon as its base timestamp, so
-    # every kept record's timestamp delta is re-encoded against it (usually a longer varint).
-    rec_ts = concat_columns(c.timestamp, np.int64)
-    base_ts = np.array(scan.batches.base_timestamp, dtype=np.int64)
-    stamping = np.zeros(nb, dtype=np.bool_)
-    stamping[rec_batch[tomb & kept & in_range & (rec_horizon < 0)]] = True
-    grow = np.zeros(len(rec_size), dtype=np.int64)
-    if stamping.any():
-        rows = stamping[rec_batch] & kept
-        horizon_ts = now_ms + config.delete_retention_ms
-        grow[rows] = varint_sizes(rec_ts[rows] - horizon_ts) - varint_sizes(
-            rec_ts[rows] - base_ts[rec_batch[rows]]
-        )
-    sized = rec_size + grow
-    total_rec = np.bincount(rec_batch, weights=rec_size, minlength=nb) if nb else np.zeros(0)
-    kept_rec = np.bincount(rec_batch, weights=sized * kept, minlength=nb) if nb else np.zeros(0)
-    estimated_after = 0
-    for b in range(nb):
-        size = scan.batches.size[b]
-        if batch_seg[b] >= len(infos) or scan.batches.records[b] == 0 or batch_attrs[b] & ATTR_CONTROL:
-            estimated_after += size
-            continue
-        total, kept_b = float(total_rec[b]), float(kept_rec[b])
-        if total <= 0 or (kept_b == total and not stamping[b]):
-            estimated_after += size
-        elif kept_b > 0:
-            body = size - BATCH_OVERHEAD  # compressed bodies shrink in proportion to what is kept
-            estimated_after += BATCH_OVERHEAD + round(body * kept_b / total)
-    estimated_after = min(estimated_after, sum(i.size_bytes for i in infos))
-
-    sections = _sections(
-        infos, start, first_dirty, first_uncleanable, leo, ltc.clean_bytes, ltc.cleanable_bytes
-    )
-    holds = _holds(log, infos, first_dirty, lso, now_ms, scan.producers)
+    latest = latest_mask(rec.digest, rec.keyed)
+    keys = _keys(rec, latest, pos.first_dirty, first_uncleanable)
+    holds = _holds(pos.log, infos, pos.first_dirty, pos.log.last_stable_offset, now_ms, scan.producers)
     max_lag = _max_lag(
         config,
         infos,
-        first_dirty,
+        pos.first_dirty,
         now_ms,
         ltc.max_compaction_delay_ms,
         ltc.must_clean_bytes,
         ltc.must_clean_ratio,
     )
-    active_report = _active(config, active, scan.segments[-1].records if scan.segments else 0, now_ms)
-    segment_reports = _segment_reports(scan, infos, config, start, first_dirty, first_uncleanable, now_ms)
-    tombstones = _tombstones(
-        scan, rec_offset, tomb, latest_all, rec_batch, horizons, first_uncleanable, in_log, config, now_ms,
-        held_rec, hold,
-    )  # fmt: skip
-    stamped = np.flatnonzero(tomb & in_log & (rec_horizon >= 0))
+    active_report = _active(config, infos[-1], scan.segments[-1].records if scan.segments else 0, now_ms)
+    tombstones = _tombstones(scan, rec, latest, first_uncleanable, config, now_ms, hold)
+    stamped = np.flatnonzero(rec.tomb & rec.in_log & rec.per_record(rec.batch_stamped))
     reader_report = _readers(
-        source, config, readers, hold, rec_offset[stamped], rec_horizon[stamped], rec_last[stamped]
-    )
-    map_report = _offset_map(configs.broker, dirty_keys)
-
-    verdict, eligible = _verdict(
         source,
         config,
-        ltc.reason,
-        ratio,
-        ltc.clean_bytes,
-        ltc.cleanable_bytes,
-        infos,
-        holds,
-        max_lag,
-        active_report,
-        tombstones,
-        map_report,
-        leo,
-        start,
-        now_ms,
+        readers,
+        hold,
+        rec.offset[stamped],
+        rec.per_record(rec.batch_horizon)[stamped],
+        rec.per_record(rec.batch_last)[stamped],
+    )
+    map_report = _offset_map(configs.broker, keys.dirty_distinct_keys)
+    verdict, eligible = _verdict(
+        source, config, ltc, pos, holds, max_lag, active_report, tombstones, map_report
     )
     if eligible and not configs.broker.log_cleaner_enable:
         verdict += (
@@ -310,22 +366,22 @@ def explain_partition(source: PartitionSource, configs: ConfigInput, now_ms: int
         eligible=eligible,
         reason=ltc.reason,
         configs=config_rows,
-        log_start_offset=start,
-        first_dirty_offset=first_dirty,
+        log_start_offset=pos.start,
+        first_dirty_offset=pos.first_dirty,
         first_uncleanable_offset=first_uncleanable,
-        log_end_offset=leo,
-        last_stable_offset=lso,
-        sections=sections,
+        log_end_offset=pos.leo,
+        last_stable_offset=pos.log.last_stable_offset,
+        sections=_sections(infos, pos, first_uncleanable, ltc.clean_bytes, ltc.cleanable_bytes),
         total_bytes=sum(i.size_bytes for i in infos),
-        dirty_ratio=ratio,
+        dirty_ratio=ltc.cleanable_ratio,
         min_cleanable_dirty_ratio=config.min_cleanable_dirty_ratio,
         holds=holds,
         max_lag=max_lag,
         active=active_report,
-        segments=segment_reports,
+        segments=_segment_reports(scan, infos, config, pos.start, pos.first_dirty, first_uncleanable, now_ms),
         tombstones=tombstones,
         keys=keys,
-        estimated_bytes_after=estimated_after,
+        estimated_bytes_after=_estimated_after(scan, rec, infos, first_uncleanable, config, now_ms),
         offset_map=map_report,
         uncleanable_reason=source.uncleanable_reason,
         readers=reader_report,
@@ -383,16 +439,15 @@ def _readers(
 
 def _sections(
     infos: Sequence[SegmentInfo],
-    start: int,
-    first_dirty: int,
+    pos: _Position,
     first_uncleanable: int,
-    leo: int,
     clean_bytes: int,
     cleanable_bytes: int,
 ) -> tuple[Section, ...]:
     """Clean / cleanable / uncleanable / active, with whole-segment bytes as the planner counts them
     (a segment holding the first dirty offset in its middle counts in both clean and cleanable)."""
     active = infos[-1]
+    start, first_dirty, leo = pos.start, pos.first_dirty, pos.leo
     clean_end = min(first_dirty, first_uncleanable)
     unclean_bytes = sum(i.size_bytes for i in infos[:-1] if i.base_offset >= first_uncleanable)
     return (
@@ -592,26 +647,22 @@ def _segment_reports(
 
 def _tombstones(
     scan: PartitionScan,
-    rec_offset: I64,
-    tomb: BOOL,
+    rec: _Records,
     latest: BOOL,
-    rec_batch: I64,
-    horizons: list[int | None],
     first_uncleanable: int,
-    in_log: BOOL,
     config: LogConfig,
     now_ms: int,
-    held: BOOL,
     hold: TombstoneHold | None,
 ) -> Tombstones:
-    live = np.flatnonzero(tomb & latest & in_log)
+    live = np.flatnonzero(rec.tomb & latest & rec.in_log)
     waiting = past = unstamped_c = unstamped_u = held_n = 0
     earliest_waiting: int | None = None
     listed: list[Tombstone] = []
     for row in live.tolist():
-        offset = int(rec_offset[row])
-        horizon = horizons[int(rec_batch[row])]
-        if horizon is not None and hold is not None and bool(held[row]):
+        offset = int(rec.offset[row])
+        b = int(rec.batch[row])
+        horizon = int(rec.batch_horizon[b]) if rec.batch_stamped[b] else None
+        if horizon is not None and hold is not None and bool(rec.held[b]):
             waiting += 1
             held_n += 1
             until = horizon + hold.max_hold_ms
@@ -621,7 +672,7 @@ def _tombstones(
                 f"at most until {iso_ms(until)}"
             )
             removable = until
-        elif horizon is not None and horizon <= now_ms:
+        elif horizon is not None and bool(rec.past_horizon[b]):
             past += 1
             state, removable = "past its delete horizon: removed at the next clean", horizon
         elif horizon is not None:
@@ -645,7 +696,7 @@ def _tombstones(
                 Tombstone(offset, key.decode("utf-8", errors="backslashreplace"), horizon, state, removable)
             )
     return Tombstones(
-        total=int((tomb & in_log).sum()),
+        total=int((rec.tomb & rec.in_log).sum()),
         live=len(live),
         stamped_waiting=waiting,
         past_horizon=past,
@@ -689,27 +740,23 @@ def _offset_map(broker: BrokerConfig, dirty_keys: int) -> OffsetMapReport:
 def _verdict(
     source: PartitionSource,
     config: LogConfig,
-    reason: str | None,
-    ratio: float,
-    clean_bytes: int,
-    cleanable_bytes: int,
-    infos: Sequence[SegmentInfo],
+    ltc: LogToClean[_Log],
+    pos: _Position,
     holds: tuple[Hold, ...],
     max_lag: MaxLag,
     active: ActiveSegment,
     tombstones: Tombstones,
     offset_map: OffsetMapReport,
-    leo: int,
-    start: int,
-    now_ms: int,
 ) -> tuple[str, bool]:
     """The one line: eligible and why, or the event that will change it."""
+    reason, ratio = ltc.reason, ltc.cleanable_ratio
+    clean_bytes, cleanable_bytes = ltc.clean_bytes, ltc.cleanable_bytes
     if not config.compact:
         policy = ",".join(sorted(config.cleanup_policy)) or '"" (keep forever)'
         return f"not compacting: cleanup.policy is {policy}", False
     if source.uncleanable_reason is not None:
         return f"not compacting: the partition is marked uncleanable ({source.uncleanable_reason})", False
-    if leo <= start or sum(i.size_bytes for i in infos) == 0:
+    if pos.leo <= pos.start or sum(i.size_bytes for i in pos.infos) == 0:
         return "nothing to clean: the log is empty", False
     map_note = ""
     if not offset_map.fits and offset_map.dirty_distinct_keys:

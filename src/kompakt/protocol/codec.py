@@ -23,10 +23,16 @@ write to a peer on the same host). The response header version comes from the
 response class (``__header_schema__``), which already knows that ApiVersions always answers with
 header v0.
 
-Building (:func:`build`, :func:`build_response`): handlers describe a response as nested mappings
-holding the union of the fields of every version they serve; the builder keeps only the fields the
-target version has and converts plain values (``int`` error codes and millisecond durations) to kio's
-types. One handler body therefore serves every version of its API.
+The typed seam (:func:`request_view`, :func:`from_message`): one handler body serves every version
+of its API. It reads the request as its API's view in :mod:`kompakt.protocol.messages` (the decoded
+kio object itself when its version has every field, a filled-in copy otherwise) and answers with
+that module's response classes, which hold the union of the fields of every served version; the
+builder keeps only the fields the target version has and converts plain values (``int`` error
+codes, millisecond durations and timestamps) to kio's types.
+
+Building from mappings (:func:`build`), for clients, tests and generic error answers: the same
+conversion from nested mappings, where a key that *no* version of the message has is refused (a
+misspelling), and a key only other versions have is dropped.
 """
 
 # ruff: noqa: E402 - kio is imported after hiding hypothesis from it (see _hide_hypothesis)
@@ -34,13 +40,16 @@ types. One handler body therefore serves every version of its API.
 from __future__ import annotations
 
 import datetime
+import difflib
 import functools
+import importlib
+import pkgutil
 import struct
 import sys
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, Field, dataclass, fields, is_dataclass
-from types import NoneType, UnionType
+from types import ModuleType, NoneType, SimpleNamespace, UnionType
 from typing import IO, Protocol, TypeAlias, TypeVar, cast
 
 
@@ -90,6 +99,7 @@ from kio.static.protocol import Entity, RequestPayload, ResponsePayload
 from kompakt.errors import KompaktError
 from kompakt.protocol import bounds
 from kompakt.protocol.apis import ApiKey, VersionRange
+from kompakt.protocol.messages import UNSET, Message
 
 
 @functools.cache
@@ -119,7 +129,7 @@ __all__ = [
     "UnsupportedVersion",
     "api_name",
     "build",
-    "build_response",
+    "build_message",
     "close_chunks",
     "decode_request",
     "decode_response",
@@ -128,7 +138,10 @@ __all__ = [
     "encode_error_response",
     "encode_request",
     "encode_response",
+    "from_message",
+    "messages_for",
     "request_class",
+    "request_view",
     "response_class",
 ]
 
@@ -157,6 +170,7 @@ class FileRange(Protocol):
 Chunks: TypeAlias = list[bytes | bytearray | memoryview | FileRange]
 
 _PEEK = struct.Struct(">hhi")
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _SIZE = struct.Struct(">i")
 
 
@@ -555,9 +569,9 @@ def _convert(plan: _FieldPlan, value: object, zero_fill: bool) -> object:
         case "timedelta_i32" | "timedelta_i64" if isinstance(value, int):
             return datetime.timedelta(milliseconds=value)
         case "datetime_i64" if isinstance(value, int):
-            if value < 0:
-                return None
-            return datetime.datetime.fromtimestamp(value / 1000, tz=datetime.UTC)
+            if value < 0 and plan.nullable:
+                return None  # -1, "no time", is null where the field may be
+            return _EPOCH + datetime.timedelta(milliseconds=value)
     return value
 
 
@@ -567,15 +581,59 @@ def _entity(cls: type[object], value: object, zero_fill: bool) -> object:
     return build(cls, cast(Mapping[str, object], value), zero_fill=zero_fill)
 
 
+@functools.cache
+def _names_in_any_version(cls: type) -> frozenset[str]:
+    """Every field name the entity ``cls`` has in any version of its message that kio knows.
+
+    kio's classes live at ``kio.schema.<api>.v<N>.<request|response>``; a nested entity keeps its
+    name (``CreatableTopicResult``) across versions, so the union is over the classes of that name.
+    """
+    names = {f.name for f in fields(cls)}
+    parts = cls.__module__.split(".")
+    if len(parts) != 5 or parts[:2] != ["kio", "schema"]:
+        return frozenset(names)
+    _, _, api, _, kind = parts
+    package = importlib.import_module(f"kio.schema.{api}")
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"kio.schema.{api}.{info.name}.{kind}")
+        sibling = getattr(module, cls.__qualname__, None)
+        if sibling is not None:
+            names.update(f.name for f in fields(sibling))
+    return frozenset(names)
+
+
+def _refuse_unknown(cls: type, values: Mapping[str, object], plans: tuple[_FieldPlan, ...]) -> None:
+    """Raise for a key that *no* version of ``cls``'s message has: a misspelt field name.
+
+    A key that only other versions have is the point of one handler serving every version and is
+    dropped; a misspelt one used to be dropped too, so a misspelt nullable field silently became
+    ``None`` on the wire.
+    """
+    own = {plan.name for plan in plans}
+    extra = [key for key in values if key not in own]
+    if not extra:
+        return
+    known = _names_in_any_version(cls)
+    for key in extra:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"{cls.__module__}.{cls.__qualname__} has no field {key!r} in any version{hint}")
+
+
 def build(cls: type[E], values: Mapping[str, object], *, zero_fill: bool = False) -> E:
     """Construct a kio entity from a mapping, recursively, keeping only the fields ``cls`` has.
 
-    Missing fields fall back to the schema default; failing that, ``throttle_time`` becomes 0 and
-    nullable fields become ``None``. Any other missing field is a bug in the caller and raises
-    ``ValueError``, unless ``zero_fill`` asks for zero values everywhere (generic error responses).
+    Keys that other versions of the message have are dropped (one mapping serves every version);
+    a key that no version has raises ``ValueError``. Missing fields fall back to the schema
+    default; failing that, ``throttle_time`` becomes 0 and nullable fields become ``None``. Any
+    other missing field is a bug in the caller and raises ``ValueError``, unless ``zero_fill``
+    asks for zero values everywhere (generic error responses).
     """
     kwargs: dict[str, object] = {}
-    for plan in _plan(cast(type, cls)):
+    plans = _plan(cast(type, cls))
+    _refuse_unknown(cast(type, cls), values, plans)
+    for plan in plans:
         if plan.name in values:
             kwargs[plan.name] = _convert(plan, values[plan.name], zero_fill)
         elif not plan.required:
@@ -587,7 +645,160 @@ def build(cls: type[E], values: Mapping[str, object], *, zero_fill: bool = False
     return cls(**kwargs)
 
 
-def build_response(request: RequestPayload, values: Mapping[str, object]) -> ResponsePayload:
-    """Build the response matching ``request``'s api key and version from a mapping (see :func:`build`)."""
-    cls = load_response_schema(request.__api_key__, request.__version__)
-    return build(cls, values)
+# --------------------------------------------------------------------------------------------------
+# The typed seam (kompakt.protocol.messages): requests as views, responses from messages
+
+
+def messages_for(api_key: int) -> ModuleType:
+    """The typed messages module of an API (``kompakt.protocol.messages.<api>``): its ``API_KEY``,
+    the ``VERSIONS`` it covers, and its ``REQUEST`` view and ``RESPONSE`` message classes."""
+    return importlib.import_module(f"kompakt.protocol.messages.{api_name(api_key)}")
+
+
+def request_view(body: RequestPayload, view: type) -> object:
+    """``body`` as the handler's view ``view`` (a request ``Protocol`` of :mod:`kompakt.protocol.messages`).
+
+    When ``body``'s version has every field of the view, at every depth, ``body`` itself is the
+    view (the newest versions: no copy on the hot path). Otherwise the answer is a copy holding the
+    fields it has, plus the view's stated value for each field its version lacks.
+    """
+    convert = _view_converter(type(body), view)
+    return body if convert is None else convert(body)
+
+
+_MESSAGES = "kompakt.protocol.messages."
+
+
+def _view_protocol(annotation: object) -> tuple[type | None, bool]:
+    """The nested view class of a view field's annotation (``None`` for a plain value), and whether
+    the field is an array of it."""
+    if typing.get_origin(annotation) in (UnionType, typing.Union):
+        annotation = next(a for a in typing.get_args(annotation) if a is not NoneType)
+    is_array = typing.get_origin(annotation) is tuple
+    inner = typing.get_args(annotation)[0] if is_array else annotation
+    if isinstance(inner, type) and inner.__module__.startswith(_MESSAGES):
+        return inner, is_array
+    return None, is_array
+
+
+_Convert: TypeAlias = Callable[[object], object]
+
+
+@dataclass(frozen=True, slots=True)
+class _ViewStep:
+    """One field of a view copy: the stated value (``fill``), or the field read and converted."""
+
+    name: str
+    fill: object = None
+    is_fill: bool = False
+    inner: _Convert | None = None
+    is_array: bool = False
+
+
+@functools.cache
+def _view_converter(kio_cls: type, view: type) -> _Convert | None:
+    """How to turn an instance of ``kio_cls`` into ``view``; ``None`` when it already is one."""
+    own = {plan.name: plan for plan in _plan(kio_cls)}
+    steps: list[_ViewStep] = []
+    for name, annotation in typing.get_type_hints(view).items():
+        plan = own.get(name)
+        if plan is None:
+            if name not in view.__dict__:
+                raise TypeError(
+                    f"{view.__qualname__}.{name}: {kio_cls.__module__} lacks it and it has no value"
+                )
+            steps.append(_ViewStep(name, fill=view.__dict__[name], is_fill=True))
+            continue
+        nested, is_array = _view_protocol(annotation)
+        inner = (
+            None
+            if nested is None or plan.entity is None
+            else _view_converter(cast(type, plan.entity), nested)
+        )
+        steps.append(_ViewStep(name, inner=inner, is_array=is_array))
+    if all(not step.is_fill and step.inner is None for step in steps):
+        return None
+
+    def convert(obj: object) -> object:
+        values: dict[str, object] = {}
+        for step in steps:
+            if step.is_fill:
+                values[step.name] = step.fill
+                continue
+            value = getattr(obj, step.name)
+            if step.inner is not None and value is not None:
+                inner = step.inner
+                value = tuple(map(inner, cast(Iterable[object], value))) if step.is_array else inner(value)
+            values[step.name] = value
+        return SimpleNamespace(**values)
+
+    return convert
+
+
+def from_message(message: Message, cls: type[E]) -> E:
+    """kio's ``cls`` (one version of a response, or of an entity in it) from a typed message.
+
+    Fields ``cls``'s version lacks are dropped; a field left :data:`~kompakt.protocol.messages.UNSET`
+    takes the version's default, and raises ``ValueError`` where the version requires it.
+    """
+    return cast(E, _message_builder(type(message), cast(type, cls))(message))
+
+
+#: ``(message class, kio class) -> builder``; filled on first use of each pair, never emptied (a few
+#: hundred pairs at most). A plain dict: ``functools.cache`` cannot be typed for class keys here.
+_BUILDERS: dict[tuple[type, type], Callable[[Message], object]] = {}
+
+
+def build_message(request: RequestPayload, message: Message) -> ResponsePayload:
+    """The response to ``request``, at its version, from the handler's typed ``message``."""
+    return from_message(message, load_response_schema(request.__api_key__, request.__version__))
+
+
+def _message_builder(message_cls: type, cls: type) -> Callable[[Message], object]:
+    builder = _BUILDERS.get((message_cls, cls))
+    if builder is None:
+        builder = _BUILDERS[(message_cls, cls)] = _compile_builder(message_cls, cls)
+    return builder
+
+
+def _compile_builder(message_cls: type, cls: type) -> Callable[[Message], object]:
+    plans = _plan(cls)
+    names = set(cast(tuple[str, ...], getattr(message_cls, "__slots__", ())))
+    missing = [plan.name for plan in plans if plan.name not in names]
+    if missing:
+        raise TypeError(
+            f"{message_cls.__qualname__} lacks {missing} that {cls.__module__}.{cls.__qualname__} has: "
+            "regenerate kompakt.protocol.messages (python -m kompakt.protocol.messages_gen)"
+        )
+
+    def build_one(message: Message) -> object:
+        kwargs: dict[str, object] = {}
+        for plan in plans:
+            value = getattr(message, plan.name)
+            if value is UNSET:
+                if not plan.required:
+                    continue
+                if not (plan.nullable or plan.name == "throttle_time"):
+                    raise ValueError(f"{cls.__module__}.{cls.__qualname__} needs field {plan.name!r}")
+                value = _zero(plan)
+            kwargs[plan.name] = _convert_typed(plan, value)
+        return cls(**kwargs)
+
+    return build_one
+
+
+def _convert_typed(plan: _FieldPlan, value: object) -> object:
+    entity = plan.entity
+    if entity is None or value is None:
+        return _convert(plan, value, False)
+    if plan.is_array:
+        return tuple(_typed_entity(entity, item) for item in cast(Iterable[object], value))
+    return _typed_entity(entity, value)
+
+
+def _typed_entity(cls: type, value: object) -> object:
+    if isinstance(value, Message):
+        return _message_builder(type(value), cls)(value)
+    if isinstance(value, cls):
+        return value
+    raise TypeError(f"{cls.__qualname__} is built from a message, not {type(value).__name__}")

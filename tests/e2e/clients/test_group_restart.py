@@ -29,6 +29,8 @@ pytestmark = pytest.mark.clients
 DEADLINE_S = 30.0
 TOPIC = "durable-groups"
 LIVE, LEFT = "live-group", "left-group"
+#: Above a restart's worst case: the broker's stop (20 s) and start (30 s) deadlines.
+SESSION_TIMEOUT_MS = 60_000
 
 
 def free_port() -> int:
@@ -65,7 +67,10 @@ def test_groups_and_offsets_survive_restart(tmp_path: Path) -> None:
             "group.id": LIVE,
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
-            "session.timeout.ms": 10_000,
+            # Longer than any restart: librdkafka itself revokes and rejoins when no heartbeat
+            # answer came for a session (Apache Kafka's clients do too), and a restart of the
+            # broker took over 10 s on a loaded machine.
+            "session.timeout.ms": SESSION_TIMEOUT_MS,
             "heartbeat.interval.ms": 200,
             "reconnect.backoff.max.ms": 200,
         }

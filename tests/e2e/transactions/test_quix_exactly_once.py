@@ -23,6 +23,10 @@ pytestmark = pytest.mark.xdist_group("e2e-txn")
 
 APP = Path(__file__).with_name("quix_count_app.py")
 KEYS = 5
+#: Bounds the wait for an app's committed output. An app starts a Python interpreter, imports
+#: Quix Streams, joins its group and restores its state before its first commit: over 30 s on a
+#: loaded machine. A dead app fails the wait at once, with its log.
+OUTPUT_DEADLINE_S = 180.0
 
 
 def _launch(
@@ -47,6 +51,15 @@ def _committed_output(bootstrap: str, sink: str) -> list[dict[str, object]]:
     return [json.loads(value) for _, _, value in records if value is not None]
 
 
+def _wait_for_output(bootstrap: str, sink: str, count: int, app: subprocess.Popen[bytes], log: Path) -> None:
+    def enough() -> bool:
+        assert app.poll() is None, f"the app exited with {app.returncode}: {log.read_text()[-3000:]}"
+        return len(_committed_output(bootstrap, sink)) >= count
+
+    poll_until(enough, deadline_s=OUTPUT_DEADLINE_S, what=f"{count} committed outputs")
+
+
+@pytest.mark.timeout(3 * OUTPUT_DEADLINE_S)
 def test_quix_exactly_once_count_survives_a_kill(kompakt: Kompakt | External, tmp_path: Path) -> None:
     bs = kompakt.bootstrap
     source, sink, group = unique("quix-in"), unique("quix-out"), unique("quix")
@@ -57,7 +70,7 @@ def test_quix_exactly_once_count_survives_a_kill(kompakt: Kompakt | External, tm
 
     app = _launch(bs, source, sink, group, state_dir, log)
     try:
-        poll_until(lambda: len(_committed_output(bs, sink)) >= 40, what="the first committed output")
+        _wait_for_output(bs, sink, 40, app, log)
     finally:
         app.send_signal(signal.SIGKILL)  # mid-stream: its open transaction is left behind
         app.wait(10)
@@ -66,10 +79,10 @@ def test_quix_exactly_once_count_survives_a_kill(kompakt: Kompakt | External, tm
 
     app = _launch(bs, source, sink, group, state_dir, log)
     try:
-        poll_until(lambda: len(_committed_output(bs, sink)) >= 300, deadline_s=90, what="all 300 outputs")
+        _wait_for_output(bs, sink, 300, app, log)
     finally:
         app.send_signal(signal.SIGTERM)
-        app.wait(30)
+        app.wait(OUTPUT_DEADLINE_S)  # a clean shutdown commits and closes; slow under load
 
     output = _committed_output(bs, sink)
     by_key: dict[str, list[tuple[int, int]]] = defaultdict(list)

@@ -7,19 +7,11 @@ PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
 
 from __future__ import annotations
 
-from typing import Protocol, cast
-
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.groups import OFFSETS_TOPIC, partition_for
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
-
-
-class _Request(Protocol):
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    group_id: str
+from kompakt.protocol.messages import add_offsets_to_txn as m
 
 
 def offsets_partitions(ctx: RequestContext) -> int:
@@ -31,10 +23,9 @@ def offsets_partitions(ctx: RequestContext) -> int:
     return meta.partitions if meta is not None else logs.broker_config.offsets_topic_num_partitions
 
 
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
-    req = cast(_Request, request)
+def handle(ctx: RequestContext, request: m.AddOffsetsToTxnRequest) -> m.AddOffsetsToTxnResponse:
     coordinator = ctx.broker.txn
-    group_id = req.group_id
+    group_id = request.group_id
     if coordinator is None:
         error = codec.ErrorCode.coordinator_not_available
     elif not group_id:
@@ -42,14 +33,14 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
     else:
         partition = (OFFSETS_TOPIC, partition_for(group_id, offsets_partitions(ctx)))
         error = coordinator.add_partitions(
-            req.transactional_id,
-            req.producer_id,
-            req.producer_epoch,
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
             [partition],
         )
         if error is codec.ErrorCode.producer_fenced and ctx.api_version < 2:
             error = codec.ErrorCode.invalid_producer_epoch
-    return codec.build_response(request, {"error_code": error})
+    return m.AddOffsetsToTxnResponse(error_code=error)
 
 
 SPEC = HandlerSpec(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, handle, blocking=True)

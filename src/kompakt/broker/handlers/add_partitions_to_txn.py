@@ -15,44 +15,29 @@ directly (``TransactionCoordinator.verified``); the wire form serves tools and t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, cast
 
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import add_partitions_to_txn as m
 
 TopicPartition = tuple[str, int]
 
 
-class _Topic(Protocol):
-    name: str
-    partitions: Sequence[int]
-
-
-class _Transaction(Protocol):
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    verify_only: bool
-    topics: Sequence[_Topic]
-
-
-class _RequestV3(Protocol):
-    v3_and_below_transactional_id: str
-    v3_and_below_producer_id: int
-    v3_and_below_producer_epoch: int
-    v3_and_below_topics: Sequence[_Topic]
-
-
-class _RequestV4(Protocol):
-    transactions: Sequence[_Transaction]
-
-
-def _results(errors: dict[TopicPartition, codec.ErrorCode]) -> list[dict[str, object]]:
-    by_topic: dict[str, list[dict[str, object]]] = {}
+def _results(errors: dict[TopicPartition, codec.ErrorCode]) -> list[m.AddPartitionsToTxnTopicResult]:
+    by_topic: dict[str, list[m.AddPartitionsToTxnPartitionResult]] = {}
     for (topic, partition), error in errors.items():
-        by_topic.setdefault(topic, []).append({"partition_index": partition, "partition_error_code": error})
-    return [{"name": name, "results_by_partition": parts} for name, parts in by_topic.items()]
+        by_topic.setdefault(topic, []).append(
+            m.AddPartitionsToTxnPartitionResult(partition_index=partition, partition_error_code=error)
+        )
+    return [
+        m.AddPartitionsToTxnTopicResult(name=name, results_by_partition=parts)
+        for name, parts in by_topic.items()
+    ]
+
+
+def _partitions(topics: Sequence[m.AddPartitionsToTxnTopic]) -> list[TopicPartition]:
+    return list(dict.fromkeys((t.name, p) for t in topics for p in t.partitions))
 
 
 def _add(
@@ -81,30 +66,31 @@ def _add(
     return dict.fromkeys(partitions, error)
 
 
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
+def handle(ctx: RequestContext, request: m.AddPartitionsToTxnRequest) -> m.AddPartitionsToTxnResponse:
     if ctx.api_version <= 3:
-        old = cast(_RequestV3, request)
-        partitions = list(dict.fromkeys((t.name, p) for t in old.v3_and_below_topics for p in t.partitions))
         errors = _add(
             ctx,
-            old.v3_and_below_transactional_id,
-            old.v3_and_below_producer_id,
-            old.v3_and_below_producer_epoch,
-            partitions,
+            request.v3_and_below_transactional_id,
+            request.v3_and_below_producer_id,
+            request.v3_and_below_producer_epoch,
+            _partitions(request.v3_and_below_topics),
             verify_only=False,
         )
-        return codec.build_response(request, {"results_by_topic_v3_and_below": _results(errors)})
-    transactions = cast(_RequestV4, request).transactions
+        return m.AddPartitionsToTxnResponse(results_by_topic_v3_and_below=_results(errors))
     results = []
-    for txn in transactions:
-        partitions = list(dict.fromkeys((t.name, p) for t in txn.topics for p in t.partitions))
+    for txn in request.transactions:
         errors = _add(
-            ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, partitions, txn.verify_only
+            ctx,
+            txn.transactional_id,
+            txn.producer_id,
+            txn.producer_epoch,
+            _partitions(txn.topics),
+            txn.verify_only,
         )
-        results.append({"transactional_id": txn.transactional_id, "topic_results": _results(errors)})
-    return codec.build_response(
-        request, {"error_code": codec.ErrorCode.none, "results_by_transaction": results}
-    )
+        results.append(
+            m.AddPartitionsToTxnResult(transactional_id=txn.transactional_id, topic_results=_results(errors))
+        )
+    return m.AddPartitionsToTxnResponse(error_code=codec.ErrorCode.none, results_by_transaction=results)
 
 
 SPEC = HandlerSpec(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, handle, blocking=True)

@@ -8,39 +8,45 @@ IncrementalAlterConfigs is the API clients should prefer; this one exists for ol
 
 from __future__ import annotations
 
-from collections import Counter
-
 from kompakt.broker import topic_admin
 from kompakt.broker.context import HandlerSpec, RequestContext
+from kompakt.broker.per_item import answer_each
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import alter_configs as m
 
 
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
-    validate_only: bool = getattr(request, "validate_only", False)
-    resources = getattr(request, "resources", ())
-    counts = Counter((int(r.resource_type), r.resource_name) for r in resources)
-    responses: list[dict[str, object]] = []
-    for resource in resources:
-        resource_type, name = int(resource.resource_type), resource.resource_name
-        result: dict[str, object] = {"resource_type": resource_type, "resource_name": name}
-        try:
-            if counts[(resource_type, name)] > 1:
-                raise topic_admin.AdminError(codec.ErrorCode.invalid_request, "Duplicate resource.")
-            topic_admin.alter_resource(
-                ctx.broker,
-                resource_type,
-                name,
-                replace=[(c.name, c.value) for c in resource.configs],
-                validate_only=validate_only,
-            )
-        except Exception as exc:  # noqa: BLE001 - every failure answers this resource only
-            error = topic_admin.as_admin_error(exc)
-            result.update(error_code=error.code, error_message=error.message)
-        else:
-            result.update(error_code=codec.ErrorCode.none, error_message=None)
-        responses.append(result)
-    return codec.build_response(request, {"responses": responses})
+def _answer(
+    resource: m.AlterConfigsResource, error: topic_admin.AdminError | None = None
+) -> m.AlterConfigsResourceResponse:
+    return m.AlterConfigsResourceResponse(
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+        error_code=codec.ErrorCode.none if error is None else error.code,
+        error_message=None if error is None else error.message,
+    )
+
+
+def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfigsResponse:
+    def replace(resource: m.AlterConfigsResource) -> m.AlterConfigsResourceResponse:
+        topic_admin.alter_resource(
+            ctx.broker,
+            int(resource.resource_type),
+            resource.resource_name,
+            replace=[(c.name, c.value) for c in resource.configs],
+            validate_only=request.validate_only,
+        )
+        return _answer(resource)
+
+    responses = answer_each(
+        request.resources,
+        lambda r: (int(r.resource_type), r.resource_name),
+        replace,
+        _answer,
+        duplicate="Duplicate resource.",
+        duplicate_answered_once=False,
+    )
+    return m.AlterConfigsResponse(responses=responses)
 
 
 SPEC = HandlerSpec(ApiKey.ALTER_CONFIGS, 0, 2, handle, blocking=True)

@@ -9,19 +9,16 @@ from __future__ import annotations
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import api_versions as m
 
 
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
-    return codec.build_response(
-        request,
-        {
-            "error_code": codec.ErrorCode.none,
-            "api_keys": [
-                {"api_key": key, "min_version": r.min_version, "max_version": r.max_version}
-                for key, r in sorted(ctx.api_versions.items())
-            ],
-            "throttle_time": 0,
-        },
+def handle(ctx: RequestContext, request: m.ApiVersionsRequest) -> m.ApiVersionsResponse:
+    return m.ApiVersionsResponse(
+        error_code=codec.ErrorCode.none,
+        api_keys=[
+            m.ApiVersion(api_key=key, min_version=r.min_version, max_version=r.max_version)
+            for key, r in sorted(ctx.api_versions.items())
+        ],
     )
 
 

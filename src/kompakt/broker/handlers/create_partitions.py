@@ -7,47 +7,39 @@ its own; a topic named twice fails with INVALID_REQUEST.
 
 from __future__ import annotations
 
-from collections import Counter
-
 from kompakt.broker import topic_admin
 from kompakt.broker.context import HandlerSpec, RequestContext
+from kompakt.broker.per_item import answer_each
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import create_partitions as m
 
 
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
+def _failure(topic: m.CreatePartitionsTopic, error: topic_admin.AdminError) -> m.CreatePartitionsTopicResult:
+    return m.CreatePartitionsTopicResult(name=topic.name, error_code=error.code, error_message=error.message)
+
+
+def handle(ctx: RequestContext, request: m.CreatePartitionsRequest) -> m.CreatePartitionsResponse:
     broker = ctx.broker
-    validate_only: bool = getattr(request, "validate_only", False)
-    topics = getattr(request, "topics", ())
-    counts = Counter(topic.name for topic in topics)
-    results: list[dict[str, object]] = []
-    reported: set[str] = set()
-    for topic in topics:
-        name: str = topic.name
-        if counts[name] > 1:
-            if name not in reported:
-                reported.add(name)
-                results.append(
-                    {
-                        "name": name,
-                        "error_code": codec.ErrorCode.invalid_request,
-                        "error_message": "Duplicate topic name.",
-                    }
-                )
-            continue
+
+    def grow(topic: m.CreatePartitionsTopic) -> m.CreatePartitionsTopicResult:
         assignments = (
             None if topic.assignments is None else [[int(b) for b in a.broker_ids] for a in topic.assignments]
         )
-        try:
-            topic_admin.create_partitions(
-                broker.logs, broker.node_id, name, int(topic.count), assignments, validate_only=validate_only
-            )
-        except Exception as exc:  # noqa: BLE001 - every failure answers this topic only
-            error = topic_admin.as_admin_error(exc)
-            results.append({"name": name, "error_code": error.code, "error_message": error.message})
-            continue
-        results.append({"name": name, "error_code": codec.ErrorCode.none, "error_message": None})
-    return codec.build_response(request, {"results": results})
+        topic_admin.create_partitions(
+            broker.logs,
+            broker.node_id,
+            topic.name,
+            int(topic.count),
+            assignments,
+            validate_only=request.validate_only,
+        )
+        return m.CreatePartitionsTopicResult(name=topic.name, error_code=codec.ErrorCode.none)
+
+    results = answer_each(
+        request.topics, lambda topic: topic.name, grow, _failure, duplicate="Duplicate topic name."
+    )
+    return m.CreatePartitionsResponse(results=results)
 
 
 SPEC = HandlerSpec(ApiKey.CREATE_PARTITIONS, 0, 3, handle, blocking=True)

@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, cast
-
 from kompakt.broker.context import HandlerSpec, RequestContext
-from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import delete_groups as m
 
 
-class _Request(Protocol):
-    groups_names: Sequence[str]
-
-
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
-    req = cast(_Request, request)
-    results = ctx.broker.groups.delete_groups(list(req.groups_names))
-    return codec.build_response(
-        request, {"results": [{"group_id": group_id, "error_code": error} for group_id, error in results]}
+def handle(ctx: RequestContext, request: m.DeleteGroupsRequest) -> m.DeleteGroupsResponse:
+    results = ctx.broker.groups.delete_groups(list(request.groups_names))
+    return m.DeleteGroupsResponse(
+        results=[m.DeletableGroupResult(group_id=group_id, error_code=error) for group_id, error in results]
     )
 
 

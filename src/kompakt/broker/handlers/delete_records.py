@@ -21,14 +21,12 @@ DeleteRecords cannot bring the deleted records back (Kafka writes that file ever
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, cast
-
 from kompakt.broker.context import OFFSETS_TOPIC, HandlerSpec, RequestContext
 from kompakt.broker.error_codes import error_code_for
 from kompakt.errors import KompaktError
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import delete_records as m
 
 #: ``DeleteRecordsRequest.HIGH_WATERMARK``: delete everything below the high watermark.
 HIGH_WATERMARK = -1
@@ -36,16 +34,6 @@ HIGH_WATERMARK = -1
 INVALID_LOW_WATERMARK = -1
 #: Kafka's ``Topic.isInternal``: topics clients may not trim.
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__share_group_state"})
-
-
-class _Partition(Protocol):
-    partition_index: int
-    offset: int
-
-
-class _Topic(Protocol):
-    name: str
-    partitions: Sequence[_Partition]
 
 
 def _delete(ctx: RequestContext, topic: str, partition: int, offset: int) -> tuple[int, codec.ErrorCode]:
@@ -63,22 +51,23 @@ def _delete(ctx: RequestContext, topic: str, partition: int, offset: int) -> tup
         return INVALID_LOW_WATERMARK, error_code_for(exc)
 
 
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
-    topics = cast(Sequence[_Topic], getattr(request, "topics", ()))
+def handle(ctx: RequestContext, request: m.DeleteRecordsRequest) -> m.DeleteRecordsResponse:
     answer = []
     advanced = False
-    for topic in topics:
+    for topic in request.topics:
         partitions = []
         for p in topic.partitions:
             low_watermark, error = _delete(ctx, topic.name, p.partition_index, p.offset)
             advanced = advanced or error is codec.ErrorCode.none
             partitions.append(
-                {"partition_index": p.partition_index, "low_watermark": low_watermark, "error_code": error}
+                m.DeleteRecordsPartitionResult(
+                    partition_index=p.partition_index, low_watermark=low_watermark, error_code=error
+                )
             )
-        answer.append({"name": topic.name, "partitions": partitions})
+        answer.append(m.DeleteRecordsTopicResult(name=topic.name, partitions=partitions))
     if advanced:
         ctx.broker.logs.checkpoint_log_start_offsets()
-    return codec.build_response(request, {"topics": answer})
+    return m.DeleteRecordsResponse(topics=answer)
 
 
 SPEC = HandlerSpec(ApiKey.DELETE_RECORDS, 0, 2, handle, blocking=True)

@@ -13,33 +13,33 @@ abort cleaning of those partitions first.
 from __future__ import annotations
 
 import uuid
-from collections import Counter
-from collections.abc import Iterable
 
 from kompakt.broker import topic_admin
 from kompakt.broker.context import HandlerSpec, RequestContext
+from kompakt.broker.per_item import answer_each
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import delete_topics as m
 
 _ZERO = topic_admin.ZERO_UUID
 
 
 def _result(
     name: str | None, topic_id: uuid.UUID, code: codec.ErrorCode, message: str | None
-) -> dict[str, object]:
-    return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": message}
+) -> m.DeletableTopicResult:
+    return m.DeletableTopicResult(name=name, topic_id=topic_id, error_code=code, error_message=message)
 
 
-def _entries(ctx: RequestContext, request: codec.RequestPayload) -> Iterable[tuple[str | None, uuid.UUID]]:
+def _entries(ctx: RequestContext, request: m.DeleteTopicsRequest) -> list[tuple[str | None, uuid.UUID]]:
     if ctx.api_version >= 6:
-        return [(t.name, t.topic_id or _ZERO) for t in getattr(request, "topics", ())]
-    return [(name, _ZERO) for name in getattr(request, "topic_names", ())]
+        return [(t.name, t.topic_id or _ZERO) for t in request.topics]
+    return [(name, _ZERO) for name in request.topic_names]
 
 
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
+def handle(ctx: RequestContext, request: m.DeleteTopicsRequest) -> m.DeleteTopicsResponse:
     broker = ctx.broker
-    entries = list(_entries(ctx, request))
-    results: list[dict[str, object]] = []
+    entries = _entries(ctx, request)
+    results: list[m.DeletableTopicResult] = []
     if not broker.broker_config.delete_topic_enable:
         code = (
             codec.ErrorCode.topic_deletion_disabled
@@ -48,7 +48,7 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
         )
         for name, topic_id in entries:
             results.append(_result(name, topic_id, code, "Topic deletion is disabled."))
-        return codec.build_response(request, {"responses": results})
+        return m.DeleteTopicsResponse(responses=results)
 
     logs = broker.logs
     by_name: list[tuple[str, uuid.UUID]] = []
@@ -76,25 +76,17 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
         else:
             by_name.append((name, _ZERO))
 
-    counts = Counter(name for name, _ in by_name)
-    reported: set[str] = set()
-    hooks = list(getattr(broker, "on_topic_deleted", ()))
-    for name, topic_id in by_name:
-        if counts[name] > 1:
-            if name not in reported:
-                reported.add(name)
-                results.append(
-                    _result(name, topic_id, codec.ErrorCode.invalid_request, "Duplicate topic name.")
-                )
-            continue
-        try:
-            deleted_id = topic_admin.delete_topic(logs, broker.broker_config, name, hooks)
-        except Exception as exc:  # noqa: BLE001 - every failure answers this topic only
-            error = topic_admin.as_admin_error(exc)
-            results.append(_result(name, topic_id, error.code, error.message))
-            continue
-        results.append(_result(name, deleted_id, codec.ErrorCode.none, None))
-    return codec.build_response(request, {"responses": results})
+    hooks = list(broker.on_topic_deleted)
+
+    def delete(entry: tuple[str, uuid.UUID]) -> m.DeletableTopicResult:
+        deleted_id = topic_admin.delete_topic(logs, broker.broker_config, entry[0], hooks)
+        return _result(entry[0], deleted_id, codec.ErrorCode.none, None)
+
+    def fail(entry: tuple[str, uuid.UUID], error: topic_admin.AdminError) -> m.DeletableTopicResult:
+        return _result(entry[0], entry[1], error.code, error.message)
+
+    results += answer_each(by_name, lambda entry: entry[0], delete, fail, duplicate="Duplicate topic name.")
+    return m.DeleteTopicsResponse(responses=results)
 
 
 SPEC = HandlerSpec(ApiKey.DELETE_TOPICS, 1, 6, handle, blocking=True)

@@ -13,15 +13,14 @@ from kompakt.broker.authorized_operations import CLUSTER_AUTHORIZED_OPERATIONS, 
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import describe_cluster as m
 
 BROKERS_ENDPOINT = 1
 CONTROLLERS_ENDPOINT = 2
 _ENDPOINT_NAMES = {BROKERS_ENDPOINT: "BROKER", CONTROLLERS_ENDPOINT: "CONTROLLER"}
 
 
-def _refusal(
-    ctx: RequestContext, request: codec.RequestPayload, endpoint_type: int
-) -> codec.ResponsePayload | None:
+def _refusal(ctx: RequestContext, endpoint_type: int) -> m.DescribeClusterResponse | None:
     if endpoint_type == BROKERS_ENDPOINT:
         return None
     if endpoint_type not in _ENDPOINT_NAMES:
@@ -33,47 +32,39 @@ def _refusal(
             "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type "
             f"{_ENDPOINT_NAMES[endpoint_type]}"
         )
-    return codec.build_response(
-        request,
-        {
-            "error_code": codec.ErrorCode.invalid_request if ctx.api_version == 0 else code,
-            "error_message": message,
-            "endpoint_type": BROKERS_ENDPOINT,
-            "cluster_id": "",
-            "controller_id": -1,
-            "brokers": [],
-            "cluster_authorized_operations": NOT_REQUESTED,
-        },
+    return m.DescribeClusterResponse(
+        error_code=codec.ErrorCode.invalid_request if ctx.api_version == 0 else code,
+        error_message=message,
+        endpoint_type=BROKERS_ENDPOINT,
+        cluster_id="",
+        controller_id=-1,
+        brokers=[],
+        cluster_authorized_operations=NOT_REQUESTED,
     )
 
 
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
+def handle(ctx: RequestContext, request: m.DescribeClusterRequest) -> m.DescribeClusterResponse:
     broker = ctx.broker
-    refused = _refusal(ctx, request, getattr(request, "endpoint_type", BROKERS_ENDPOINT))
+    refused = _refusal(ctx, request.endpoint_type)
     if refused is not None:
         return refused
-    include_operations: bool = getattr(request, "include_cluster_authorized_operations", False)
-    return codec.build_response(
-        request,
-        {
-            "error_code": codec.ErrorCode.none,
-            "error_message": None,
-            "endpoint_type": BROKERS_ENDPOINT,
-            "cluster_id": broker.cluster_id,
-            "controller_id": broker.node_id,
-            "brokers": [
-                {
-                    "broker_id": broker.node_id,
-                    "host": broker.advertised_host,
-                    "port": broker.advertised_port,
-                    "rack": None,
-                    "is_fenced": False,
-                }
-            ],
-            "cluster_authorized_operations": (
-                CLUSTER_AUTHORIZED_OPERATIONS if include_operations else NOT_REQUESTED
-            ),
-        },
+    return m.DescribeClusterResponse(
+        error_code=codec.ErrorCode.none,
+        endpoint_type=BROKERS_ENDPOINT,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        brokers=[
+            m.DescribeClusterBroker(
+                broker_id=broker.node_id,
+                host=broker.advertised_host,
+                port=broker.advertised_port,
+                rack=None,
+                is_fenced=False,
+            )
+        ],
+        cluster_authorized_operations=(
+            CLUSTER_AUTHORIZED_OPERATIONS if request.include_cluster_authorized_operations else NOT_REQUESTED
+        ),
     )
 
 

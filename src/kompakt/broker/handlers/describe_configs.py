@@ -20,24 +20,27 @@ from kompakt.broker.topic_admin import ResourceType
 from kompakt.config.describe import ConfigEntry
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import describe_configs as m
 
 
-def _entry(entry: ConfigEntry, include_synonyms: bool, include_documentation: bool) -> dict[str, object]:
+def _entry(
+    entry: ConfigEntry, include_synonyms: bool, include_documentation: bool
+) -> m.DescribeConfigsResourceResult:
     synonyms = (
-        [{"name": s.name, "value": s.value, "source": int(s.source)} for s in entry.synonyms]
+        [m.DescribeConfigsSynonym(name=s.name, value=s.value, source=int(s.source)) for s in entry.synonyms]
         if include_synonyms
         else []
     )
-    return {
-        "name": entry.name,
-        "value": entry.value,
-        "read_only": entry.read_only,
-        "config_source": int(entry.source),
-        "is_sensitive": entry.sensitive,
-        "synonyms": synonyms,
-        "config_type": int(entry.type),
-        "documentation": entry.documentation if include_documentation else None,
-    }
+    return m.DescribeConfigsResourceResult(
+        name=entry.name,
+        value=entry.value,
+        read_only=entry.read_only,
+        config_source=int(entry.source),
+        is_sensitive=entry.sensitive,
+        synonyms=synonyms,
+        config_type=int(entry.type),
+        documentation=entry.documentation if include_documentation else None,
+    )
 
 
 def _describe(
@@ -62,28 +65,29 @@ def _describe(
     )
 
 
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
-    include_synonyms: bool = getattr(request, "include_synonyms", False)
-    include_documentation: bool = getattr(request, "include_documentation", False)
-    results: list[dict[str, object]] = []
-    for resource in getattr(request, "resources", ()):
-        resource_type = int(resource.resource_type)
-        name: str = resource.resource_name
-        keys = resource.configuration_keys or None
-        result: dict[str, object] = {"resource_type": resource_type, "resource_name": name}
-        try:
-            entries = _describe(ctx, resource_type, name, keys)
-        except Exception as exc:  # noqa: BLE001 - every failure answers this resource only
-            error = topic_admin.as_admin_error(exc)
-            result.update(error_code=error.code, error_message=error.message, configs=[])
-        else:
-            result.update(
-                error_code=codec.ErrorCode.none,
-                error_message=None,
-                configs=[_entry(e, include_synonyms, include_documentation) for e in entries],
-            )
-        results.append(result)
-    return codec.build_response(request, {"results": results})
+def _result(
+    ctx: RequestContext, request: m.DescribeConfigsRequest, resource: m.DescribeConfigsResource
+) -> m.DescribeConfigsResult:
+    result = m.DescribeConfigsResult(
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+        error_code=codec.ErrorCode.none,
+        configs=[],
+    )
+    try:
+        entries = _describe(
+            ctx, int(resource.resource_type), resource.resource_name, resource.configuration_keys or None
+        )
+    except Exception as exc:  # noqa: BLE001 - every failure answers this resource only
+        error = topic_admin.as_admin_error(exc)
+        result.error_code, result.error_message = error.code, error.message
+        return result
+    result.configs = [_entry(e, request.include_synonyms, request.include_documentation) for e in entries]
+    return result
+
+
+def handle(ctx: RequestContext, request: m.DescribeConfigsRequest) -> m.DescribeConfigsResponse:
+    return m.DescribeConfigsResponse(results=[_result(ctx, request, r) for r in request.resources])
 
 
 SPEC = HandlerSpec(ApiKey.DESCRIBE_CONFIGS, 1, 4, handle, blocking=True)

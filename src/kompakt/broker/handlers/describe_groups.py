@@ -9,54 +9,47 @@ without an error.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, cast
-
 from kompakt.broker.authorized_operations import GROUP_AUTHORIZED_OPERATIONS, NOT_REQUESTED
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import describe_groups as m
 
 
-class _Request(Protocol):
-    groups: Sequence[str]
-
-
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
-    req = cast(_Request, request)
-    include_operations: bool = ctx.api_version >= 3 and getattr(
-        request, "include_authorized_operations", False
+def _described(ctx: RequestContext, group_id: str, include_operations: bool) -> m.DescribedGroup:
+    description = ctx.broker.groups.describe(group_id)
+    entry = m.DescribedGroup(
+        error_code=codec.ErrorCode.none,
+        group_id=group_id,
+        group_state=description.state,
+        protocol_type=description.protocol_type,
+        protocol_data=description.protocol_data,
+        members=[
+            m.DescribedGroupMember(
+                member_id=member.member_id,
+                group_instance_id=member.group_instance_id,
+                client_id=member.client_id,
+                client_host=member.client_host,
+                member_metadata=member.metadata,
+                member_assignment=member.assignment,
+            )
+            for member in description.members
+        ],
+        authorized_operations=NOT_REQUESTED,
     )
-    described = []
-    for group_id in req.groups:
-        description = ctx.broker.groups.describe(group_id)
-        entry: dict[str, object] = {
-            "error_code": codec.ErrorCode.none,
-            "error_message": None,
-            "group_id": group_id,
-            "group_state": description.state,
-            "protocol_type": description.protocol_type,
-            "protocol_data": description.protocol_data,
-            "members": [
-                {
-                    "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id,
-                    "client_id": m.client_id,
-                    "client_host": m.client_host,
-                    "member_metadata": m.metadata,
-                    "member_assignment": m.assignment,
-                }
-                for m in description.members
-            ],
-            "authorized_operations": NOT_REQUESTED,
-        }
-        if not description.exists and ctx.api_version >= 6:
-            entry["error_code"] = codec.ErrorCode.group_id_not_found
-            entry["error_message"] = f"Group {group_id} not found."
-        elif include_operations:
-            entry["authorized_operations"] = GROUP_AUTHORIZED_OPERATIONS
-        described.append(entry)
-    return codec.build_response(request, {"groups": described})
+    if not description.exists and ctx.api_version >= 6:
+        entry.error_code = codec.ErrorCode.group_id_not_found
+        entry.error_message = f"Group {group_id} not found."
+    elif include_operations:
+        entry.authorized_operations = GROUP_AUTHORIZED_OPERATIONS
+    return entry
+
+
+def handle(ctx: RequestContext, request: m.DescribeGroupsRequest) -> m.DescribeGroupsResponse:
+    include_operations = ctx.api_version >= 3 and request.include_authorized_operations
+    return m.DescribeGroupsResponse(
+        groups=[_described(ctx, group_id, include_operations) for group_id in request.groups]
+    )
 
 
 SPEC = HandlerSpec(ApiKey.DESCRIBE_GROUPS, 0, 6, handle)

@@ -15,22 +15,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Protocol, cast
 
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.log.manager import TopicPartition
 from kompakt.log.partition_log import PartitionLog
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
-
-
-class _Topic(Protocol):
-    topic: str
-    partitions: Sequence[int]
+from kompakt.protocol.messages import describe_log_dirs as m
 
 
 def _selected(
-    hosted: Mapping[TopicPartition, PartitionLog], requested: Sequence[_Topic] | None
+    hosted: Mapping[TopicPartition, PartitionLog], requested: Sequence[m.DescribableLogDirTopic] | None
 ) -> list[tuple[TopicPartition, PartitionLog]]:
     """The hosted partitions the request names (all of them for null topics), in order."""
     if requested is None:
@@ -50,33 +45,31 @@ def _selected(
     return sorted(chosen.items())
 
 
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
+def handle(ctx: RequestContext, request: m.DescribeLogDirsRequest) -> m.DescribeLogDirsResponse:
     logs = ctx.broker.logs
-    requested = cast(Sequence[_Topic] | None, getattr(request, "topics", None))
-    by_topic: dict[str, list[dict[str, object]]] = {}
-    for (topic, partition), partition_log in _selected(logs.logs(), requested):
+    by_topic: dict[str, list[m.DescribeLogDirsPartition]] = {}
+    for (topic, partition), partition_log in _selected(logs.logs(), request.topics):
         by_topic.setdefault(topic, []).append(
-            {
-                "partition_index": partition,
-                "partition_size": partition_log.size_bytes,
-                "offset_lag": max(partition_log.high_watermark - partition_log.log_end_offset, 0),
-                "is_future_key": False,
-            }
+            m.DescribeLogDirsPartition(
+                partition_index=partition,
+                partition_size=partition_log.size_bytes,
+                offset_lag=max(partition_log.high_watermark - partition_log.log_end_offset, 0),
+                is_future_key=False,
+            )
         )
     data_dir = os.path.abspath(logs.data_dir)
-    result: dict[str, object] = {"log_dir": data_dir, "topics": []}
+    result = m.DescribeLogDirsResult(error_code=codec.ErrorCode.none, log_dir=data_dir, topics=[])
     try:
         volume = os.statvfs(data_dir)
     except OSError:
-        result["error_code"] = codec.ErrorCode.kafka_storage_error
+        result.error_code = codec.ErrorCode.kafka_storage_error
     else:
-        result.update(
-            error_code=codec.ErrorCode.none,
-            topics=[{"name": topic, "partitions": parts} for topic, parts in by_topic.items()],
-            total_bytes=volume.f_blocks * volume.f_frsize,
-            usable_bytes=volume.f_bavail * volume.f_frsize,
-        )
-    return codec.build_response(request, {"error_code": codec.ErrorCode.none, "results": [result]})
+        result.topics = [
+            m.DescribeLogDirsTopic(name=topic, partitions=parts) for topic, parts in by_topic.items()
+        ]
+        result.total_bytes = volume.f_blocks * volume.f_frsize
+        result.usable_bytes = volume.f_bavail * volume.f_frsize
+    return m.DescribeLogDirsResponse(error_code=codec.ErrorCode.none, results=[result])
 
 
 SPEC = HandlerSpec(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, handle, blocking=True)

@@ -6,52 +6,45 @@ start time is -1 for a transaction that has not started, as Kafka answers.
 
 from __future__ import annotations
 
-import datetime
-
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
-
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
-
-
-def _timestamp(ms: int) -> datetime.datetime:
-    """kio's non-nullable datetime field for a millisecond time; -1 (no start) stays -1 on the wire."""
-    return _EPOCH + datetime.timedelta(milliseconds=ms)
+from kompakt.protocol.messages import describe_transactions as m
 
 
-def _state(ctx: RequestContext, transactional_id: str) -> dict[str, object]:
+def _state(ctx: RequestContext, transactional_id: str) -> m.TransactionState:
     coordinator = ctx.broker.txn
     if coordinator is None:
-        return {
-            "error_code": codec.ErrorCode.coordinator_not_available,
-            "transactional_id": transactional_id,
-            "transaction_state": "",
-            "transaction_timeout": 0,
-            "transaction_start_time": _timestamp(-1),
-            "producer_id": -1,
-            "producer_epoch": -1,
-            "topics": [],
-        }
+        return m.TransactionState(
+            error_code=codec.ErrorCode.coordinator_not_available,
+            transactional_id=transactional_id,
+            transaction_state="",
+            transaction_timeout=0,
+            transaction_start_time=-1,
+            producer_id=-1,
+            producer_epoch=-1,
+            topics=[],
+        )
     d = coordinator.describe(transactional_id)
     by_topic: dict[str, list[int]] = {}
     for topic, partition in d.partitions:
         by_topic.setdefault(topic, []).append(partition)
-    return {
-        "error_code": d.error,
-        "transactional_id": transactional_id,
-        "transaction_state": d.state,
-        "transaction_timeout": d.timeout_ms,
-        "transaction_start_time": _timestamp(d.start_time_ms),
-        "producer_id": d.producer_id,
-        "producer_epoch": d.producer_epoch,
-        "topics": [{"topic": topic, "partitions": parts} for topic, parts in by_topic.items()],
-    }
+    return m.TransactionState(
+        error_code=d.error,
+        transactional_id=transactional_id,
+        transaction_state=d.state,
+        transaction_timeout=d.timeout_ms,
+        transaction_start_time=d.start_time_ms,  # -1 (not started) stays -1 on the wire
+        producer_id=d.producer_id,
+        producer_epoch=d.producer_epoch,
+        topics=[m.TopicData(topic=topic, partitions=parts) for topic, parts in by_topic.items()],
+    )
 
 
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
-    ids: tuple[str, ...] = getattr(request, "transactional_ids", ())
-    return codec.build_response(request, {"transaction_states": [_state(ctx, i) for i in ids]})
+def handle(ctx: RequestContext, request: m.DescribeTransactionsRequest) -> m.DescribeTransactionsResponse:
+    return m.DescribeTransactionsResponse(
+        transaction_states=[_state(ctx, i) for i in request.transactional_ids]
+    )
 
 
 SPEC = HandlerSpec(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, handle)

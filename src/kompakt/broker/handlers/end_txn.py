@@ -10,35 +10,26 @@ offered.
 
 from __future__ import annotations
 
-from typing import Protocol, cast
-
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import end_txn as m
 
 
-class _Request(Protocol):
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    committed: bool
-
-
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
-    req = cast(_Request, request)
+def handle(ctx: RequestContext, request: m.EndTxnRequest) -> m.EndTxnResponse:
     coordinator = ctx.broker.txn
     if coordinator is None:
         error = codec.ErrorCode.coordinator_not_available
     else:
         error = coordinator.end_transaction(
-            req.transactional_id,
-            req.producer_id,
-            req.producer_epoch,
-            bool(req.committed),
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            bool(request.committed),
         )
         if error is codec.ErrorCode.producer_fenced and ctx.api_version < 2:
             error = codec.ErrorCode.invalid_producer_epoch
-    return codec.build_response(request, {"error_code": error})
+    return m.EndTxnResponse(error_code=error)
 
 
 SPEC = HandlerSpec(ApiKey.END_TXN, 0, 4, handle, blocking=True)

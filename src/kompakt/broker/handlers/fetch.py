@@ -30,39 +30,19 @@ protocol allows and every client handles by sending full fetches.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, cast
 
-from kompakt.broker.context import Broker, HandlerResult, HandlerSpec, RequestContext, TimerHandle
+from kompakt.broker.context import Broker, HandlerSpec, RequestContext, TimerHandle
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.error_codes import error_code_for
 from kompakt.broker.fetch_waiters import FetchWaiter
 from kompakt.errors import KompaktError, OffsetOutOfRangeError
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import fetch as m
 
 READ_COMMITTED = 1
-
-
-class _Partition(Protocol):
-    partition: int
-    fetch_offset: int
-    partition_max_bytes: int
-
-
-class _Topic(Protocol):
-    topic: str
-    partitions: Sequence[_Partition]
-
-
-class _Request(Protocol):
-    max_wait: datetime.timedelta
-    min_bytes: int
-    max_bytes: int
-    isolation_level: int
-    topics: Sequence[_Topic]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +59,7 @@ class PartitionFetch:
 class ReadResult:
     """One pass over the requested partitions."""
 
-    entries: list[dict[str, object]] = field(default_factory=list)
+    entries: list[m.PartitionData] = field(default_factory=list)
     total_bytes: int = 0
     has_error: bool = False
     #: High watermark seen per readable partition, to detect appends racing a parked fetch.
@@ -88,9 +68,9 @@ class ReadResult:
     def close(self) -> None:
         """Release the file ranges of a read that will not be answered."""
         for entry in self.entries:
-            records = entry["records"]
-            if not isinstance(records, bytes | bytearray | memoryview):
-                cast(codec.FileRange, records).close()
+            records = entry.records
+            if records is not None and not isinstance(records, bytes | bytearray | memoryview):
+                records.close()
 
 
 def _entry(
@@ -100,18 +80,18 @@ def _entry(
     high_watermark: int = -1,
     last_stable_offset: int = -1,
     log_start_offset: int = -1,
-    aborted: list[dict[str, int]] | None = None,
-) -> dict[str, object]:
-    return {
-        "partition_index": index,
-        "error_code": code,
-        "high_watermark": high_watermark,
-        "last_stable_offset": last_stable_offset,
-        "log_start_offset": log_start_offset,
-        "aborted_transactions": aborted,
-        "preferred_read_replica": -1,
-        "records": records,
-    }
+    aborted: list[m.AbortedTransaction] | None = None,
+) -> m.PartitionData:
+    return m.PartitionData(
+        partition_index=index,
+        error_code=code,
+        high_watermark=high_watermark,
+        last_stable_offset=last_stable_offset,
+        log_start_offset=log_start_offset,
+        aborted_transactions=aborted,
+        preferred_read_replica=-1,
+        records=records,
+    )
 
 
 def read_partitions(
@@ -157,7 +137,7 @@ def read_partitions(
         result.high_watermarks[(want.topic, want.partition)] = fetched.high_watermark
         aborted = (
             [
-                {"producer_id": t.producer_id, "first_offset": t.first_offset}
+                m.AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
                 for t in fetched.aborted_transactions or ()
             ]
             if read_committed
@@ -177,7 +157,7 @@ def read_partitions(
     return result
 
 
-def _requested(request: _Request) -> list[PartitionFetch]:
+def _requested(request: m.FetchRequest) -> list[PartitionFetch]:
     return [
         PartitionFetch(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
         for t in request.topics
@@ -185,38 +165,31 @@ def _requested(request: _Request) -> list[PartitionFetch]:
     ]
 
 
-def _response(
-    request: codec.RequestPayload, wanted: Sequence[PartitionFetch], read: ReadResult
-) -> codec.ResponsePayload:
-    responses: list[dict[str, object]] = []
-    by_topic: dict[str, list[dict[str, object]]] = {}
+def _response(wanted: Sequence[PartitionFetch], read: ReadResult) -> m.FetchResponse:
+    responses: list[m.FetchableTopicResponse] = []
+    partitions: list[m.PartitionData] = []
     for want, entry in zip(wanted, read.entries, strict=True):
-        partitions = by_topic.get(want.topic)
-        if partitions is None or responses[-1]["topic"] != want.topic:
-            partitions = by_topic[want.topic] = []
-            responses.append({"topic": want.topic, "partitions": partitions})
+        if not responses or responses[-1].topic != want.topic:
+            partitions = []
+            responses.append(m.FetchableTopicResponse(topic=want.topic, partitions=partitions))
         partitions.append(entry)
-    return codec.build_response(
-        request,
-        {"error_code": codec.ErrorCode.none, "session_id": 0, "responses": responses},
-    )
+    return m.FetchResponse(error_code=codec.ErrorCode.none, session_id=0, responses=responses)
 
 
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> HandlerResult:
+def handle(ctx: RequestContext, request: m.FetchRequest) -> m.FetchResponse | Deferred[m.FetchResponse]:
     broker = ctx.broker
-    req = cast(_Request, request)
-    wanted = _requested(req)
-    max_bytes = min(req.max_bytes, broker.broker_config.fetch_max_bytes)  # Kafka's rule
-    read_committed = req.isolation_level == READ_COMMITTED
-    min_bytes = req.min_bytes
-    max_wait_ms = codec.duration_ms(req.max_wait)
+    wanted = _requested(request)
+    max_bytes = min(request.max_bytes, broker.broker_config.fetch_max_bytes)  # Kafka's rule
+    read_committed = request.isolation_level == READ_COMMITTED
+    min_bytes = request.min_bytes
+    max_wait_ms = codec.duration_ms(request.max_wait)
 
     first = read_partitions(broker, wanted, max_bytes, read_committed)
     if first.total_bytes >= min_bytes or max_wait_ms <= 0 or first.has_error or not wanted:
-        return _response(request, wanted, first)
+        return _response(wanted, first)
     first.close()
 
-    deferred: Deferred[codec.ResponsePayload] = Deferred()
+    deferred: Deferred[m.FetchResponse] = Deferred()
     timer: list[TimerHandle] = []
 
     def complete() -> None:
@@ -224,9 +197,7 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> HandlerResult:
         for handle_ in timer:
             handle_.cancel()
         try:
-            deferred.resolve(
-                _response(request, wanted, read_partitions(broker, wanted, max_bytes, read_committed))
-            )
+            deferred.resolve(_response(wanted, read_partitions(broker, wanted, max_bytes, read_committed)))
         except Exception as exc:  # noqa: BLE001 - handed to the waiting connection
             deferred.fail(exc)
 

@@ -12,16 +12,17 @@ from __future__ import annotations
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import find_coordinator as m
 
 _GROUP_KEY_TYPE = 0
 _TRANSACTION_KEY_TYPE = 1
 
 
-def _error(key: str, code: codec.ErrorCode, message: str) -> dict[str, object]:
-    return {"key": key, "error_code": code, "error_message": message, "node_id": -1, "host": "", "port": -1}
+def _error(key: str, code: codec.ErrorCode, message: str) -> m.Coordinator:
+    return m.Coordinator(key=key, error_code=code, error_message=message, node_id=-1, host="", port=-1)
 
 
-def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str, object]:
+def _coordinator(ctx: RequestContext, key: str, key_type: int) -> m.Coordinator:
     broker = ctx.broker
     if key_type not in (_GROUP_KEY_TYPE, _TRANSACTION_KEY_TYPE):
         return _error(
@@ -31,23 +32,28 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict[str, obje
         return _error(
             key, codec.ErrorCode.coordinator_not_available, "this broker has no transaction coordinator"
         )
-    return {
-        "key": key,
-        "error_code": codec.ErrorCode.none,
-        "error_message": None,
-        "node_id": broker.node_id,
-        "host": broker.advertised_host,
-        "port": broker.advertised_port,
-    }
+    return m.Coordinator(
+        key=key,
+        error_code=codec.ErrorCode.none,
+        node_id=broker.node_id,
+        host=broker.advertised_host,
+        port=broker.advertised_port,
+    )
 
 
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
-    key_type: int = getattr(request, "key_type", _GROUP_KEY_TYPE)
+def handle(ctx: RequestContext, request: m.FindCoordinatorRequest) -> m.FindCoordinatorResponse:
     if ctx.api_version >= 4:
-        keys: tuple[str, ...] = getattr(request, "coordinator_keys", ())
-        return codec.build_response(request, {"coordinators": [_coordinator(ctx, k, key_type) for k in keys]})
-    key: str = getattr(request, "key", "")
-    return codec.build_response(request, _coordinator(ctx, key, key_type))
+        return m.FindCoordinatorResponse(
+            coordinators=[_coordinator(ctx, key, request.key_type) for key in request.coordinator_keys]
+        )
+    one = _coordinator(ctx, request.key, request.key_type)
+    return m.FindCoordinatorResponse(
+        error_code=one.error_code,
+        error_message=one.error_message,
+        node_id=one.node_id,
+        host=one.host,
+        port=one.port,
+    )
 
 
 SPEC = HandlerSpec(ApiKey.FIND_COORDINATOR, 0, 4, handle)

@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Protocol, cast
-
 from kompakt.broker.context import HandlerSpec, RequestContext
-from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import heartbeat as m
 
 
-class _Request(Protocol):
-    group_id: str
-    generation_id: int
-    member_id: str
-
-
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
-    req = cast(_Request, request)
+def handle(ctx: RequestContext, request: m.HeartbeatRequest) -> m.HeartbeatResponse:
     error = ctx.broker.groups.heartbeat(
-        req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None)
+        request.group_id, request.generation_id, request.member_id, request.group_instance_id
     )
-    return codec.build_response(request, {"error_code": error})
+    return m.HeartbeatResponse(error_code=error)
 
 
 SPEC = HandlerSpec(ApiKey.HEARTBEAT, 0, 4, handle)

@@ -13,40 +13,37 @@ older clients, as Kafka answers. v6 (two-phase commit, KIP-939) is not offered.
 
 from __future__ import annotations
 
-import datetime
-
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import init_producer_id as m
 
 
-def _answer(
-    request: codec.RequestPayload, error: codec.ErrorCode, pid: int = -1, epoch: int = -1
-) -> codec.ResponsePayload:
-    return codec.build_response(request, {"error_code": error, "producer_id": pid, "producer_epoch": epoch})
+def _answer(error: codec.ErrorCode, pid: int = -1, epoch: int = -1) -> m.InitProducerIdResponse:
+    return m.InitProducerIdResponse(error_code=error, producer_id=pid, producer_epoch=epoch)
 
 
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
-    transactional_id: str | None = getattr(request, "transactional_id", None)
-    producer_id: int = getattr(request, "producer_id", -1)
-    producer_epoch: int = getattr(request, "producer_epoch", -1)
+def handle(ctx: RequestContext, request: m.InitProducerIdRequest) -> m.InitProducerIdResponse:
+    transactional_id = request.transactional_id
+    producer_id, producer_epoch = request.producer_id, request.producer_epoch
     broker = ctx.broker
     if transactional_id is None:
         manager = broker.producer_ids
         if manager is None:
-            return _answer(request, codec.ErrorCode.coordinator_not_available)
+            return _answer(codec.ErrorCode.coordinator_not_available)
         pid, epoch = manager.init_producer(producer_id, producer_epoch)
-        return _answer(request, codec.ErrorCode.none, pid, epoch)
+        return _answer(codec.ErrorCode.none, pid, epoch)
     coordinator = broker.txn
     if coordinator is None:
-        return _answer(request, codec.ErrorCode.coordinator_not_available)
-    timeout: datetime.timedelta = getattr(request, "transaction_timeout", datetime.timedelta(0))
+        return _answer(codec.ErrorCode.coordinator_not_available)
     expected = (producer_id, producer_epoch) if producer_id >= 0 else None
-    result = coordinator.init_producer_id(transactional_id, codec.duration_ms(timeout), expected)
+    result = coordinator.init_producer_id(
+        transactional_id, codec.duration_ms(request.transaction_timeout), expected
+    )
     error = result.error
     if error is codec.ErrorCode.producer_fenced and ctx.api_version < 4:
         error = codec.ErrorCode.invalid_producer_epoch
-    return _answer(request, error, result.producer_id, result.producer_epoch)
+    return _answer(error, result.producer_id, result.producer_epoch)
 
 
 SPEC = HandlerSpec(ApiKey.INIT_PRODUCER_ID, 0, 5, handle, blocking=True)

@@ -9,74 +9,55 @@ nullable and echoes the type; v8 adds the client's ``reason`` (KIP-800); v9 adds
 
 from __future__ import annotations
 
-import datetime
-from collections.abc import Sequence
-from typing import Protocol, cast
-
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.groups import JoinRequest, JoinResult
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import join_group as m
 
 
-class _Protocol(Protocol):
-    name: str
-    metadata: bytes
-
-
-class _Request(Protocol):
-    """The fields every version has; later additions are read with ``getattr``."""
-
-    group_id: str
-    session_timeout: datetime.timedelta
-    member_id: str
-    protocol_type: str
-    protocols: Sequence[_Protocol]
-
-
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> Deferred[codec.ResponsePayload]:
-    req = cast(_Request, request)
-    session_timeout_ms = codec.duration_ms(req.session_timeout)
-    rebalance: datetime.timedelta | None = getattr(req, "rebalance_timeout", None)
+def handle(ctx: RequestContext, request: m.JoinGroupRequest) -> Deferred[m.JoinGroupResponse]:
+    session_timeout_ms = codec.duration_ms(request.session_timeout)
+    version = ctx.api_version
     join = JoinRequest(
-        group_id=req.group_id,
-        member_id=req.member_id,
-        group_instance_id=getattr(req, "group_instance_id", None),
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id,
         session_timeout_ms=session_timeout_ms,
-        rebalance_timeout_ms=session_timeout_ms if rebalance is None else codec.duration_ms(rebalance),
-        protocol_type=req.protocol_type,
-        protocols=tuple((p.name, p.metadata) for p in req.protocols),
+        # v0 has no rebalance timeout: the session timeout stands for it (JoinGroupRequest's
+        # maybeOverrideRebalanceTimeout); the view's -1 there is only the schema default.
+        rebalance_timeout_ms=session_timeout_ms
+        if version == 0
+        else codec.duration_ms(request.rebalance_timeout),
+        protocol_type=request.protocol_type,
+        protocols=tuple((p.name, p.metadata) for p in request.protocols),
         client_id=ctx.client_id or "",
         # Kafka records ``clientAddress().toString()``, an InetAddress without its host name:
         # "/127.0.0.1", and DescribeGroups and the stored group metadata show it that way.
         client_host=f"/{ctx.client_host}",
-        require_known_member_id=ctx.api_version >= 4,
-        supports_skip_assignment=ctx.api_version >= 9,
-        reason=getattr(req, "reason", None),
+        require_known_member_id=version >= 4,
+        supports_skip_assignment=version >= 9,
+        reason=request.reason,
     )
-    version = ctx.api_version
 
-    def respond(result: JoinResult) -> codec.ResponsePayload:
-        return codec.build_response(
-            request,
-            {
-                "error_code": result.error,
-                "generation_id": result.generation_id,
-                "protocol_type": result.protocol_type,
-                "protocol_name": result.protocol_name if version >= 7 else result.protocol_name or "",
-                "leader": result.leader_id,
-                "member_id": result.member_id,
-                "skip_assignment": result.skip_assignment,
-                "members": [
-                    {
-                        "member_id": m.member_id,
-                        "group_instance_id": m.group_instance_id,
-                        "metadata": m.metadata,
-                    }
-                    for m in result.members
-                ],
-            },
+    def respond(result: JoinResult) -> m.JoinGroupResponse:
+        return m.JoinGroupResponse(
+            error_code=result.error,
+            generation_id=result.generation_id,
+            protocol_type=result.protocol_type,
+            protocol_name=result.protocol_name if version >= 7 else result.protocol_name or "",
+            leader=result.leader_id,
+            member_id=result.member_id,
+            skip_assignment=result.skip_assignment,
+            members=[
+                m.JoinGroupResponseMember(
+                    member_id=member.member_id,
+                    group_instance_id=member.group_instance_id,
+                    metadata=member.metadata,
+                )
+                for member in result.members
+            ],
         )
 
     return ctx.broker.groups.join(join).map(respond)

@@ -4,53 +4,27 @@ a ``reason`` per member (KIP-800).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, cast
-
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import leave_group as m
 
 
-class _SingleMemberRequest(Protocol):
-    """v0–2."""
-
-    group_id: str
-    member_id: str
-
-
-class _MemberIdentity(Protocol):
-    member_id: str
-    group_instance_id: str | None
-
-
-class _BatchRequest(Protocol):
-    """v3+."""
-
-    group_id: str
-    members: Sequence[_MemberIdentity]
-
-
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
+def handle(ctx: RequestContext, request: m.LeaveGroupRequest) -> m.LeaveGroupResponse:
     if ctx.api_version < 3:
         # Kafka's LeaveGroupResponse for v0-2: the group-level error, else the one member's.
-        single = cast(_SingleMemberRequest, request)
-        error, results = ctx.broker.groups.leave(single.group_id, [(single.member_id, None)])
+        error, results = ctx.broker.groups.leave(request.group_id, [(request.member_id, None)])
         if error is codec.ErrorCode.none and results:
             error = results[0][2]
-        return codec.build_response(request, {"error_code": error})
-    batch = cast(_BatchRequest, request)
-    members = [(m.member_id, m.group_instance_id) for m in batch.members]
-    error, results = ctx.broker.groups.leave(batch.group_id, members)
-    return codec.build_response(
-        request,
-        {
-            "error_code": error,
-            "members": [
-                {"member_id": member_id, "group_instance_id": instance_id, "error_code": member_error}
-                for member_id, instance_id, member_error in results
-            ],
-        },
+        return m.LeaveGroupResponse(error_code=error)
+    members = [(member.member_id, member.group_instance_id) for member in request.members]
+    error, results = ctx.broker.groups.leave(request.group_id, members)
+    return m.LeaveGroupResponse(
+        error_code=error,
+        members=[
+            m.MemberResponse(member_id=member_id, group_instance_id=instance_id, error_code=member_error)
+            for member_id, instance_id, member_error in results
+        ],
     )
 
 

@@ -8,26 +8,22 @@ from __future__ import annotations
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import list_groups as m
 
 
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
-    states: tuple[str, ...] = getattr(request, "states_filter", ())
-    types: tuple[str, ...] = getattr(request, "types_filter", ())
-    listings = ctx.broker.groups.list_groups(states, types)
-    return codec.build_response(
-        request,
-        {
-            "error_code": codec.ErrorCode.none,
-            "groups": [
-                {
-                    "group_id": g.group_id,
-                    "protocol_type": g.protocol_type,
-                    "group_state": g.state,
-                    "group_type": g.group_type,
-                }
-                for g in listings
-            ],
-        },
+def handle(ctx: RequestContext, request: m.ListGroupsRequest) -> m.ListGroupsResponse:
+    listings = ctx.broker.groups.list_groups(request.states_filter, request.types_filter)
+    return m.ListGroupsResponse(
+        error_code=codec.ErrorCode.none,
+        groups=[
+            m.ListedGroup(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                group_state=g.state,
+                group_type=g.group_type,
+            )
+            for g in listings
+        ],
     )
 
 

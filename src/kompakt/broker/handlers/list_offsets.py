@@ -10,58 +10,48 @@ lacks, so one body serves every version. The leader epoch (v4+) is 0, as Metadat
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, cast
-
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.error_codes import error_code_for
 from kompakt.errors import KompaktError
 from kompakt.log.partition_log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import list_offsets as m
 
 READ_COMMITTED = 1
 _SPECIAL = (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP)
 
 
-class _Partition(Protocol):
-    partition_index: int
-    timestamp: int
+def _partition(
+    ctx: RequestContext, topic: str, p: m.ListOffsetsPartition, read_committed: bool
+) -> m.ListOffsetsPartitionResponse:
+    entry = m.ListOffsetsPartitionResponse(
+        partition_index=p.partition_index, error_code=codec.ErrorCode.none, leader_epoch=0
+    )
+    try:
+        partition_log = ctx.broker.logs.get_log(topic, p.partition_index)
+        if p.timestamp >= 0 or p.timestamp in _SPECIAL:
+            found = partition_log.offset_for_timestamp(p.timestamp, read_committed=read_committed)
+        else:
+            found = None  # a negative timestamp this version does not define
+        if found is not None:
+            entry.offset, entry.timestamp = found
+    except KompaktError as exc:
+        entry.error_code, entry.leader_epoch = error_code_for(exc), -1
+    return entry
 
 
-class _Topic(Protocol):
-    name: str
-    partitions: Sequence[_Partition]
-
-
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
-    logs = ctx.broker.logs
-    topics = cast(Sequence[_Topic], getattr(request, "topics", ()))
-    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
-    answer = []
-    for topic in topics:
-        partitions = []
-        for p in topic.partitions:
-            entry: dict[str, object] = {
-                "partition_index": p.partition_index,
-                "error_code": codec.ErrorCode.none,
-                "timestamp": -1,
-                "offset": -1,
-                "leader_epoch": 0,
-            }
-            try:
-                partition_log = logs.get_log(topic.name, p.partition_index)
-                if p.timestamp >= 0 or p.timestamp in _SPECIAL:
-                    found = partition_log.offset_for_timestamp(p.timestamp, read_committed=read_committed)
-                else:
-                    found = None  # a negative timestamp this version does not define
-                if found is not None:
-                    entry["offset"], entry["timestamp"] = found
-            except KompaktError as exc:
-                entry.update(error_code=error_code_for(exc), leader_epoch=-1)
-            partitions.append(entry)
-        answer.append({"name": topic.name, "partitions": partitions})
-    return codec.build_response(request, {"topics": answer})
+def handle(ctx: RequestContext, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
+    read_committed = request.isolation_level == READ_COMMITTED
+    return m.ListOffsetsResponse(
+        topics=[
+            m.ListOffsetsTopicResponse(
+                name=topic.name,
+                partitions=[_partition(ctx, topic.name, p, read_committed) for p in topic.partitions],
+            )
+            for topic in request.topics
+        ]
+    )
 
 
 SPEC = HandlerSpec(ApiKey.LIST_OFFSETS, 1, 7, handle, blocking=True)

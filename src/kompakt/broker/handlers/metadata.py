@@ -14,8 +14,6 @@ knows for the resource type, as ``KafkaApis.handleTopicMetadataRequest`` reports
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from typing import Protocol, cast
 
 from kompakt.broker.authorized_operations import (
     CLUSTER_AUTHORIZED_OPERATIONS,
@@ -28,69 +26,62 @@ from kompakt.errors import InvalidTopicError
 from kompakt.log.topic_store import TopicMetadata, validate_topic_name
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import metadata as m
 
 ZERO_UUID = uuid.UUID(int=0)
 
 
-class _Topic(Protocol):
-    name: str | None
-
-
-def _partitions(broker: Broker, meta: TopicMetadata) -> list[dict[str, object]]:
+def _partitions(broker: Broker, meta: TopicMetadata) -> list[m.MetadataResponsePartition]:
     node = broker.node_id
     offline = broker.logs.offline_partitions
-    result: list[dict[str, object]] = []
+    result: list[m.MetadataResponsePartition] = []
     for index in range(meta.partitions):
         if (meta.name, index) in offline:
             result.append(
-                {
-                    "error_code": codec.ErrorCode.kafka_storage_error,
-                    "partition_index": index,
-                    "leader_id": -1,
-                    "leader_epoch": 0,
-                    "replica_nodes": [node],
-                    "isr_nodes": [],
-                    "offline_replicas": [node],
-                }
+                m.MetadataResponsePartition(
+                    error_code=codec.ErrorCode.kafka_storage_error,
+                    partition_index=index,
+                    leader_id=-1,
+                    leader_epoch=0,
+                    replica_nodes=[node],
+                    isr_nodes=[],
+                    offline_replicas=[node],
+                )
             )
             continue
         result.append(
-            {
-                "error_code": codec.ErrorCode.none,
-                "partition_index": index,
-                "leader_id": node,
-                "leader_epoch": 0,
-                "replica_nodes": [node],
-                "isr_nodes": [node],
-                "offline_replicas": [],
-            }
+            m.MetadataResponsePartition(
+                error_code=codec.ErrorCode.none,
+                partition_index=index,
+                leader_id=node,
+                leader_epoch=0,
+                replica_nodes=[node],
+                isr_nodes=[node],
+                offline_replicas=[],
+            )
         )
     return result
 
 
-def _topic_entry(broker: Broker, meta: TopicMetadata) -> dict[str, object]:
-    return {
-        "error_code": codec.ErrorCode.none,
-        "name": meta.name,
-        "topic_id": meta.topic_id,
-        "is_internal": meta.name == OFFSETS_TOPIC,
-        "partitions": _partitions(broker, meta),
-    }
+def _topic_entry(broker: Broker, meta: TopicMetadata) -> m.MetadataResponseTopic:
+    return m.MetadataResponseTopic(
+        error_code=codec.ErrorCode.none,
+        name=meta.name,
+        topic_id=meta.topic_id,
+        is_internal=meta.name == OFFSETS_TOPIC,
+        partitions=_partitions(broker, meta),
+    )
 
 
 def _error_entry(
     name: str | None, code: codec.ErrorCode, topic_id: uuid.UUID = ZERO_UUID
-) -> dict[str, object]:
-    return {
-        "error_code": code,
-        "name": name,
-        "topic_id": topic_id,
-        "is_internal": False,
-        "partitions": [],
-    }
+) -> m.MetadataResponseTopic:
+    return m.MetadataResponseTopic(
+        error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[]
+    )
 
 
-def _lookup(broker: Broker, name: str, allow_create: bool) -> dict[str, object]:
+def _lookup(broker: Broker, name: str, allow_create: bool) -> m.MetadataResponseTopic:
     meta = broker.logs.topics().get(name)
     if meta is not None:
         return _topic_entry(broker, meta)
@@ -105,55 +96,53 @@ def _lookup(broker: Broker, name: str, allow_create: bool) -> dict[str, object]:
     return _error_entry(name, codec.ErrorCode.unknown_topic_or_partition)
 
 
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
+def _requested_topics(
+    broker: Broker, requested: tuple[m.MetadataRequestTopic, ...], allow_create: bool
+) -> list[m.MetadataResponseTopic]:
+    """The named topics (v10+ may name one by id only), in the order asked."""
+    topics: list[m.MetadataResponseTopic] = []
+    by_id: dict[uuid.UUID, TopicMetadata] | None = None
+    for topic in requested:
+        name = topic.name
+        if name is None:
+            topic_id = topic.topic_id or ZERO_UUID
+            if by_id is None:
+                by_id = {meta.topic_id: meta for meta in broker.logs.topics().values()}
+            meta = by_id.get(topic_id)
+            topics.append(
+                _topic_entry(broker, meta)
+                if meta is not None
+                else _error_entry(None, codec.ErrorCode.unknown_topic_id, topic_id)
+            )
+            continue
+        topics.append(_lookup(broker, name, allow_create))
+    return topics
+
+
+def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataResponse:
     broker = ctx.broker
-    requested = cast(Sequence[_Topic] | None, getattr(request, "topics", None))
-    allow_create: bool = getattr(request, "allow_auto_topic_creation", True)
-    topics: list[dict[str, object]] = []
+    requested = request.topics
+    topics: list[m.MetadataResponseTopic] = []
     if requested is None or (ctx.api_version == 0 and not requested):
         all_topics = broker.logs.topics()
         topics = [_topic_entry(broker, all_topics[name]) for name in sorted(all_topics)]
     elif requested:
-        by_id: dict[uuid.UUID, TopicMetadata] | None = None
-        for topic in requested:
-            name = topic.name
-            if name is None:
-                topic_id: uuid.UUID = getattr(topic, "topic_id", ZERO_UUID) or ZERO_UUID
-                if by_id is None:
-                    by_id = {m.topic_id: m for m in broker.logs.topics().values()}
-                meta = by_id.get(topic_id)
-                topics.append(
-                    _topic_entry(broker, meta)
-                    if meta is not None
-                    else _error_entry(None, codec.ErrorCode.unknown_topic_id, topic_id)
-                )
-                continue
-            topics.append(_lookup(broker, name, allow_create))
-    if ctx.api_version >= 8 and getattr(request, "include_topic_authorized_operations", False):
+        topics = _requested_topics(broker, requested, request.allow_auto_topic_creation)
+    if ctx.api_version >= 8 and request.include_topic_authorized_operations:
         for entry in topics:
-            if entry["error_code"] != codec.ErrorCode.unknown_topic_id:
-                entry["topic_authorized_operations"] = TOPIC_AUTHORIZED_OPERATIONS
-    include_cluster = 8 <= ctx.api_version <= 10 and getattr(
-        request, "include_cluster_authorized_operations", False
-    )
-    return codec.build_response(
-        request,
-        {
-            "brokers": [
-                {
-                    "node_id": broker.node_id,
-                    "host": broker.advertised_host,
-                    "port": broker.advertised_port,
-                    "rack": None,
-                }
-            ],
-            "cluster_id": broker.cluster_id,
-            "controller_id": broker.node_id,
-            "topics": topics,
-            "cluster_authorized_operations": CLUSTER_AUTHORIZED_OPERATIONS
-            if include_cluster
-            else NOT_REQUESTED,
-        },
+            if entry.error_code != codec.ErrorCode.unknown_topic_id:
+                entry.topic_authorized_operations = TOPIC_AUTHORIZED_OPERATIONS
+    include_cluster = 8 <= ctx.api_version <= 10 and request.include_cluster_authorized_operations
+    return m.MetadataResponse(
+        brokers=[
+            m.MetadataResponseBroker(
+                node_id=broker.node_id, host=broker.advertised_host, port=broker.advertised_port, rack=None
+            )
+        ],
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=topics,
+        cluster_authorized_operations=CLUSTER_AUTHORIZED_OPERATIONS if include_cluster else NOT_REQUESTED,
     )
 
 

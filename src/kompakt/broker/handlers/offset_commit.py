@@ -9,79 +9,101 @@ UNKNOWN_TOPIC_OR_PARTITION before the coordinator sees them, as Kafka does.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Sequence
-from typing import Protocol, cast
+from typing import Protocol
 
-from kompakt.broker.context import HandlerSpec, RequestContext
+from kompakt.broker.context import Broker, HandlerSpec, RequestContext
 from kompakt.broker.groups import OffsetCommitEntry
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import offset_commit as m
+
+#: ``(topic, partition) -> error`` for every partition a commit names.
+CommitErrors = dict[tuple[str, int], codec.ErrorCode]
 
 
-class _Partition(Protocol):
-    partition_index: int
-    committed_offset: int
-    committed_metadata: str | None
+class CommitPartition(Protocol):
+    """A partition of an OffsetCommit or a TxnOffsetCommit request (the two views agree on it)."""
+
+    @property
+    def partition_index(self) -> int: ...
+    @property
+    def committed_offset(self) -> int: ...
+    @property
+    def committed_leader_epoch(self) -> int: ...
+    @property
+    def committed_metadata(self) -> str | None: ...
 
 
-class _Topic(Protocol):
-    name: str
-    partitions: Sequence[_Partition]
+class CommitTopic(Protocol):
+    """A topic of an OffsetCommit or a TxnOffsetCommit request."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def partitions(self) -> Sequence[CommitPartition]: ...
 
 
-class _Request(Protocol):
-    group_id: str
-    generation_id_or_member_epoch: int
-    member_id: str
-    topics: Sequence[_Topic]
-
-
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
-    req = cast(_Request, request)
-    errors: dict[tuple[str, int], codec.ErrorCode] = {}
+def commit_entries(
+    broker: Broker, topics: Sequence[CommitTopic]
+) -> tuple[CommitErrors, list[OffsetCommitEntry]]:
+    """The partitions of a commit as entries for the group coordinator; the ones this broker
+    does not have are answered UNKNOWN_TOPIC_OR_PARTITION and not committed (Kafka's rule for
+    both OffsetCommit and TxnOffsetCommit)."""
+    errors: CommitErrors = {}
     entries: list[OffsetCommitEntry] = []
-    for topic in req.topics:
+    for topic in topics:
         for p in topic.partitions:
-            if not ctx.broker.partition_exists(topic.name, p.partition_index):
+            if not broker.partition_exists(topic.name, p.partition_index):
                 errors[(topic.name, p.partition_index)] = codec.ErrorCode.unknown_topic_or_partition
                 continue
-            leader_epoch: int = getattr(p, "committed_leader_epoch", -1)
             entries.append(
                 OffsetCommitEntry(
-                    topic.name, p.partition_index, p.committed_offset, leader_epoch, p.committed_metadata
+                    topic.name,
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch,
+                    p.committed_metadata,
                 )
             )
-    retention: datetime.timedelta | None = getattr(req, "retention_time", None)
-    retention_ms = codec.duration_ms(retention) if retention is not None else None
-    results = ctx.broker.groups.commit_offsets(
-        req.group_id,
-        req.generation_id_or_member_epoch,
-        req.member_id,
-        getattr(req, "group_instance_id", None),
-        entries,
-        retention_ms if retention_ms is not None and retention_ms >= 0 else None,
-        api_version=ctx.api_version,
-    )
+    return errors, entries
+
+
+def record_results(
+    errors: CommitErrors, entries: Sequence[OffsetCommitEntry], results: Sequence[codec.ErrorCode]
+) -> None:
+    """Add the coordinator's answer for each committed entry to ``errors``."""
     for entry, error in zip(entries, results, strict=True):
         errors[(entry.topic, entry.partition)] = error
-    return codec.build_response(
-        request,
-        {
-            "topics": [
-                {
-                    "name": topic.name,
-                    "partitions": [
-                        {
-                            "partition_index": p.partition_index,
-                            "error_code": errors[(topic.name, p.partition_index)],
-                        }
-                        for p in topic.partitions
-                    ],
-                }
-                for topic in req.topics
-            ]
-        },
+
+
+def handle(ctx: RequestContext, request: m.OffsetCommitRequest) -> m.OffsetCommitResponse:
+    errors, entries = commit_entries(ctx.broker, request.topics)
+    # -1 (and the versions without the field) leave the retention to offsets.retention.minutes.
+    retention_ms = codec.duration_ms(request.retention_time)
+    results = ctx.broker.groups.commit_offsets(
+        request.group_id,
+        request.generation_id_or_member_epoch,
+        request.member_id,
+        request.group_instance_id,
+        entries,
+        retention_ms if retention_ms >= 0 else None,
+        api_version=ctx.api_version,
+    )
+    record_results(errors, entries, results)
+    return m.OffsetCommitResponse(
+        topics=[
+            m.OffsetCommitResponseTopic(
+                name=topic.name,
+                partitions=[
+                    m.OffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=errors[(topic.name, p.partition_index)]
+                    )
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ]
     )
 
 

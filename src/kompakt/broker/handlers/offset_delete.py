@@ -8,33 +8,16 @@ error, when it has one, is the whole answer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, cast
-
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import offset_delete as m
 
 
-class _Partition(Protocol):
-    partition_index: int
-
-
-class _Topic(Protocol):
-    name: str
-    partitions: Sequence[_Partition]
-
-
-class _Request(Protocol):
-    group_id: str
-    topics: Sequence[_Topic]
-
-
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
-    req = cast(_Request, request)
+def handle(ctx: RequestContext, request: m.OffsetDeleteRequest) -> m.OffsetDeleteResponse:
     answered: dict[str, list[tuple[int, codec.ErrorCode]]] = {}
     valid: list[tuple[str, list[int]]] = []
-    for topic in req.topics:
+    for topic in request.topics:
         exists = [
             p.partition_index
             for p in topic.partitions
@@ -47,20 +30,22 @@ def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.Response
             )
         if exists:
             valid.append((topic.name, exists))
-    error, results = ctx.broker.groups.delete_offsets(req.group_id, valid)
+    error, results = ctx.broker.groups.delete_offsets(request.group_id, valid)
     if error is not codec.ErrorCode.none:
-        return codec.build_response(request, {"error_code": error, "topics": []})
+        return m.OffsetDeleteResponse(error_code=error, topics=[])
     for name, partitions in results:
         answered.setdefault(name, []).extend(partitions)
-    return codec.build_response(
-        request,
-        {
-            "error_code": codec.ErrorCode.none,
-            "topics": [
-                {"name": name, "partitions": [{"partition_index": p, "error_code": e} for p, e in partitions]}
-                for name, partitions in answered.items()
-            ],
-        },
+    return m.OffsetDeleteResponse(
+        error_code=codec.ErrorCode.none,
+        topics=[
+            m.OffsetDeleteResponseTopic(
+                name=name,
+                partitions=[
+                    m.OffsetDeleteResponsePartition(partition_index=p, error_code=e) for p, e in partitions
+                ],
+            )
+            for name, partitions in answered.items()
+        ],
     )
 
 

@@ -12,103 +12,110 @@ offset answers offset -1 and no error.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, cast
+from dataclasses import dataclass
+from typing import Protocol
 
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.error_codes import error_code_for
 from kompakt.broker.groups.errors import GroupError
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import offset_fetch as m
 
 
 class _Topic(Protocol):
-    name: str
-    partition_indexes: Sequence[int]
+    """A requested topic, in v1–7 (``OffsetFetchRequestTopic``) and v8+ (``…Topics``) alike."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def partition_indexes(self) -> Sequence[int]: ...
 
 
-class _Group(Protocol):
-    group_id: str
-    topics: Sequence[_Topic] | None
+@dataclass(frozen=True, slots=True)
+class _Fetched:
+    """One partition's answer, before it takes the shape of the version asked."""
+
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str
+    error: codec.ErrorCode
 
 
-class _SingleGroupRequest(Protocol):
-    """v1–7."""
-
-    group_id: str
-    topics: Sequence[_Topic] | None
-
-
-class _BatchRequest(Protocol):
-    """v8."""
-
-    groups: Sequence[_Group]
-
-
-def _topics(
-    ctx: RequestContext, group_id: str, topics: Sequence[_Topic] | None, require_stable: bool = False
-) -> list[dict[str, object]]:
+def _fetched(
+    ctx: RequestContext, group_id: str, topics: Sequence[_Topic] | None, require_stable: bool
+) -> dict[str, list[_Fetched]]:
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    by_topic: dict[str, list[dict[str, object]]] = {}
+    by_topic: dict[str, list[_Fetched]] = {}
     groups = ctx.broker.groups
     for topic, partition, committed in groups.fetch_offsets(group_id, wanted):
         if require_stable and groups.has_pending_transactional(group_id, topic, partition):
-            by_topic.setdefault(topic, []).append(
-                {
-                    "partition_index": partition,
-                    "committed_offset": -1,
-                    "committed_leader_epoch": -1,
-                    "metadata": "",
-                    "error_code": codec.ErrorCode.unstable_offset_commit,
-                }
+            fetched = _Fetched(partition, -1, -1, "", codec.ErrorCode.unstable_offset_commit)
+        elif committed is None:
+            fetched = _Fetched(partition, -1, -1, "", codec.ErrorCode.none)
+        else:
+            fetched = _Fetched(
+                partition,
+                committed.offset,
+                committed.leader_epoch,
+                committed.metadata or "",
+                codec.ErrorCode.none,
             )
-            continue
-        by_topic.setdefault(topic, []).append(
-            {
-                "partition_index": partition,
-                "committed_offset": committed.offset if committed else -1,
-                "committed_leader_epoch": committed.leader_epoch if committed else -1,
-                "metadata": (committed.metadata if committed else None) or "",
-                "error_code": codec.ErrorCode.none,
-            }
-        )
-    if topics is not None:
-        for topic_request in topics:
-            by_topic.setdefault(topic_request.name, [])
-    return [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]
+        by_topic.setdefault(topic, []).append(fetched)
+    for topic_request in topics or ():
+        by_topic.setdefault(topic_request.name, [])
+    return by_topic
 
 
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
-    if ctx.api_version >= 8:
-        batch = cast(_BatchRequest, request)
-        groups = []
-        for g in batch.groups:
-            try:
-                ctx.broker.groups.validate_offset_fetch(
-                    g.group_id, getattr(g, "member_id", None), getattr(g, "member_epoch", -1)
+def _group(
+    ctx: RequestContext, group: m.OffsetFetchRequestGroup, require_stable: bool
+) -> m.OffsetFetchResponseGroup:
+    try:
+        ctx.broker.groups.validate_offset_fetch(group.group_id, group.member_id, group.member_epoch)
+    except GroupError as exc:
+        return m.OffsetFetchResponseGroup(group_id=group.group_id, topics=[], error_code=error_code_for(exc))
+    topics = [
+        m.OffsetFetchResponseTopics(
+            name=name,
+            partitions=[
+                m.OffsetFetchResponsePartitions(
+                    partition_index=f.partition,
+                    committed_offset=f.offset,
+                    committed_leader_epoch=f.leader_epoch,
+                    metadata=f.metadata,
+                    error_code=f.error,
                 )
-            except GroupError as exc:
-                groups.append({"group_id": g.group_id, "topics": [], "error_code": error_code_for(exc)})
-                continue
-            groups.append(
-                {
-                    "group_id": g.group_id,
-                    "topics": _topics(
-                        ctx, g.group_id, g.topics, bool(getattr(request, "require_stable", False))
-                    ),
-                    "error_code": codec.ErrorCode.none,
-                }
-            )
-        return codec.build_response(request, {"groups": groups})
-    single = cast(_SingleGroupRequest, request)
-    return codec.build_response(
-        request,
-        {
-            "topics": _topics(
-                ctx, single.group_id, single.topics, bool(getattr(request, "require_stable", False))
-            ),
-            "error_code": codec.ErrorCode.none,
-        },
-    )
+                for f in partitions
+            ],
+        )
+        for name, partitions in _fetched(ctx, group.group_id, group.topics, require_stable).items()
+    ]
+    return m.OffsetFetchResponseGroup(group_id=group.group_id, topics=topics, error_code=codec.ErrorCode.none)
+
+
+def handle(ctx: RequestContext, request: m.OffsetFetchRequest) -> m.OffsetFetchResponse:
+    if ctx.api_version >= 8:
+        return m.OffsetFetchResponse(groups=[_group(ctx, g, request.require_stable) for g in request.groups])
+    topics = [
+        m.OffsetFetchResponseTopic(
+            name=name,
+            partitions=[
+                m.OffsetFetchResponsePartition(
+                    partition_index=f.partition,
+                    committed_offset=f.offset,
+                    committed_leader_epoch=f.leader_epoch,
+                    metadata=f.metadata,
+                    error_code=f.error,
+                )
+                for f in partitions
+            ],
+        )
+        for name, partitions in _fetched(
+            ctx, request.group_id, request.topics, request.require_stable
+        ).items()
+    ]
+    return m.OffsetFetchResponse(topics=topics, error_code=codec.ErrorCode.none)
 
 
 SPEC = HandlerSpec(ApiKey.OFFSET_FETCH, 1, 9, handle)

@@ -11,52 +11,38 @@ here because positions never pass the high watermark, and HW = LEO on a single n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, cast
-
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.error_codes import error_code_for
 from kompakt.errors import KompaktError
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import offset_for_leader_epoch as m
 
 LEADER_EPOCH = 0
 
 
-class _Partition(Protocol):
-    partition: int
-    current_leader_epoch: int
-    leader_epoch: int
+def _partition(ctx: RequestContext, topic: str, p: m.OffsetForLeaderPartition) -> m.EpochEndOffset:
+    entry = m.EpochEndOffset(error_code=codec.ErrorCode.none, partition=p.partition)
+    try:
+        partition_log = ctx.broker.logs.get_log(topic, p.partition)
+        if p.current_leader_epoch > LEADER_EPOCH:
+            entry.error_code = codec.ErrorCode.unknown_leader_epoch
+        elif p.leader_epoch == LEADER_EPOCH:
+            entry.leader_epoch, entry.end_offset = LEADER_EPOCH, partition_log.log_end_offset
+    except KompaktError as exc:
+        entry.error_code = error_code_for(exc)
+    return entry
 
 
-class _Topic(Protocol):
-    topic: str
-    partitions: Sequence[_Partition]
-
-
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
-    logs = ctx.broker.logs
-    answer = []
-    for topic in cast(Sequence[_Topic], getattr(request, "topics", ())):
-        partitions = []
-        for p in topic.partitions:
-            entry: dict[str, object] = {
-                "error_code": codec.ErrorCode.none,
-                "partition": p.partition,
-                "leader_epoch": -1,
-                "end_offset": -1,
-            }
-            try:
-                partition_log = logs.get_log(topic.topic, p.partition)
-                if p.current_leader_epoch > LEADER_EPOCH:
-                    entry["error_code"] = codec.ErrorCode.unknown_leader_epoch
-                elif p.leader_epoch == LEADER_EPOCH:
-                    entry.update(leader_epoch=LEADER_EPOCH, end_offset=partition_log.log_end_offset)
-            except KompaktError as exc:
-                entry["error_code"] = error_code_for(exc)
-            partitions.append(entry)
-        answer.append({"topic": topic.topic, "partitions": partitions})
-    return codec.build_response(request, {"topics": answer})
+def handle(ctx: RequestContext, request: m.OffsetForLeaderEpochRequest) -> m.OffsetForLeaderEpochResponse:
+    return m.OffsetForLeaderEpochResponse(
+        topics=[
+            m.OffsetForLeaderTopicResult(
+                topic=topic.topic, partitions=[_partition(ctx, topic.topic, p) for p in topic.partitions]
+            )
+            for topic in request.topics
+        ]
+    )
 
 
 SPEC = HandlerSpec(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, handle)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Protocol, cast
 
 from kompakt.broker.context import Broker, HandlerSpec, RequestContext
 from kompakt.broker.error_codes import error_code_for
@@ -39,6 +38,7 @@ from kompakt.errors import (
 from kompakt.log.partition_log import AppendInfo, PartitionLog
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import produce as m
 from kompakt.records.batch import RecordBatchView
 
 log = logging.getLogger(__name__)
@@ -46,36 +46,37 @@ log = logging.getLogger(__name__)
 _VALID_ACKS = (0, 1, -1)
 
 
-class _Partition(Protocol):
-    index: int
-    records: bytes | None
-
-
-class _Topic(Protocol):
-    name: str
-    partition_data: Sequence[_Partition]
-
-
-class _Request(Protocol):
-    acks: int
-    topic_data: Sequence[_Topic]
-
-
 def _error(
     index: int,
     code: codec.ErrorCode,
     message: str | None = None,
     record_errors: Sequence[tuple[int, str]] = (),
-) -> dict[str, object]:
-    return {
-        "index": index,
-        "error_code": code,
-        "base_offset": -1,
-        "log_append_time": -1,
-        "log_start_offset": -1,
-        "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in record_errors],
-        "error_message": message,
-    }
+) -> m.PartitionProduceResponse:
+    return m.PartitionProduceResponse(
+        index=index,
+        error_code=code,
+        base_offset=-1,
+        log_append_time=-1,
+        log_start_offset=-1,
+        record_errors=[
+            m.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=text)
+            for i, text in record_errors
+        ],
+        error_message=message,
+    )
+
+
+def _appended(
+    index: int, base_offset: int, log_append_time: int, log_start_offset: int
+) -> m.PartitionProduceResponse:
+    return m.PartitionProduceResponse(
+        index=index,
+        error_code=codec.ErrorCode.none,
+        base_offset=base_offset,
+        log_append_time=log_append_time,
+        log_start_offset=log_start_offset,
+        record_errors=[],
+    )
 
 
 def _log_for(broker: Broker, topic: str, partition: int) -> PartitionLog:
@@ -110,7 +111,7 @@ def _append_transactional(
     partition_log: PartitionLog,
     batch: memoryview,
     log_append_time_ms: int | None,
-) -> AppendInfo | dict[str, object]:
+) -> AppendInfo | m.PartitionProduceResponse:
     """Verify a transactional batch with the coordinator and append it under the transaction's lock."""
     coordinator = broker.txn
     view = RecordBatchView(batch)
@@ -132,7 +133,7 @@ def _append_transactional(
 
 def produce_partition(
     broker: Broker, topic: str, partition: int, records: bytes | None, transactional_id: str | None = None
-) -> dict[str, object]:
+) -> m.PartitionProduceResponse:
     """Validate and append one partition's records; the partition's response entry."""
     partition_log: PartitionLog | None = None
     try:
@@ -144,22 +145,15 @@ def produce_partition(
             appended = _append_transactional(
                 broker, transactional_id, partition_log, validated.batch, validated.log_append_time_ms
             )
-            if isinstance(appended, dict):
+            if isinstance(appended, m.PartitionProduceResponse):
                 return appended
             info = appended
         else:
             info = partition_log.append(validated.batch, log_append_time_ms=validated.log_append_time_ms)
     except DuplicateSequenceError as exc:
         log.debug("duplicate batch for %s-%d: %s", topic, partition, exc)
-        return {
-            "index": partition,
-            "error_code": codec.ErrorCode.none,
-            "base_offset": exc.first_offset,
-            "log_append_time": -1,
-            "log_start_offset": partition_log.log_start_offset if partition_log is not None else -1,
-            "record_errors": [],
-            "error_message": None,
-        }
+        log_start_offset = partition_log.log_start_offset if partition_log is not None else -1
+        return _appended(partition, exc.first_offset, -1, log_start_offset)
     except (RecordErrorsInvalid, RecordErrorsTimestamp) as exc:
         if exc.null_key_records:
             broker.metrics.mark_no_key_compacted(exc.null_key_records)
@@ -175,36 +169,26 @@ def produce_partition(
         # disk fails every append: a traceback each would flood the log).
         return _error(partition, error_code_for(exc), f"I/O error: {exc}")
     broker.fetch_waiters.notify(topic, partition)
-    return {
-        "index": partition,
-        "error_code": codec.ErrorCode.none,
-        "base_offset": info.first_offset,
-        "log_append_time": info.log_append_time_ms,
-        "log_start_offset": info.log_start_offset,
-        "record_errors": [],
-        "error_message": None,
-    }
+    return _appended(partition, info.first_offset, info.log_append_time_ms, info.log_start_offset)
 
 
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload | None:
-    req = cast(_Request, request)
+def handle(ctx: RequestContext, request: m.ProduceRequest) -> m.ProduceResponse | None:
     broker = ctx.broker
-    acks = req.acks
-    transactional_id: str | None = getattr(request, "transactional_id", None)
+    acks = request.acks
     responses = []
-    for topic in req.topic_data:
+    for topic in request.topic_data:
         partitions = []
         for data in topic.partition_data:
             if acks not in _VALID_ACKS:
                 partitions.append(_error(data.index, codec.ErrorCode.invalid_required_acks))
             else:
                 partitions.append(
-                    produce_partition(broker, topic.name, data.index, data.records, transactional_id)
+                    produce_partition(broker, topic.name, data.index, data.records, request.transactional_id)
                 )
-        responses.append({"name": topic.name, "partition_responses": partitions})
+        responses.append(m.TopicProduceResponse(name=topic.name, partition_responses=partitions))
     if acks == 0:
         return None
-    return codec.build_response(request, {"responses": responses})
+    return m.ProduceResponse(responses=responses)
 
 
 SPEC = HandlerSpec(ApiKey.PRODUCE, 3, 9, handle, blocking=True)

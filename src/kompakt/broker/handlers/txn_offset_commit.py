@@ -15,47 +15,26 @@ INVALID_TXN_STATE (TRANSACTION_ABORTABLE is only for v5+, which is not offered).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, cast
-
 from kompakt.broker.context import HandlerSpec, RequestContext
-from kompakt.broker.groups import OFFSETS_TOPIC, OffsetCommitEntry, partition_for
+from kompakt.broker.groups import OFFSETS_TOPIC, partition_for
 from kompakt.broker.handlers.add_offsets_to_txn import offsets_partitions
+from kompakt.broker.handlers.offset_commit import CommitErrors, commit_entries, record_results
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
+from kompakt.protocol.messages import txn_offset_commit as m
 
 
-class _Partition(Protocol):
-    partition_index: int
-    committed_offset: int
-    committed_metadata: str | None
-
-
-class _Topic(Protocol):
-    name: str
-    partitions: Sequence[_Partition]
-
-
-class _Request(Protocol):
-    transactional_id: str
-    group_id: str
-    producer_id: int
-    producer_epoch: int
-    topics: Sequence[_Topic]
-
-
-def _commit(ctx: RequestContext, req: _Request) -> dict[tuple[str, int], codec.ErrorCode]:
-    wanted = [(t.name, p) for t in req.topics for p in t.partitions]
-    keys = [(topic, p.partition_index) for topic, p in wanted]
+def _commit(ctx: RequestContext, request: m.TxnOffsetCommitRequest) -> CommitErrors:
+    keys = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     broker = ctx.broker
     coordinator = broker.txn
     if coordinator is None:
         return dict.fromkeys(keys, codec.ErrorCode.coordinator_not_available)
-    if not req.group_id:
+    if not request.group_id:
         return dict.fromkeys(keys, codec.ErrorCode.invalid_group_id)
-    offsets_tp = (OFFSETS_TOPIC, partition_for(req.group_id, offsets_partitions(ctx)))
+    offsets_tp = (OFFSETS_TOPIC, partition_for(request.group_id, offsets_partitions(ctx)))
     with coordinator.verified(
-        req.transactional_id, req.producer_id, req.producer_epoch, [offsets_tp]
+        request.transactional_id, request.producer_id, request.producer_epoch, [offsets_tp]
     ) as verified:
         error = verified[offsets_tp]
         if error is codec.ErrorCode.producer_fenced:
@@ -64,53 +43,33 @@ def _commit(ctx: RequestContext, req: _Request) -> dict[tuple[str, int], codec.E
             error = codec.ErrorCode.invalid_txn_state
         if error is codec.ErrorCode.none:
             error = broker.groups.validate_transactional_commit(
-                req.group_id,
-                getattr(req, "generation_id", -1),
-                getattr(req, "member_id", ""),
-                ctx.api_version,
+                request.group_id, request.generation_id, request.member_id, ctx.api_version
             )
         if error is not codec.ErrorCode.none:
             return dict.fromkeys(keys, error)
-        errors: dict[tuple[str, int], codec.ErrorCode] = {}
-        entries: list[OffsetCommitEntry] = []
-        for topic, p in wanted:
-            if not broker.partition_exists(topic, p.partition_index):
-                errors[(topic, p.partition_index)] = codec.ErrorCode.unknown_topic_or_partition
-            else:
-                epoch: int = getattr(p, "committed_leader_epoch", -1)
-                entries.append(
-                    OffsetCommitEntry(
-                        topic, p.partition_index, p.committed_offset, epoch, p.committed_metadata
-                    )
-                )
+        errors, entries = commit_entries(broker, request.topics)
         results = broker.groups.commit_transactional_offsets(
-            req.group_id, req.producer_id, req.producer_epoch, entries
+            request.group_id, request.producer_id, request.producer_epoch, entries
         )
-        for entry, entry_error in zip(entries, results, strict=True):
-            errors[(entry.topic, entry.partition)] = entry_error
+        record_results(errors, entries, results)
         return errors
 
 
-def handle(ctx: RequestContext, request: codec.RequestPayload) -> codec.ResponsePayload:
-    req = cast(_Request, request)
-    errors = _commit(ctx, req)
-    return codec.build_response(
-        request,
-        {
-            "topics": [
-                {
-                    "name": t.name,
-                    "partitions": [
-                        {
-                            "partition_index": p.partition_index,
-                            "error_code": errors[(t.name, p.partition_index)],
-                        }
-                        for p in t.partitions
-                    ],
-                }
-                for t in req.topics
-            ]
-        },
+def handle(ctx: RequestContext, request: m.TxnOffsetCommitRequest) -> m.TxnOffsetCommitResponse:
+    errors = _commit(ctx, request)
+    return m.TxnOffsetCommitResponse(
+        topics=[
+            m.TxnOffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    m.TxnOffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=errors[(t.name, p.partition_index)]
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ]
     )
 
 
