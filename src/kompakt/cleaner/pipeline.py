@@ -20,7 +20,8 @@ workers before the walk returns, so no thread still uses a buffer afterwards.
 from __future__ import annotations
 
 import os
-from collections import deque
+import queue
+import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_all
@@ -98,52 +99,61 @@ class ChunkPipeline:
     def walk(
         self, sources: Sequence[Source], prepare: Prepare[T], *, verify_crc: bool = True
     ) -> Iterator[Prepared[T]]:
-        """Every chunk of ``sources`` in order, CRC-checked, with ``prepare(chunk, workspace)``."""
+        """Every chunk of ``sources`` in order, CRC-checked, with ``prepare(chunk, workspace)``.
+
+        A reader thread reads the chunks in order into free slots (``preadv`` releases the GIL, so
+        the caller's thread keeps consuming meanwhile) and hands each to a worker; the caller
+        takes them in order. The reader stops at the first error, which the caller meets after
+        the chunks before it."""
         if self.workers == 0:
             yield from self._walk_inline(sources, prepare, verify_crc)
             return
-        free = self._slot_pool()
-        pending: deque[tuple[Slot, Source, Chunk, Future[T]]] = deque()
-        chunks = _read(sources, free)
-        failure: BaseException | None = None
+        free: queue.SimpleQueue[Slot | None] = queue.SimpleQueue()
+        for slot in self._slot_pool():
+            free.put(slot)
+        ready: queue.SimpleQueue[_Ready[T]] = queue.SimpleQueue()
         executor = ThreadPoolExecutor(self.workers, thread_name_prefix="kompakt-cleaner-work")
+        reader = threading.Thread(
+            target=_read_ahead,
+            args=(sources, free, ready, executor, prepare, verify_crc),
+            name="kompakt-cleaner-work-reader",
+            daemon=True,
+        )
+        reader.start()
+        futures: list[Future[T]] = []
         try:
             while True:
-                while failure is None and len(pending) < self.depth and free:
-                    try:
-                        item = next(chunks, None)
-                    except Exception as exc:  # noqa: BLE001 - raised in order, after the chunks before it
-                        failure = exc
-                        break
-                    if item is None:
-                        break
-                    slot, source, chunk = item
-                    future = executor.submit(
-                        _prepare, source.path, chunk, slot.workspace, prepare, verify_crc
-                    )
-                    pending.append((slot, source, chunk, future))
-                if not pending:
-                    if failure is not None:
-                        raise failure
+                item = ready.get()
+                if item.failure is not None:
+                    raise item.failure
+                if item.slot is None or item.chunk is None or item.future is None or item.source is None:
                     return
-                slot, source, chunk, future = pending.popleft()
-                value = future.result()
-                yield Prepared(chunk, source, value, slot.workspace)
-                slot.buffer.restore()
-                free.append(slot)
+                futures.append(item.future)
+                value = item.future.result()
+                yield Prepared(item.chunk, item.source, value, item.slot.workspace)
+                item.slot.buffer.restore()
+                free.put(item.slot)
+                futures.clear()
         finally:
-            chunks.close()
-            for *_, future in pending:
+            free.put(None)  # wakes a reader waiting for a slot; it stops there
+            reader.join()
+            while not ready.empty():
+                left = ready.get()
+                if left.future is not None:
+                    futures.append(left.future)
+            for future in futures:
                 future.cancel()
-            wait_all([f for *_, f in pending])
+            wait_all(futures)
             executor.shutdown(wait=True)
+            for slot in self._slots:
+                slot.buffer.restore()
 
     def _walk_inline(
         self, sources: Sequence[Source], prepare: Prepare[T], verify_crc: bool
     ) -> Iterator[Prepared[T]]:
         free = self._slot_pool()
         try:
-            for slot, source, chunk in _read(sources, free):
+            for slot, source, chunk in _read(sources, free.pop):
                 value = _prepare(source.path, chunk, slot.workspace, prepare, verify_crc)
                 yield Prepared(chunk, source, value, slot.workspace)
                 free.append(slot)
@@ -158,13 +168,59 @@ def _prepare(path: Path, chunk: Chunk, workspace: Workspace, prepare: Prepare[T]
     return prepare(chunk, workspace)
 
 
-def _read(sources: Sequence[Source], free: list[Slot]) -> Generator[tuple[Slot, Source, Chunk], None, None]:
-    """Read the chunks of ``sources`` in order, each into a slot taken from ``free`` (the caller
-    puts slots back as their chunks are done; one must be free whenever a chunk is read)."""
+@dataclass(frozen=True, slots=True)
+class _Ready(Generic[T]):
+    """What the reader hands the caller: a chunk with its preparation under way, the error that
+    stopped the reader (``failure``), or the end of the walk (nothing set)."""
+
+    slot: Slot | None = None
+    source: Source | None = None
+    chunk: Chunk | None = None
+    future: Future[T] | None = None
+    failure: BaseException | None = None
+
+
+class _Stopped(Exception):
+    """The caller left the walk: the reader stops where it is."""
+
+
+def _read_ahead(
+    sources: Sequence[Source],
+    free: queue.SimpleQueue[Slot | None],
+    ready: queue.SimpleQueue[_Ready[T]],
+    executor: ThreadPoolExecutor,
+    prepare: Prepare[T],
+    verify_crc: bool,
+) -> None:
+    """The reader thread: each chunk, in order, read into a free slot and submitted to a worker."""
+
+    def take() -> Slot:
+        slot = free.get()
+        if slot is None:
+            raise _Stopped
+        return slot
+
+    try:
+        for slot, source, chunk in _read(sources, take):
+            future = executor.submit(_prepare, source.path, chunk, slot.workspace, prepare, verify_crc)
+            ready.put(_Ready(slot, source, chunk, future))
+    except _Stopped:
+        pass
+    except BaseException as exc:  # noqa: BLE001 - handed to the caller, raised in order
+        ready.put(_Ready(failure=exc))
+        return
+    ready.put(_Ready())
+
+
+def _read(
+    sources: Sequence[Source], take_slot: Callable[[], Slot]
+) -> Generator[tuple[Slot, Source, Chunk], None, None]:
+    """Read the chunks of ``sources`` in order, each into a slot from ``take_slot`` (which may
+    wait until the caller is done with an earlier chunk)."""
     taken: list[Slot] = []
 
     def take() -> ReadBuffer:
-        taken.append(free.pop())
+        taken.append(take_slot())
         return taken[-1].buffer
 
     for source in sources:
