@@ -48,6 +48,7 @@ BOOTSTRAP_ENV = "KOMPAKT_BOOTSTRAP"
 BootstrapOption = Annotated[
     str,
     typer.Option(
+        "--bootstrap-server",
         "--bootstrap",
         "-b",
         envvar=BOOTSTRAP_ENV,

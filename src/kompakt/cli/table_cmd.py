@@ -52,6 +52,7 @@ EncodingOpt = Annotated[str, typer.Option("--key-encoding", help="How KEY is giv
 BootstrapOpt = Annotated[
     str | None,
     typer.Option(
+        "--bootstrap-server",
         "--bootstrap",
         help="Read the topic from a Kafka cluster (HOST:PORT) with a read_committed consumer; "
         "the same as giving the topic as kafka://HOST:PORT/TOPIC.",

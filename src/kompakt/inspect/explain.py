@@ -564,7 +564,7 @@ def _active(config: LogConfig, active: SegmentInfo, records: int, now_ms: int) -
         if config.compact
         else config.segment_ms
     )
-    left = max(config.segment_bytes - active.size_bytes, 0)
+    left = max(config.segment_size - active.size_bytes, 0)
     if active.size_bytes == 0:
         return ActiveSegment(
             active.base_offset,
@@ -587,7 +587,7 @@ def _active(config: LogConfig, active: SegmentInfo, records: int, now_ms: int) -
     if time_roll is not None:
         when = "now" if time_roll < now_ms else iso_ms(time_roll)
         parts.append(f"at the first append after {when} (segment.ms {duration(eff)})")
-    parts.append(f"when {left} more bytes arrive (segment.bytes {config.segment_bytes})")
+    parts.append(f"when {left} more bytes arrive (segment.bytes {config.segment_size})")
     if forced is not None:
         when = "at the next cleaner pass" if forced < now_ms else f"at {iso_ms(forced)}"
         parts.append(f"kompakt's cleaner rolls it idle {when} (max.compaction.lag.ms)")
