@@ -8,16 +8,28 @@ DATA_DIR ?= ./kompakt-data
 PORT ?= 9092
 ADMIN_PORT ?= 9192
 
-.PHONY: run test fuzz lint bench clean system-deps js-deps native
+.PHONY: run install test fuzz lint bench docs clean system-deps js-deps native
+
+# Two install steps into the one .venv: `make run` needs only kompakt and its runtime dependencies
+# (RUN_STAMP; setuptools too, which numba's pycc links the kernels with), `make test` adds the test
+# extra on top (STAMP: pytest, linters, the client libraries, moto, duckdb, quixstreams...). So the
+# first `make run` on a fresh clone does not install the test suite to start a broker.
+RUN_STAMP := $(VENV)/.installed-run
 
 # The kernels compiled ahead of time into the source tree (a wheel install gets them from its
 # build hook, hatch_build.py; an editable install does not), rebuilt when a kernel source changed.
-native: $(STAMP)
+native: $(RUN_STAMP)
 	env -u KOMPAKT_KERNELS $(PY) -m kompakt.aot_build --inplace --if-stale
 
-$(STAMP): pyproject.toml
+# `make install`: the run install step alone (tests/test_makefile.py builds a fresh clone with it).
+install: $(RUN_STAMP)
+
+$(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[native]'
+	touch $(RUN_STAMP)
+
+$(STAMP): pyproject.toml $(RUN_STAMP)
 	$(PY) -m pip install --quiet -e '.[test]'
 	# quixstreams (the exactly-once e2e test) pins confluent-kafka<2.13; its other dependencies are
 	# in the test extra, so it is installed alone on top of kompakt's confluent-kafka 2.16.1.
@@ -56,7 +68,7 @@ lint: $(STAMP)
 
 # The suite runs the precompiled kernels, as an install does; the JIT cache is warmed too, for the
 # tests that compare the two and those that run with KOMPAKT_KERNELS=jit.
-test: native system-deps js-deps lint
+test: native $(STAMP) system-deps js-deps lint docs
 	$(PY) -m compileall -q src/kompakt
 	KOMPAKT_KERNELS=jit $(PY) -m kompakt.cleaner.warmup
 	KOMPAKT_KERNELS=jit $(PY) -m kompakt.table.warmup
@@ -67,12 +79,12 @@ test: native system-deps js-deps lint
 # more for sized ones, PROTOCOL_FUZZ_EXAMPLES per served protocol version, no per-test timeout.
 FUZZ_EXAMPLES ?= 1000
 PROTOCOL_FUZZ_EXAMPLES ?= 200
-fuzz: native
+fuzz: native $(STAMP)
 	$(PY) -m compileall -q src/kompakt
 	KOMPAKT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) KOMPAKT_PROTOCOL_FUZZ_EXAMPLES=$(PROTOCOL_FUZZ_EXAMPLES) \
 		$(PY) -m pytest -q -n 2 --hypothesis-profile=fuzz --timeout=0 -m hypothesis tests
 
-bench: native
+bench: native $(STAMP)
 	$(PY) -m compileall -q src/kompakt
 	$(PY) bench/run_all.py
 
