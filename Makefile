@@ -10,15 +10,17 @@ ADMIN_PORT ?= 9192
 
 .PHONY: run install test fuzz lint bench docs clean system-deps js-deps native
 
-# Two install steps into the one .venv: `make run` needs only kompakt and its runtime dependencies
-# (RUN_STAMP; setuptools too, which numba's pycc links the kernels with), `make test` adds the test
-# extra on top (STAMP: pytest, linters, the client libraries, moto, duckdb, quixstreams...). So the
-# first `make run` on a fresh clone does not install the test suite to start a broker.
+# Install steps into the one .venv, each on top of the one before: `make run` needs only kompakt and
+# its runtime dependencies (RUN_STAMP); `make native` adds setuptools, which numba's pycc links the
+# precompiled kernels with (NATIVE_STAMP); `make test` adds the test extra (STAMP: pytest, linters,
+# client libraries, moto, duckdb, mkdocs, quixstreams...). So the first `make run` on a fresh clone
+# installs neither the test suite nor a compile step before the broker is ready.
 RUN_STAMP := $(VENV)/.installed-run
+NATIVE_STAMP := $(VENV)/.installed-native
 
 # The kernels compiled ahead of time into the source tree (a wheel install gets them from its
 # build hook, hatch_build.py; an editable install does not), rebuilt when a kernel source changed.
-native: $(RUN_STAMP)
+native: $(NATIVE_STAMP)
 	env -u KOMPAKT_KERNELS $(PY) -m kompakt.aot_build --inplace --if-stale
 
 # `make install`: the run install step alone (tests/test_makefile.py builds a fresh clone with it).
@@ -26,10 +28,14 @@ install: $(RUN_STAMP)
 
 $(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -e '.[native]'
+	$(PY) -m pip install --quiet -e .
 	touch $(RUN_STAMP)
 
-$(STAMP): pyproject.toml $(RUN_STAMP)
+$(NATIVE_STAMP): pyproject.toml $(RUN_STAMP)
+	$(PY) -m pip install --quiet -e '.[native]'
+	touch $(NATIVE_STAMP)
+
+$(STAMP): pyproject.toml $(NATIVE_STAMP)
 	$(PY) -m pip install --quiet -e '.[test]'
 	# quixstreams (the exactly-once e2e test) pins confluent-kafka<2.13; its other dependencies are
 	# in the test extra, so it is installed alone on top of kompakt's confluent-kafka 2.16.1.
@@ -56,7 +62,11 @@ js-deps:
 # `make run PORT=19092 ADMIN_PORT=19192 DATA_DIR=/tmp/k` for other ports or another directory.
 # Byte-compile first: an editable install has no cached bytecode, and where PYTHONDONTWRITEBYTECODE
 # is set (CI images, this project's sandboxes) every start would compile ~150 modules (0.16 s).
-run: native
+# No ahead-of-time kernel build here (about a minute on 2 cores): without one, `kompakt serve`
+# compiles the kernels with numba's JIT in a background process that does not delay ready (the
+# first compaction waits for it; the result is cached on disk). A fresh `make native` build in the
+# tree (`make test` makes one) is used as it is.
+run: $(RUN_STAMP)
 	$(PY) -m compileall -q src/kompakt
 	$(VENV)/bin/kompakt serve --data-dir $(DATA_DIR) --port $(PORT) --admin-port $(ADMIN_PORT)
 

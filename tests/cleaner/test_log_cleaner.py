@@ -178,7 +178,9 @@ def test_compact_now_ignores_the_ratio_and_removes_expired_tombstones(
     manager: LogManager, clock: FakeClock
 ) -> None:
     manager.create_topic(
-        "now", 1, {"cleanup.policy": "compact", "internal.segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.99"}
+        "now",
+        1,
+        {"cleanup.policy": "compact", "internal.segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.99"},
     )
     log = manager.get_log("now", 0)
     write_dups(log, clock, keys=10, dups=2)

@@ -281,7 +281,9 @@ def test_every_statistic_matches_an_independent_count(
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         clock = FakeClock()
-        log = lct_log(Path(tmp), clock, internal_segment_bytes=segment_bytes, delete_retention_ms=RETENTION_MS)
+        log = lct_log(
+            Path(tmp), clock, internal_segment_bytes=segment_bytes, delete_retention_ms=RETENTION_MS
+        )
         model = Model()
         dirty = 0
         tail: list[tuple[object, ...]] = [

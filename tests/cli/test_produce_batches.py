@@ -64,7 +64,10 @@ def test_a_larger_batch_size_is_capped_with_a_note(broker: InProcessBroker) -> N
         stdin=LINES,
     )  # fmt: skip
     assert produced.code == 0, produced.stderr
-    assert "note: batch.size 65536 is more than the topic's internal.segment.bytes=2048: using 2048" in produced.stderr
+    assert (
+        "note: batch.size 65536 is more than the topic's internal.segment.bytes=2048: using 2048"
+        in produced.stderr
+    )
     assert len(broker.records("small-2")) == 500
 
 

@@ -79,7 +79,8 @@ def test_dynamic_layers_win_over_static() -> None:
     without_broker_layer = broker.with_dynamic({"log.segment.bytes": None})
     assert LogConfig.from_overrides({}, without_broker_layer).segment_bytes == 2_200_000
     assert (
-        LogConfig.from_overrides({}, BrokerConfig(static={"log.segment.bytes": "1100000"})).segment_bytes == 1_100_000
+        LogConfig.from_overrides({}, BrokerConfig(static={"log.segment.bytes": "1100000"})).segment_bytes
+        == 1_100_000
     )
 
 

@@ -24,7 +24,8 @@ SIZE = len(kv(0))
 
 def make_log(tmp_path: Path, n: int = 25) -> LogHarness:
     h = LogHarness(
-        tmp_path / "t-0", config(internal_segment_bytes=5 * SIZE, index_interval_bytes=1, file_delete_delay_ms=10)
+        tmp_path / "t-0",
+        config(internal_segment_bytes=5 * SIZE, index_interval_bytes=1, file_delete_delay_ms=10),
     )
     for i in range(n):
         h.log.append(kv(i))

@@ -255,9 +255,7 @@ def old_validate_restore_command(config: ConfigOpt = None, output: OutputOpt = O
 def restore_command(
     config: ConfigOpt = None,
     output: OutputOpt = OutputFormat.TABLE,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Only validate (as validate-restore).")
-    ] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only validate (as validate-restore).")] = False,
 ) -> None:
     """Restore a backup described by --config: through the protocol or into a stopped data directory."""
     cfg = _load_restore(config)

@@ -72,7 +72,9 @@ def _hex_escape(text: str, index: int) -> tuple[str, int]:
     pair = digits[:2]
     if len(pair) == 2 and all(c in "0123456789abcdefABCDEF" for c in pair):
         return chr(int(pair, 16)), index + 4
-    raise CliUsageError(f"--format: \\x needs two hex digits or three decimal digits, got {text[index:index + 5]!r}")
+    raise CliUsageError(
+        f"--format: \\x needs two hex digits or three decimal digits, got {text[index : index + 5]!r}"
+    )
 
 
 class Renderer(Protocol):

@@ -676,7 +676,11 @@ def explain_command(
     server_properties: ServerPropertiesOpt = None,
     bootstrap: Annotated[
         str | None,
-        typer.Option("--bootstrap-server", "--bootstrap", help="Read topic and broker configs from a running cluster (HOST:PORT)."),
+        typer.Option(
+            "--bootstrap-server",
+            "--bootstrap",
+            help="Read topic and broker configs from a running cluster (HOST:PORT).",
+        ),
     ] = None,
     bootstrap_timeout: Annotated[
         float, typer.Option("--bootstrap-timeout", help="Seconds to wait for the cluster.")
