@@ -130,6 +130,12 @@ def test_bootstrap_server_is_accepted_wherever_a_broker_is_named(broker: BrokerP
     for flag in ("--bootstrap-server", "--bootstrap", "-b"):
         listed = run_cli("topic", "list", flag, broker.bootstrap)
         assert listed.code == 0 and "vocabulary" in listed.stdout, (flag, listed.stderr)
+    # One URL form for a cluster: kafka://HOST:PORT, as the table commands' sources have it.
+    for command in (("topic", "list"), ("kafka-topics", "--list")):
+        listed = run_cli(*command, "--bootstrap-server", f"kafka://{broker.bootstrap}")
+        assert listed.code == 0 and "vocabulary" in listed.stdout, (command, listed.stderr)
+    refused = run_cli("topic", "list", "--bootstrap-server", f"kafka://{broker.bootstrap}/vocabulary")
+    assert refused.code == 2 and "give kafka://HOST:PORT (no topic)" in refused.stderr
     produced = run_cli(
         "produce", "vocabulary", "--bootstrap-server", broker.bootstrap, "-K", ":", stdin="a:1\n"
     )

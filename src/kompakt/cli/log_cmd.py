@@ -35,6 +35,7 @@ from kompakt.cli.output import (
     CliError,
     CliUsageError,
     OutputFormat,
+    bootstrap_value,
     console,
     emit_json,
     emit_table,
@@ -679,7 +680,8 @@ def explain_command(
         typer.Option(
             "--bootstrap-server",
             "--bootstrap",
-            help="Read topic and broker configs from a running cluster (HOST:PORT).",
+            callback=bootstrap_value,
+            help="Read topic and broker configs from a running cluster (HOST:PORT or kafka://HOST:PORT).",
         ),
     ] = None,
     bootstrap_timeout: Annotated[
