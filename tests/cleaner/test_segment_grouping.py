@@ -112,10 +112,10 @@ def test_segment_grouping_with_sparse_offsets_and_empty_segments(tmp_path: Path,
     assert len(log.segments) == 4
     u = log.log_end_offset - 1
     cfg = log.config
-    assert len(grouping(log, cfg.segment_bytes, cfg.segment_index_bytes, u)) == 3
+    assert len(grouping(log, cfg.segment_size, cfg.segment_index_bytes, u)) == 3
     clean(log, 0, uncleanable=u)
     assert len(log.segments) == 4
     assert log.segments.values()[0].size == 0
-    assert len(grouping(log, cfg.segment_bytes, cfg.segment_index_bytes, u)) == 2
+    assert len(grouping(log, cfg.segment_size, cfg.segment_index_bytes, u)) == 2
     clean(log, 0, uncleanable=u)
     assert len(log.segments) == 3
