@@ -48,7 +48,9 @@ def test_the_front_page_is_short_with_contents_and_the_two_commands() -> None:
 def test_every_page_the_front_page_names_exists() -> None:
     for target in re.findall(r"\]\(((?:docs|examples)/[^)#]*)\)", README.read_text()):
         assert (ROOT / target).exists(), target
-    for name in re.findall(r"examples/[\w.]+", walkthrough()):
+    used = re.findall(r"examples/[\w.]+", walkthrough())
+    assert used, "the walk-through uses the example files it ships"
+    for name in used:
         assert (ROOT / name).is_file(), name
 
 
