@@ -145,7 +145,7 @@ class Cleaner:
         ]
         config = log.config
         return group_segments_by_size(
-            inputs, config.segment_bytes, config.segment_index_bytes, first_uncleanable_offset
+            inputs, config.segment_size, config.segment_index_bytes, first_uncleanable_offset
         )
 
     def clean_segments(

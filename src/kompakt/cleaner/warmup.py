@@ -56,7 +56,7 @@ def warm_up() -> float:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp) / "warmup-0"
         directory.mkdir()
-        config = LogConfig.from_overrides({"cleanup.policy": "compact", "segment.bytes": "4096"})
+        config = LogConfig.from_overrides({"cleanup.policy": "compact", "internal.segment.bytes": "4096"})
         log = PartitionLog(directory, "warmup", 0, config, clock)
 
         def append(first: int, end: int) -> None:

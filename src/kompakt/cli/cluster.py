@@ -38,7 +38,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from kompakt.cli.output import CliError, CliUsageError, OutputFormat, err_console
+from kompakt.cli.output import CliError, CliUsageError, OutputFormat, bootstrap_value, err_console
 from kompakt.clock import parse_time_ms
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -48,10 +48,12 @@ BOOTSTRAP_ENV = "KOMPAKT_BOOTSTRAP"
 BootstrapOption = Annotated[
     str,
     typer.Option(
+        "--bootstrap-server",
         "--bootstrap",
         "-b",
         envvar=BOOTSTRAP_ENV,
-        help="Comma-separated host:port list of the cluster's brokers.",
+        callback=bootstrap_value,
+        help="The cluster's brokers: HOST:PORT[,HOST:PORT...] or kafka://HOST:PORT.",
     ),
 ]
 TimeoutOption = Annotated[

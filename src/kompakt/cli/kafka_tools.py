@@ -30,7 +30,7 @@ from typing import Any, NoReturn
 import typer
 
 from kompakt.cli.cluster import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, DEFAULT_TIMEOUT_S, KAFKA_ADMIN, Cluster
-from kompakt.cli.output import CliError, CliUsageError, OutputFormat, console, emit_json
+from kompakt.cli.output import CliError, CliUsageError, OutputFormat, bootstrap_value, console, emit_json
 
 TOOLS: dict[str, str] = {}
 """Tool name -> one line of help (filled by :func:`_tool`)."""
@@ -53,7 +53,8 @@ def _parser(tool: str, description: str) -> _Parser:
     parser.add_argument(
         "--bootstrap-server",
         default=os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP),
-        help="The broker(s) to connect to, HOST:PORT[,...] (default $KOMPAKT_BOOTSTRAP or 127.0.0.1:9092).",
+        help="The broker(s) to connect to, HOST:PORT[,...] or kafka://HOST:PORT "
+        "(default $KOMPAKT_BOOTSTRAP or 127.0.0.1:9092).",
     )
     parser.add_argument(
         "--command-config",
@@ -71,7 +72,7 @@ def _common(args: argparse.Namespace) -> tuple[str, OutputFormat]:
         raise CliUsageError(
             "--command-config is not supported: kompakt's Kafka-spelled tools connect in plaintext"
         )
-    return str(args.bootstrap_server), OutputFormat(args.output)
+    return str(bootstrap_value(args.bootstrap_server)), OutputFormat(args.output)
 
 
 def _tool(name: str, summary: str) -> Callable[[Callable[[list[str]], None]], Callable[[list[str]], None]]:

@@ -35,6 +35,7 @@ from kompakt.cli.output import (
     CliError,
     CliUsageError,
     OutputFormat,
+    bootstrap_value,
     console,
     emit_json,
     emit_table,
@@ -676,7 +677,12 @@ def explain_command(
     server_properties: ServerPropertiesOpt = None,
     bootstrap: Annotated[
         str | None,
-        typer.Option("--bootstrap", help="Read topic and broker configs from a running cluster (HOST:PORT)."),
+        typer.Option(
+            "--bootstrap-server",
+            "--bootstrap",
+            callback=bootstrap_value,
+            help="Read topic and broker configs from a running cluster (HOST:PORT or kafka://HOST:PORT).",
+        ),
     ] = None,
     bootstrap_timeout: Annotated[
         float, typer.Option("--bootstrap-timeout", help="Seconds to wait for the cluster.")

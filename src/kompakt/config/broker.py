@@ -214,9 +214,13 @@ class BrokerConfig:
         return value
 
     def deprecation_warnings(self) -> list[str]:
-        """Human-readable warnings for configs that are set but deprecated."""
+        """Human-readable warnings for configs that are set but deprecated.
+
+        ``log.cleaner.enable=true`` (a line many Kafka server.properties carry) says what the
+        default already does, so it passes silently; only ``false`` changes anything, and only
+        that is worth a warning."""
         warnings = []
-        if self.lookup_set("log.cleaner.enable") is not None:
+        if self.lookup_set("log.cleaner.enable") is not None and not self.log_cleaner_enable:
             warnings.append(
                 "log.cleaner.enable is deprecated (Kafka 4.4) and will be removed; compacted topics "
                 "need the cleaner, and with it disabled they are never compacted or retained."
