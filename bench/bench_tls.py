@@ -38,7 +38,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.support.tls
 
 import bench_broker as bb  # noqa: E402 - after the path set-up
-
 from tests.support.tls import make_pki  # noqa: E402
 
 TOTAL_BYTES = int(float(os.environ.get("KOMPAKT_BENCH_TLS_MB", "256")) * bb.MIB)
