@@ -28,7 +28,7 @@ READY = re.compile(
 )
 #: One ``NAME://host:port`` of a ready line naming several listeners.
 LISTENER = re.compile(r"(?P<name>[A-Z0-9_]+)://(?P<host>[^:,\s\]]+|\[[^\]]+\]):(?P<port>\d+)")
-ADMIN_URL = re.compile(r", admin (?P<url>http://[^,\s]+)")
+ADMIN_URL = re.compile(r", admin (?P<url>https?://[^,\s]+)")
 START_DEADLINE_S = 30.0
 COMPACTED = "compacted"
 

@@ -28,7 +28,7 @@ from kompakt.config.log_defs import (
     TOPIC_NAME_OF_BROKER_SYNONYM,
     TopicConfigDef,
 )
-from kompakt.config.server_defs import SERVER_BROKER_DEFS
+from kompakt.config.server_defs import ADMIN_BROKER_DEFS, SERVER_BROKER_DEFS
 from kompakt.config.txn_defs import TXN_BROKER_DEFS
 
 __all__ = [
@@ -58,6 +58,7 @@ KOMPAKT_BROKER_CONFIGS: dict[str, ConfigDef] = {
         *TXN_BROKER_DEFS,
         *SERVER_BROKER_DEFS,
         *LISTENER_BROKER_DEFS,
+        *ADMIN_BROKER_DEFS,
         *GROUP_BROKER_DEFS,
     )
 }

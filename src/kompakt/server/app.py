@@ -39,6 +39,7 @@ from kompakt.log.manager import LogManager
 from kompakt.log.metadata_files import read_meta_properties
 from kompakt.log.segments import ManualScheduler
 from kompakt.protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from kompakt.server.admin_access import AdminAccess, admin_access_from_config, admin_ssl_context
 from kompakt.server.admin_api import AdminApi
 from kompakt.server.admin_http import AdminHttpServer
 from kompakt.server.connection import Connection, PrincipalBuilder, connection_factory
@@ -155,6 +156,17 @@ def _certificate_principal_builder(mapper: SslPrincipalMapper) -> PrincipalBuild
         return certificate_principal(transport.get_extra_info("peercert"), mapper)
 
     return principal_of
+
+
+def require_authentication(listeners: Sequence[KafkaListenerSettings]) -> bool:
+    """Whether every listener authenticates its clients (SASL, or a required client certificate):
+    a single PLAINTEXT listener lets anyone in, and then a token on the admin endpoint guards
+    nothing more than the Kafka port already gives away."""
+    return bool(listeners) and all(
+        s.security_protocol.startswith("SASL_")
+        or (s.security_protocol == "SSL" and s.tls is not None and s.tls.verify_mode == ssl.CERT_REQUIRED)
+        for s in listeners
+    )
 
 
 class KafkaServer:
@@ -326,7 +338,9 @@ async def _bind_all(listeners: Sequence[KafkaListenerSettings]) -> list[Listener
     bound: list[Listener] = []
     try:
         for settings in listeners:
-            bound.append(await Listener.bind(settings.host, settings.port, settings.label, settings.tls))
+            bound.append(
+                await Listener.bind(settings.host, settings.port, settings.label, ssl_context=settings.tls)
+            )
     except BaseException:
         await _close_listeners(*bound)
         raise
@@ -393,6 +407,11 @@ class AppSettings:
             ),
         )
 
+    #: Whether the Kafka listeners require authentication: the admin endpoint then requires its
+    #: bearer token even on loopback, so that it is no way around them. ``kompakt serve`` sets
+    #: it when every listener does (SASL_*, or SSL with ``ssl.client.auth=required``).
+    listeners_require_auth: bool = False
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServerSettings:
@@ -423,6 +442,16 @@ class ServerSettings:
             ),
             log_retention_check_interval_ms=config.get_int("log.retention.check.interval.ms"),
         )
+
+
+def admin_security(settings: AppSettings) -> tuple[AdminAccess, ssl.SSLContext | None]:
+    """The admin endpoint's access rules and TLS context from the broker config; raises
+    :class:`~kompakt.errors.ConfigError` (no token where one is required, an unreadable key)."""
+    config = settings.broker_config
+    access = admin_access_from_config(
+        config, settings.admin_host, listeners_require_auth=settings.listeners_require_auth
+    )
+    return access, admin_ssl_context(config)
 
 
 class CleanerService:
@@ -569,9 +598,13 @@ class BrokerApp:
         server_settings = ServerSettings.from_broker(settings.broker_config)
         kafka_listeners = await _bind_all(settings.kafka_listeners())
         admin_listener: Listener | None = None
+        security = None
         try:
             if settings.admin_port is not None:
-                admin_listener = await Listener.bind(settings.admin_host, settings.admin_port, "admin")
+                security = admin_security(settings)
+                admin_listener = await Listener.bind(
+                    settings.admin_host, settings.admin_port, "admin", ssl_context=security[1]
+                )
             broker = await asyncio.to_thread(self._open)
         except BaseException:
             await _close_listeners(*kafka_listeners, admin_listener)
@@ -591,7 +624,7 @@ class BrokerApp:
             )
             await server.start(kafka_listeners)
             self.server = server
-            await self._start_admin(broker, admin_listener)
+            await self._start_admin(broker, admin_listener, security)
         except BaseException:
             if self.server is not None:
                 await self.server.close()
@@ -605,7 +638,12 @@ class BrokerApp:
         self._start_background(broker)
         return server
 
-    async def _start_admin(self, broker: Broker, listener: Listener | None) -> None:
+    async def _start_admin(
+        self,
+        broker: Broker,
+        listener: Listener | None,
+        security: tuple[AdminAccess, ssl.SSLContext | None] | None,
+    ) -> None:
         """The admin operations always exist (the pytest fixture uses them in-process); the HTTP
         endpoint listens only when ``settings.admin_port`` is set (``listener`` is its address)."""
         self.admin = AdminApi(
@@ -615,7 +653,11 @@ class BrokerApp:
             log_dir=str(self.settings.data_dir),
         )
         if listener is not None:
-            admin_server = AdminHttpServer(self.admin, self.settings.admin_host, listener.port)
+            assert security is not None
+            access, ssl_context = security
+            admin_server = AdminHttpServer(
+                self.admin, self.settings.admin_host, listener.port, access=access, ssl_context=ssl_context
+            )
             await admin_server.start(listener)
             self.admin_server = admin_server
 

@@ -53,14 +53,17 @@ class Listener:
         self._factory: ProtocolFactory | None = None
 
     @classmethod
-    async def bind(cls, host: str, port: int, listener: str, tls: ssl.SSLContext | None = None) -> Listener:
+    async def bind(
+        cls, host: str, port: int, listener: str, *, ssl_context: ssl.SSLContext | None = None
+    ) -> Listener:
         """Bind ``host:port`` (0 picks a free port; :attr:`port` names it) without accepting yet;
-        with ``tls`` every connection is a TLS server connection."""
-        bound = cls(host, listener, tls)
+        with ``ssl_context`` every connection is TLS (asyncio runs the handshake first). An
+        empty host binds every interface, as Kafka's ``listeners`` entry ``PLAINTEXT://:9092``."""
+        bound = cls(host, listener, ssl_context)
         loop = asyncio.get_running_loop()
         try:
             bound._server = await loop.create_server(
-                bound._protocol, host or None, port, start_serving=False, ssl=tls
+                bound._protocol, host or None, port, start_serving=False, ssl=ssl_context
             )
         except OSError as exc:
             raise BindError(host, port, listener, exc) from exc
