@@ -27,7 +27,7 @@ def test_every_kafka_broker_config_is_known() -> None:
         "log.message.format.version",  # kept from Kafka 3.9
         "kompakt.tombstone.retain.for.groups",  # kompakt's own (the reader hold)
         "kompakt.tombstone.max.hold.ms",
-    }
+    } | {name for name in BROKER_CONFIGS if name.startswith("admin.")}  # the admin endpoint's own
     for name in (
         "sasl.kerberos.min.time.before.relogin",
         "num.io.threads",
