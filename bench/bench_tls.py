@@ -7,7 +7,8 @@ Prints one JSON object on its last stdout line:
   ``acks=1``, large batches; a full consume from the beginning), the median run of
   ``KOMPAKT_BENCH_ROUNDS`` (default 3) rounds of ``KOMPAKT_BENCH_TLS_MB`` (default 256) MB each,
   with the broker's CPU seconds. The listeners alternate which goes first in each round, and
-  every round writes a topic of its own that is deleted afterwards.
+  every round writes a topic of its own that is deleted afterwards. ``client_cpu_s`` is the
+  benchmark process's CPU (the confluent-kafka client) in the same phase.
 * ``ratios``: TLS MB/s over plaintext MB/s for produce and consume (medians), and per round.
   The goal is at least 0.6 for both.
 
@@ -23,6 +24,7 @@ import functools
 import json
 import os
 import re
+import resource
 import select
 import shutil
 import statistics
@@ -79,6 +81,18 @@ def kompakt_two_listeners(data_dir: Path, overrides: list[str]) -> Iterator[tupl
         bb.stop(process)
 
 
+def with_client_cpu(
+    broker: bb.Running, phase: functools.partial[dict[str, float]], topic: str, count: int
+) -> dict[str, Any]:
+    """bench_broker's ``measured`` plus the client process's CPU seconds (librdkafka's threads
+    included): which side of the connection pays for TLS."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    result = bb.measured(broker, phase, topic, count)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    result["client_cpu_s"] = round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2)
+    return result
+
+
 def main() -> int:
     bb.steady_client_memory()
     bb.byte_compile_kompakt()
@@ -114,8 +128,8 @@ def main() -> int:
                     bb.create_topic(plain.bootstrap, topic)
                     produce = functools.partial(bb.produce, security=security)
                     consume = functools.partial(bb.consume, security=security)
-                    runs[name]["produce"].append(bb.measured(broker, produce, topic, count))
-                    runs[name]["consume"].append(bb.measured(broker, consume, topic, count))
+                    runs[name]["produce"].append(with_client_cpu(broker, produce, topic, count))
+                    runs[name]["consume"].append(with_client_cpu(broker, consume, topic, count))
                     bb.delete_topic(plain, topic)
         for name, phases in runs.items():
             result[name] = {phase: bb.median_run(phase_runs) for phase, phase_runs in phases.items()}
