@@ -158,6 +158,13 @@ def _certificate_principal_builder(mapper: SslPrincipalMapper) -> PrincipalBuild
     return principal_of
 
 
+def _client_auth(context: ssl.SSLContext | None) -> str | None:
+    """``ssl.client.auth`` as the context applies it (None on a plaintext listener)."""
+    if context is None:
+        return None
+    return {ssl.CERT_REQUIRED: "required", ssl.CERT_OPTIONAL: "requested"}.get(context.verify_mode, "none")
+
+
 def require_authentication(listeners: Sequence[KafkaListenerSettings]) -> bool:
     """Whether every listener authenticates its clients (SASL, or a required client certificate):
     a single PLAINTEXT listener lets anyone in, and then a token on the admin endpoint guards
@@ -256,6 +263,24 @@ class KafkaServer:
     def _default_host(self, settings: KafkaListenerSettings) -> str:
         """The advertised host of a listener bound on every interface with none advertised."""
         return socket.getfqdn() if settings.host in ("", "0.0.0.0", "::") else settings.host  # noqa: S104
+
+    def listener_report(self) -> list[dict[str, object]]:
+        """Each bound listener for the admin endpoint (``GET /v1/listeners``)."""
+        report: list[dict[str, object]] = []
+        for settings, server in self.listeners:
+            host, port = self.broker.endpoint(settings.name)
+            report.append(
+                {
+                    "name": settings.name,
+                    "security_protocol": settings.security_protocol,
+                    "host": settings.host or "0.0.0.0",  # noqa: S104 - the wildcard an empty host binds
+                    "port": server.port,
+                    "advertised_host": host,
+                    "advertised_port": port,
+                    "client_auth": _client_auth(settings.tls),
+                }
+            )
+        return report
 
     def describe_listeners(self) -> str:
         """``127.0.0.1:9092`` for the one ``--port`` listener; ``NAME://host:port`` for each
@@ -652,6 +677,8 @@ class BrokerApp:
             request_metrics=self.request_metrics,
             log_dir=str(self.settings.data_dir),
         )
+        if self.server is not None:
+            self.admin.kafka_listeners = self.server.listener_report()
         if listener is not None:
             assert security is not None
             access, ssl_context = security
