@@ -43,12 +43,12 @@ $(STAMP): pyproject.toml $(NATIVE_STAMP)
 	touch $(STAMP)
 
 # Debian packages and npm modules used by the tests: kcat (client compatibility), chromium (the
-# log map in a headless browser), kafkajs and playwright-core from npm.
+# log map in a headless browser), openssl (throwaway TLS certificates, tests/support/tls.py), kafkajs and playwright-core from npm.
 system-deps:
-	@if ! command -v kcat >/dev/null 2>&1 || [ ! -x /usr/bin/chromium ]; then \
+	@if ! command -v kcat >/dev/null 2>&1 || [ ! -x /usr/bin/chromium ] || ! command -v openssl >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat chromium >/dev/null; \
-		else echo "kcat/chromium not installed and cannot apt-get; their tests will fail"; fi; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat chromium openssl >/dev/null; \
+		else echo "kcat/chromium/openssl not installed and cannot apt-get; their tests will fail"; fi; \
 	fi
 
 js-deps:

@@ -52,3 +52,11 @@ def test_advertised_wildcard_is_refused() -> None:
     config = BrokerConfig.from_properties({"advertised.listeners": "PLAINTEXT://0.0.0.0:9092"})
     with pytest.raises(ConfigError, match="cannot use the nonroutable meta-address 0.0.0.0"):
         broker_listeners(config)
+
+
+def test_inter_broker_listener_and_protocol_are_exclusive() -> None:
+    config = BrokerConfig.from_properties(
+        {"inter.broker.listener.name": "PLAINTEXT", "security.inter.broker.protocol": "PLAINTEXT"}
+    )
+    with pytest.raises(ConfigError, match="Only one of inter.broker.listener.name and security.inter.broker"):
+        broker_listeners(config)

@@ -125,7 +125,7 @@ def build_settings(
         config = BrokerConfig.from_properties(props)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    from kompakt.server.app import AppSettings, admin_security, listener_settings
+    from kompakt.server.app import AppSettings, admin_security, listener_settings, require_authentication
 
     try:
         listeners = list(listener_settings(config))
@@ -179,9 +179,7 @@ def build_settings(
         admin_host=admin_host or DEFAULT_ADMIN_HOST,
         admin_port=None if admin_port == -1 else admin_port,
         listeners=tuple(listeners),
-        # Clients must authenticate on a SASL listener: the admin endpoint must not be a way around
-        # that, so it then requires its bearer token even on loopback (issue 27).
-        listeners_require_auth=any(listener.security_protocol.startswith("SASL_") for listener in listeners),
+        listeners_require_auth=configured and require_authentication(listeners),
         compaction_chaos_seed=compaction_chaos,
     )
     if settings.admin_port is not None:

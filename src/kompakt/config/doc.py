@@ -29,6 +29,13 @@ _BROKER_SECTION = (
     "transaction.abort.timed.out.transaction.cleanup.interval.ms",
     "transaction.state.log.num.partitions",
     "transaction.partition.verification.enable",
+    "listeners",
+    "advertised.listeners",
+    "listener.security.protocol.map",
+    "ssl.keystore.location",
+    "ssl.truststore.location",
+    "ssl.client.auth",
+    "ssl.principal.mapping.rules",
 )
 
 

@@ -197,6 +197,10 @@ def check_listener_rules(config: Lookup) -> None:
                     "Use a routable IP address."
                 )
     inter = config.get_str("inter.broker.listener.name")
+    if inter and config.lookup_set("security.inter.broker.protocol") is not None:
+        raise ConfigError(
+            "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set."
+        )
     if inter and inter.upper() not in names:
         raise ConfigError(
             f"inter.broker.listener.name must be a listener name defined in advertised.listeners. The valid "

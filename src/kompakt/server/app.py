@@ -158,6 +158,24 @@ def _certificate_principal_builder(mapper: SslPrincipalMapper) -> PrincipalBuild
     return principal_of
 
 
+def _client_auth(context: ssl.SSLContext | None) -> str | None:
+    """``ssl.client.auth`` as the context applies it (None on a plaintext listener)."""
+    if context is None:
+        return None
+    return {ssl.CERT_REQUIRED: "required", ssl.CERT_OPTIONAL: "requested"}.get(context.verify_mode, "none")
+
+
+def require_authentication(listeners: Sequence[KafkaListenerSettings]) -> bool:
+    """Whether every listener authenticates its clients (SASL, or a required client certificate):
+    a single PLAINTEXT listener lets anyone in, and then a token on the admin endpoint guards
+    nothing more than the Kafka port already gives away."""
+    return bool(listeners) and all(
+        s.security_protocol.startswith("SASL_")
+        or (s.security_protocol == "SSL" and s.tls is not None and s.tls.verify_mode == ssl.CERT_REQUIRED)
+        for s in listeners
+    )
+
+
 class KafkaServer:
     """The Kafka wire-protocol listeners of one :class:`Broker`.
 
@@ -246,6 +264,24 @@ class KafkaServer:
         """The advertised host of a listener bound on every interface with none advertised."""
         return socket.getfqdn() if settings.host in ("", "0.0.0.0", "::") else settings.host  # noqa: S104
 
+    def listener_report(self) -> list[dict[str, object]]:
+        """Each bound listener for the admin endpoint (``GET /v1/listeners``)."""
+        report: list[dict[str, object]] = []
+        for settings, server in self.listeners:
+            host, port = self.broker.endpoint(settings.name)
+            report.append(
+                {
+                    "name": settings.name,
+                    "security_protocol": settings.security_protocol,
+                    "host": settings.host or "0.0.0.0",  # noqa: S104 - the wildcard an empty host binds
+                    "port": server.port,
+                    "advertised_host": host,
+                    "advertised_port": port,
+                    "client_auth": _client_auth(settings.tls),
+                }
+            )
+        return report
+
     def describe_listeners(self) -> str:
         """``127.0.0.1:9092`` for the one ``--port`` listener; ``NAME://host:port`` for each
         configured one (the ready line and the admin endpoint name them)."""
@@ -327,7 +363,9 @@ async def _bind_all(listeners: Sequence[KafkaListenerSettings]) -> list[Listener
     bound: list[Listener] = []
     try:
         for settings in listeners:
-            bound.append(await Listener.bind(settings.host, settings.port, settings.label, settings.tls))
+            bound.append(
+                await Listener.bind(settings.host, settings.port, settings.label, ssl_context=settings.tls)
+            )
     except BaseException:
         await _close_listeners(*bound)
         raise
@@ -386,8 +424,8 @@ class AppSettings:
     #: (:mod:`kompakt.server.compaction_chaos`); None runs none.
     compaction_chaos_seed: int | None = None
     #: Whether the Kafka listeners require authentication: the admin endpoint then requires its
-    #: bearer token even on loopback, so that it is no way around them. ``build_settings`` sets it
-    #: when a listener uses SASL.
+    #: bearer token even on loopback, so that it is no way around them. ``kompakt serve`` sets
+    #: it when every listener does (SASL_*, or SSL with ``ssl.client.auth=required``).
     listeners_require_auth: bool = False
 
     def kafka_listeners(self) -> tuple[KafkaListenerSettings, ...]:
@@ -649,6 +687,8 @@ class BrokerApp:
             request_metrics=self.request_metrics,
             log_dir=str(self.settings.data_dir),
         )
+        if self.server is not None:
+            self.admin.kafka_listeners = self.server.listener_report()
         if listener is not None:
             assert security is not None
             access, ssl_context = security

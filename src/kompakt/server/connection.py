@@ -79,7 +79,7 @@ _MAPPED_FRAME_BYTES = 8 * 1024 * 1024
 _READ_AHEAD = 8 * 1024 * 1024
 #: Bytes a TLS transport buffers before :meth:`Connection._drain` waits (file ranges are written
 #: through it one at a time, each then drained).
-_TLS_WRITE_HIGH = 256 * 1024
+_TLS_WRITE_HIGH = 4 * 1024 * 1024
 #: Responses (and chunks) up to this size are joined before they are written.
 _JOIN_LIMIT = codec.JOIN_BYTES
 

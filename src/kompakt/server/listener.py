@@ -64,7 +64,8 @@ class Listener:
     ) -> Listener:
         """Bind ``host:port`` (0 picks a free port; :attr:`port` names it) without accepting yet;
         with ``tls`` (or ``ssl_context``, the admin endpoint's spelling) every connection is a TLS
-        server connection."""
+        server connection. An empty host binds every interface, as Kafka's ``listeners``
+        entry ``PLAINTEXT://:9092``."""
         context = tls if tls is not None else ssl_context
         bound = cls(host, listener, context)
         loop = asyncio.get_running_loop()

@@ -206,3 +206,18 @@ def test_client_trusting_another_ca_fails_the_handshake(tls_broker: BrokerProces
     context.load_cert_chain(str(pki.client_cert), str(pki.client_key))
     with pytest.raises(ssl.SSLCertVerificationError):
         _handshake(ssl_port(tls_broker), context)
+
+
+def test_admin_endpoint_names_the_listeners(tls_broker: BrokerProcess) -> None:
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(f"{tls_broker.admin_url}/v1/listeners", timeout=TIMEOUT_S) as response:
+        listeners = json.load(response)["listeners"]
+    assert [
+        (e["name"], e["security_protocol"], e["port"], e["advertised_port"], e["client_auth"])
+        for e in listeners
+    ] == [
+        ("PLAINTEXT", "PLAINTEXT", tls_broker.port, tls_broker.port, None),
+        ("SSL", "SSL", ssl_port(tls_broker), ssl_port(tls_broker), "required"),
+    ]
