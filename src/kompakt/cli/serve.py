@@ -99,6 +99,34 @@ def _check_sasl(config: BrokerConfig, sasl_listeners: list[str]) -> None:
             raise UsageError(str(exc)) from None
 
 
+def _broker_config(
+    config_file: Path | None, overrides: list[str], compaction_chaos: int | None
+) -> BrokerConfig:
+    """The broker config from ``--config`` and ``--override`` (the later wins, as in Kafka)."""
+    props: dict[str, str] = {}
+    if config_file is not None:
+        try:
+            props.update(parse_properties_file(config_file))
+        except OSError as exc:
+            raise UsageError(f"cannot read config file {config_file}: {exc.strerror or exc}") from None
+    props.update(parse_overrides(overrides))
+    if compaction_chaos is not None:
+        # Every clean is the seed's (deterministic), unless the configuration asks for threads too.
+        props.setdefault("log.cleaner.enable", "false")
+    try:
+        return BrokerConfig.from_properties(props)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _configured_data_dir(config: BrokerConfig) -> Path:
+    """The first of ``log.dirs`` (or ``log.dir``), else the embedded default: one broker serves one
+    data directory."""
+    configured_dirs = config.lookup_set("log.dirs") or config.lookup_set("log.dir")
+    dirs = str(configured_dirs[0]).split(",") if configured_dirs is not None else []
+    return Path(dirs[0].strip()) if dirs and dirs[0].strip() else DEFAULT_DATA_DIR
+
+
 def build_settings(
     data_dir: Path | None,
     host: str | None,
@@ -111,20 +139,7 @@ def build_settings(
 ) -> AppSettings:
     """Resolve the broker config, the listener and the admin endpoint, raising UsageError for
     anything invalid."""
-    props: dict[str, str] = {}
-    if config_file is not None:
-        try:
-            props.update(parse_properties_file(config_file))
-        except OSError as exc:
-            raise UsageError(f"cannot read config file {config_file}: {exc.strerror or exc}") from None
-    props.update(parse_overrides(overrides))
-    if compaction_chaos is not None:
-        # Every clean is the seed's (deterministic), unless the configuration asks for threads too.
-        props.setdefault("log.cleaner.enable", "false")
-    try:
-        config = BrokerConfig.from_properties(props)
-    except ConfigError as exc:
-        raise UsageError(str(exc)) from None
+    config = _broker_config(config_file, overrides, compaction_chaos)
     from kompakt.server.app import AppSettings, admin_security, listener_settings, require_authentication
 
     try:
@@ -149,9 +164,7 @@ def build_settings(
     if not -1 <= admin_port <= 65535:
         raise UsageError(f"--admin-port must be within 0..65535 (or -1 for none), got {admin_port}")
     if data_dir is None:
-        configured_dirs = config.lookup_set("log.dirs") or config.lookup_set("log.dir")
-        dirs = str(configured_dirs[0]).split(",") if configured_dirs is not None else []
-        data_dir = Path(dirs[0].strip()) if dirs and dirs[0].strip() else DEFAULT_DATA_DIR
+        data_dir = _configured_data_dir(config)
     # --host/--port move the first listener (the only one unless `listeners` names several).
     advertised_host = first.advertised_host or (
         socket.getfqdn() if bind_host in _WILDCARD_HOSTS else bind_host
