@@ -25,12 +25,12 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 
 from kompakt.cleaner.readers import FixedPositions
 from kompakt.cli.broker_defaults import (
-    BrokerDefaults,
     ClusterConfigs,
     cluster_configs,
     resolve_broker_defaults,
 )
 from kompakt.cli.kafka_dir import load_metadata, note, note_hidden_internal, stray_partitions
+from kompakt.cli.log_args import log_target, note_skipped, parse_pairs, partitions_of
 from kompakt.cli.output import (
     CliError,
     CliUsageError,
@@ -43,19 +43,15 @@ from kompakt.cli.output import (
 )
 from kompakt.cli.warmup_cmd import announce_kernel_compile
 from kompakt.config.broker import BrokerConfig
-from kompakt.config.tables import TOPIC_CONFIGS
 from kompakt.errors import ConfigError, LogDirectoryError
 from kompakt.inspect.log_files import (
     BatchInfo,
     LogTarget,
-    PartitionDir,
     RecordInfo,
     SegmentTail,
     is_empty_internal,
     iter_segment,
     metadata_payload,
-    resolve_target,
-    topic_partitions,
     verify_target,
 )
 from kompakt.log.cluster_metadata import TOPIC_ORIGIN
@@ -92,35 +88,6 @@ def register(app: typer.Typer) -> None:
 
 # --------------------------------------------------------------------------------------------
 # Shared helpers
-
-
-def _target(path: Path, *, snapshots: bool = False) -> LogTarget:
-    try:
-        return resolve_target(path, snapshots=snapshots)
-    except LogDirectoryError as exc:
-        raise CliUsageError(str(exc)) from None
-
-
-def _topic_partitions(target: LogTarget) -> tuple[PartitionDir, ...]:
-    """The topics' partitions of ``target``; naming KRaft's metadata log itself is a usage error."""
-    partitions = topic_partitions(target)
-    if target.partitions and not partitions and target.kind != "data":
-        raise CliUsageError(
-            f"{target.path} is KRaft's metadata log, not a topic: kompakt log dump "
-            "--cluster-metadata-decoder shows its records"
-        )
-    return partitions
-
-
-def parse_pairs(items: list[str] | None, option: str) -> dict[str, str]:
-    """``k=v`` pairs; anything else is a usage error naming the option."""
-    result: dict[str, str] = {}
-    for item in items or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise CliUsageError(f"{option} expects name=value, got {item!r}")
-        result[name.strip()] = value.strip()
-    return result
 
 
 def stored_topic_configs(data_dir: Path | None) -> dict[str, dict[str, str]]:
@@ -232,7 +199,7 @@ def dump_command(
     output: OutputOpt = OutputFormat.TABLE,
 ) -> None:
     """Show batches (and with --records, records) like Kafka's dump-log tool."""
-    target = _target(path, snapshots=True)
+    target = log_target(path, snapshots=True)
     if max_batches is not None and max_batches < 0:
         raise CliUsageError("--max-batches must be >= 0")
     if cluster_metadata_decoder and not offsets_only:
@@ -337,7 +304,7 @@ def verify_command(
     Also lists the quarantine files beside the segments (bytes recovery or ``log repair`` cut
     off a log): they are not part of the log and not defects, but an operator should know.
     """
-    target = _target(path)
+    target = log_target(path)
     report = verify_target(target)
     defects = report.defects
     quarantine = _quarantine_rows(target)
@@ -464,7 +431,7 @@ def repair_command(
     from kompakt.log.manager import lock_data_dir
     from kompakt.log.repair import RepairPlan, execute_repair, plan_repair
 
-    target = _target(path)
+    target = log_target(path)
     if target.kind == "segment":
         raise CliUsageError("repair needs a partition directory or a data directory, not a segment file")
     stored = stored_topic_configs(target.data_dir)
@@ -593,20 +560,6 @@ def parse_now(value: str | None) -> int:
         raise CliUsageError(f"--now: {exc}") from None
 
 
-def _note_skipped(defaults: BrokerDefaults) -> None:
-    for names, what in (
-        (defaults.skipped, "setting(s) kompakt does not use"),
-        (defaults.unknown, "setting(s) unknown to Kafka 4.1"),
-    ):
-        if names:
-            shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-            err_console.print(
-                f"note: --server-properties: ignored {len(names)} {what}: {shown}",
-                markup=False,
-                highlight=False,
-            )
-
-
 def cluster_readers(bootstrap: str, topics: list[str], timeout_s: float = 10.0) -> FixedPositions:
     """The committed offsets of every consumer group of a running cluster on ``topics``, as the
     broker's reader hold sees them (named groups that exist hold; ``kompakt-backup.*`` groups are
@@ -701,8 +654,8 @@ def explain_command(
     For a directory of several partitions a summary table comes first, one row per partition."""
     from kompakt.inspect.explain import ConfigInput, explain_partition, source_from_files
 
-    target = _target(path)
-    partitions = _topic_partitions(target)
+    target = log_target(path)
+    partitions = partitions_of(target)
     now_ms = parse_now(now)
     announce_kernel_compile()
     cli_overrides = parse_pairs(config, "--config")
@@ -723,7 +676,7 @@ def explain_command(
         cluster_metadata=metadata,
     )
     broker = defaults.config
-    _note_skipped(defaults)
+    note_skipped(defaults)
     readers: FixedPositions | None = None
     if bootstrap is not None:
         readers = cluster_readers(bootstrap, topics, bootstrap_timeout)
@@ -950,106 +903,9 @@ def compact_command(
     output: OutputOpt = OutputFormat.TABLE,
 ) -> None:
     """Compact a stopped directory with the broker's cleaner code (refuses a directory in use)."""
-    from kompakt.cleaner.offline import compact_directory
-    from kompakt.clock import SystemClock
+    from kompakt.cli.compact_cmd import run_compact
 
-    target = _target(path)
-    if target.kind == "segment":
-        raise CliUsageError("compact needs a data directory or a partition directory, not a segment file")
-    partitions = _topic_partitions(target)
-    overrides = parse_pairs(config, "--config")
-    for name in overrides:
-        if name not in TOPIC_CONFIGS:
-            raise CliUsageError(f"--config: unknown topic config {name!r}")
-    metadata = load_metadata(target.data_dir)
-    stray_partitions(metadata, partitions)
-    defaults = resolve_broker_defaults(
-        server_properties=server_properties,
-        data_dir=target.data_dir,
-        broker_config_items=broker_configs,
-        cluster_metadata=metadata,
-    )
-    broker = defaults.config
-    _note_skipped(defaults)
-    announce_kernel_compile()
-    quiet = output is OutputFormat.JSON
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(bar_width=20),
-        TaskProgressColumn(),
-        TextColumn("{task.fields[detail]}"),
-        TimeRemainingColumn(),
-        console=console,
-        disable=quiet,
-        transient=False,
-    ) as progress:
-        overall = progress.add_task("partitions", total=len(partitions), detail="")
-        current: dict[str, Any] = {}
-
-        def on_partition(log: Any) -> None:
-            if "task" in current:
-                progress.update(current["task"], completed=current["total"])
-            # The offsets a compaction covers: from the log start to the active segment (never cleaned).
-            current["start"] = log.log_start_offset
-            current["total"] = max(1, log.active_segment.base_offset - log.log_start_offset)
-            current["task"] = progress.add_task(f"  {log.name}", total=current["total"], detail="pass 1")
-            current["passes"] = 0
-            progress.advance(overall)
-
-        def on_pass(log: Any, result: Any) -> None:
-            current["passes"] += 1
-            progress.update(
-                current["task"],
-                completed=min(current["total"], result.end_offset - current["start"]),
-                detail=f"pass {current['passes']} to offset {result.end_offset}",
-            )
-
-        try:
-            results = compact_directory(
-                target.path,
-                clock=SystemClock(),
-                broker_config=broker,
-                config_overrides=overrides or None,
-                on_partition=on_partition,
-                on_pass=on_pass,
-                cluster_metadata=metadata,
-            )
-        except ConfigError as exc:
-            raise CliUsageError(str(exc)) from None
-        except LogDirectoryError as exc:
-            raise CliError(str(exc)) from None
-        if "task" in current:
-            progress.update(current["task"], completed=current["total"])
-        progress.update(overall, completed=len(partitions))
-    rows = [
-        {
-            "partition": f"{r.topic}-{r.partition}",
-            "bytes_before": r.bytes_before,
-            "bytes_after": r.bytes_after,
-            "bytes_reclaimed": r.bytes_reclaimed,
-            "records_read": r.records_read,
-            "records_written": r.records_written,
-            "tombstones_removed": r.tombstones_removed,
-            "passes": r.passes,
-            "seconds": round(r.seconds, 3),
-            "end_offset": r.end_offset,
-            "invalid_records": r.invalid_records,
-            "markers_removed": r.markers_removed,
-            "aborted_records_removed": r.aborted_records_removed,
-        }
-        for r in results
-    ]
-    if output is OutputFormat.JSON:
-        emit_json(rows)
-        return
-    if not rows:
-        console.print("no compacted partitions (cleanup.policy without compact): nothing done", markup=False)
-        return
-    hidden = [f"{r.topic}-{r.partition}" for r in results if is_empty_internal(r.topic, r.bytes_before)]
-    note_hidden_internal(hidden)
-    # The table keeps to the columns an operator reads first; JSON has every count.
-    shown = [r for r in rows if r["partition"] not in hidden]
-    emit_table(shown, columns=list(rows[0])[:10], title=f"compacted {target.path}")
+    run_compact(path, config, broker_configs, server_properties, output)
 
 
 @log_app.command("replay-check")

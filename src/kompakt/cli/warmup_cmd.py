@@ -5,9 +5,12 @@ See :mod:`kompakt.cleaner.warmup` for why the first compaction after an install 
 
 from __future__ import annotations
 
-import typer
+from typing import TYPE_CHECKING
 
 from kompakt.cli.output import console, err_console
+
+if TYPE_CHECKING:  # typer is not imported by `kompakt log compact`'s fast path, which uses this module
+    import typer
 
 
 def announce_kernel_compile() -> bool:

@@ -24,10 +24,8 @@ from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
-from llvmlite import ir  # type: ignore[import-untyped]
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+
+from kompakt.records.lazy_numba import cgutils, intrinsic, ir, njit, types
 
 U8Array = npt.NDArray[np.uint8]
 I64Array = npt.NDArray[np.int64]
@@ -76,7 +74,7 @@ def take_array(
 
 def _ptr_typer(typingctx: Any, arr: Any) -> Any:
     """The data pointer of a contiguous array, indexable as ``p[i]`` (no bounds or refcounts)."""
-    sig = types.CPointer(arr.dtype)(arr)  # type: ignore[no-untyped-call]
+    sig = types.CPointer(arr.dtype)(arr)
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         return context.make_array(signature.args[0])(context, builder, args[0]).data
@@ -128,7 +126,7 @@ def _memcpy_typer(typingctx: Any, dst: Any, dst_pos: Any, src: Any, src_pos: Any
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         d = builder.gep(args[0], [args[1]])
         s = builder.gep(args[2], [args[3]])
-        cgutils.raw_memcpy(builder, d, s, args[4], 1)  # type: ignore[no-untyped-call]
+        cgutils.raw_memcpy(builder, d, s, args[4], 1)
         return context.get_dummy_value()
 
     return sig, codegen

@@ -25,7 +25,8 @@ points; their helpers are compiled into the module with them.
 ``KOMPAKT_KERNELS`` chooses: ``auto`` (the default: precompiled when usable), ``jit`` (always
 numba's JIT, which tunes for the host CPU) or ``aot`` (precompiled or an error, for tests that
 must exercise what the wheel ships). This module imports neither numba nor the extension until
-the first kernel module asks.
+the first kernel module asks; the kernel modules take ``njit`` from :mod:`kompakt.records.lazy_numba`,
+which does not import numba either while the precompiled kernels serve.
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ def kernel_sources() -> list[Path]:
         (PACKAGE / "cleaner" / "kernels").glob("*.py")
     )
     found.append(PACKAGE / "table" / "kernels.py")
-    return [p for p in found if p.name != "precompiled.py"]
+    # Neither module holds kernel code: this one chooses, lazy_numba hands out numba's decorators.
+    return [p for p in found if p.name not in ("precompiled.py", "lazy_numba.py")]
 
 
 def sources_digest(paths: list[Path]) -> str:
@@ -150,6 +152,12 @@ def _load() -> tuple[ModuleType | None, Status]:
         if mode() == "aot" and _loaded[0] is None:
             raise PrecompiledKernelsError(f"{MODE_ENV}=aot but {_loaded[1].reason}")
     return _loaded
+
+
+def extension() -> ModuleType | None:
+    """``kompakt._native`` when this process runs the precompiled kernels, else None (loads it if
+    need be; imports numpy, never numba)."""
+    return _load()[0]
 
 
 def status() -> Status:

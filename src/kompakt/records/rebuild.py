@@ -24,9 +24,9 @@ from __future__ import annotations
 from typing import Final
 
 import numpy as np
-from numba import njit
 
 from kompakt.errors import CorruptRecordError
+from kompakt.records.lazy_numba import njit
 from kompakt.records.native import (
     I64Array,
     Scalar,

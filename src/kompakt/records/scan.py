@@ -25,7 +25,6 @@ from typing import Final
 
 import crc32c
 import numpy as np
-from numba import njit
 
 from kompakt.errors import CorruptRecordError
 from kompakt.records.batch import BATCH_OVERHEAD
@@ -55,6 +54,7 @@ from kompakt.records.layout import (
     R_VALUE_LEN,
     R_VALUE_START,
 )
+from kompakt.records.lazy_numba import njit
 from kompakt.records.native import (
     BoolArray,
     I64Array,

@@ -25,9 +25,9 @@ from typing import Any, Final, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
 
 from kompakt.cleaner.kernels.hashing import hash_one
+from kompakt.records.lazy_numba import njit
 from kompakt.records.native import prefetch, ptr
 from kompakt.records.precompiled import entry_point
 from kompakt.records.scan import parse_fields

@@ -9,8 +9,8 @@ two keys with equal digests would be deduplicated as one (see :func:`hash_keys` 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from kompakt.records.lazy_numba import njit
 from kompakt.records.native import (
     I64Array,
     Scalar,

@@ -22,7 +22,6 @@ from __future__ import annotations
 from typing import Final
 
 import numpy as np
-from numba import njit
 
 from kompakt.cleaner.kernels.hashing import hash_one
 from kompakt.records.layout import (
@@ -36,6 +35,7 @@ from kompakt.records.layout import (
     R_VALUE_LEN,
     R_VALUE_START,
 )
+from kompakt.records.lazy_numba import njit
 from kompakt.records.native import BoolArray, I64Array, Scalar, U8Array, U64Array, prefetch, ptr, read_varint
 from kompakt.records.precompiled import entry_point
 from kompakt.records.scan import parse_fields

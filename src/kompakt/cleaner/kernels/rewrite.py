@@ -9,10 +9,10 @@ writes the 61-byte header, compresses if the codec says so, and computes the CRC
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from kompakt.errors import CorruptRecordError
 from kompakt.records.batch import BATCH_OVERHEAD
+from kompakt.records.lazy_numba import njit
 from kompakt.records.native import (
     BoolArray,
     I64Array,
