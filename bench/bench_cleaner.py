@@ -13,7 +13,11 @@ Each round cleans that log three ways, one after the other:
 * **kompakt in process**: :class:`Cleaner` on another copy, the way a broker's cleaner thread
   runs it (one ``Cleaner`` kept across rounds, as the thread keeps it);
 * **command**: ``kompakt log compact`` on a third copy, timed from the process start to its exit
-  (Python start, imports, kernel load, opening the directory, the clean, closing).
+  (Python start, imports, kernel load, opening the directory, the clean, closing). Its data
+  directory is given the clean-shutdown marker a stopped broker leaves (``.kafka_cleanshutdown``),
+  as the command is for a stopped directory: without it, opening the directory is crash recovery,
+  which reads every segment and rebuilds its indexes before the clean (the in-process clean opens
+  its log outside its timer). ``--command-recovery`` measures that case instead.
 
 The copies hard-link the segment ``.log`` files (a clean never writes into them: it writes
 ``.cleaned`` files and renames) and copy the small files, so every clean reads the same page-cache
@@ -49,6 +53,7 @@ from kompakt.cleaner.cleaner import Cleaner  # noqa: E402
 from kompakt.cleaner.offset_map import SLOT_BYTES, HashedOffsetMap  # noqa: E402
 from kompakt.clock import SystemClock  # noqa: E402
 from kompakt.log.config import LogConfig  # noqa: E402
+from kompakt.log.metadata_files import write_clean_shutdown  # noqa: E402
 from kompakt.log.partition_log import PartitionLog  # noqa: E402
 from kompakt.records.batch import iter_batches  # noqa: E402
 from workload import build_log  # noqa: E402
@@ -175,8 +180,10 @@ def clean_in_process(cleaner: Cleaner, partition: Path) -> dict[str, Any]:
         log.close()
 
 
-def compact_command(partition: Path) -> dict[str, Any]:
+def compact_command(partition: Path, *, clean_shutdown: bool = True) -> dict[str, Any]:
     """``kompakt log compact`` on ``partition``, timed from process start to exit."""
+    if clean_shutdown:
+        write_clean_shutdown(partition.parent)
     kompakt = Path(sys.executable).with_name("kompakt")
     argv = [str(kompakt), "log", "compact", str(partition), "-o", "json"]
     for name, value in TOPIC_CONFIG.items():
@@ -199,7 +206,13 @@ def mb_s(nbytes: int, seconds: float) -> float:
 
 
 def run(
-    directory: Path, records: int, keys: int, rounds: int, kafka: KafkaCleaner | None, command: bool
+    directory: Path,
+    records: int,
+    keys: int,
+    rounds: int,
+    kafka: KafkaCleaner | None,
+    command: bool,
+    command_recovery: bool = False,
 ) -> dict[str, object]:
     log = write_log(directory / "source", records, keys, SEGMENT_BYTES)
     source = log.directory
@@ -208,6 +221,7 @@ def run(
     log.close()
     read_s = read_bandwidth(dirty)
     cleaner = Cleaner(0, HashedOffsetMap(DEDUPE_BYTES, 0.9), SystemClock())
+    load_before = os.getloadavg()
     kafka_runs: list[dict[str, Any]] = []
     kompakt_runs: list[dict[str, Any]] = []
     command_runs: list[dict[str, Any]] = []
@@ -218,13 +232,16 @@ def run(
         in_process = copy_partition(source, directory / "kompakt")
         kompakt_runs.append(clean_in_process(cleaner, in_process))
         if command:
-            command_runs.append(compact_command(copy_partition(source, directory / "command")))
+            command_copy = copy_partition(source, directory / "command")
+            command_runs.append(compact_command(command_copy, clean_shutdown=not command_recovery))
         if r == 0 and kafka is not None:
             identical = segment_bytes(in_process) == segment_bytes(directory / "kafka" / source.name)
     for f in dirty:  # the source must not have changed under the cleans
         assert f.stat().st_size > 0 and f.stat().st_nlink >= 1
     kompakt_s = statistics.median(r["clean_seconds"] for r in kompakt_runs)
     out: dict[str, object] = {
+        "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "records": records,
         "unique_keys": keys,
         "log_bytes": dirty_bytes,
@@ -278,6 +295,13 @@ def run(
                 "command_clean_seconds": round(median(command_runs, "clean_seconds"), 3),
                 "command_vs_in_process": round(kompakt_s / wall, 3),
                 "command_vs_in_process_goal": GOAL_COMMAND_VS_IN_PROCESS,
+                "command_vs_in_process_rounds": [
+                    round(m["clean_seconds"] / c["wall_seconds"], 3)
+                    for m, c in zip(kompakt_runs, command_runs, strict=True)
+                ],
+                "command_directory": "crash recovery (no clean-shutdown marker)"
+                if command_recovery
+                else "stopped cleanly (clean-shutdown marker)",
             }
         )
     shutil.rmtree(directory)
@@ -291,6 +315,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-kafka", action="store_true", help="skip Kafka's cleaner")
     parser.add_argument("--no-command", action="store_true", help="skip the kompakt log compact runs")
+    parser.add_argument(
+        "--command-recovery",
+        action="store_true",
+        help="give the command a directory without the clean-shutdown marker (crash recovery first)",
+    )
     args = parser.parse_args()
     results: dict[str, object] = {}
     build = None if args.no_kafka else kafka_build()
@@ -311,7 +340,13 @@ def main() -> None:
         try:
             for keys in args.keys:
                 results[f"keys_{keys}"] = run(
-                    root / f"keys-{keys}", args.records, keys, args.rounds, kafka, not args.no_command
+                    root / f"keys-{keys}",
+                    args.records,
+                    keys,
+                    args.rounds,
+                    kafka,
+                    not args.no_command,
+                    args.command_recovery,
                 )
         finally:
             if kafka is not None:

@@ -21,7 +21,6 @@ import logging
 import struct
 from dataclasses import dataclass, field
 
-import crc32c
 import numpy as np
 
 from kompakt.cleaner.dedupe import CleanerIo, decompressed_spans
@@ -35,6 +34,7 @@ from kompakt.cleaner.transactions import TransactionTracker
 from kompakt.errors import CompressionError, CorruptRecordError
 from kompakt.log.segment import LogSegment
 from kompakt.log.txn_index import AbortedTxn
+from kompakt.records import checksum
 from kompakt.records.batch import (
     ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
@@ -148,7 +148,7 @@ def _pack_batch(
         count,
     )
     out[BATCH_OVERHEAD:] = body
-    _U32.pack_into(out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
+    _U32.pack_into(out, 17, checksum.crc32c(memoryview(out)[CRC_START:]))
     return bytes(out)
 
 

@@ -14,10 +14,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from kompakt.cli import output as out
 from kompakt.cli.broker_defaults import resolve_broker_defaults
 from kompakt.cli.kafka_dir import load_metadata, note_hidden_internal, stray_partitions
 from kompakt.cli.log_args import log_target, note_skipped, parse_pairs, partitions_of
-from kompakt.cli.output import CliError, CliUsageError, OutputFormat, console, emit_json, emit_table
+from kompakt.cli.output import CliError, CliUsageError, OutputFormat, emit_json, emit_table
 from kompakt.cli.warmup_cmd import announce_kernel_compile
 from kompakt.config.tables import TOPIC_CONFIGS
 from kompakt.errors import ConfigError, LogDirectoryError
@@ -97,7 +98,7 @@ def _progress(*, quiet: bool) -> Iterator[Any]:
         TaskProgressColumn(),
         TextColumn("{task.fields[detail]}"),
         TimeRemainingColumn(),
-        console=console,
+        console=out.console,
         transient=False,
     ) as progress:
         yield progress
@@ -194,7 +195,9 @@ def run_compact(
         emit_json(rows)
         return
     if not rows:
-        console.print("no compacted partitions (cleanup.policy without compact): nothing done", markup=False)
+        out.console.print(
+            "no compacted partitions (cleanup.policy without compact): nothing done", markup=False
+        )
         return
     hidden = [f"{r.topic}-{r.partition}" for r in results if is_empty_internal(r.topic, r.bytes_before)]
     note_hidden_internal(hidden)

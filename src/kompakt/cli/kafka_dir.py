@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from kompakt.cli.output import err_console
+from kompakt.cli import output
 from kompakt.inspect.log_files import PartitionDir
 from kompakt.log.cluster_metadata import ClusterMetadata, read_cluster_metadata
 
@@ -23,7 +23,7 @@ _SHOWN = 4
 
 
 def note(text: str) -> None:
-    err_console.print(f"note: {text}", markup=False, highlight=False, soft_wrap=True)
+    output.err_console.print(f"note: {text}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _listed(items: Sequence[str]) -> str:

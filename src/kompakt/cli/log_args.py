@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kompakt.cli import output
 from kompakt.cli.broker_defaults import BrokerDefaults
-from kompakt.cli.output import CliUsageError, err_console
+from kompakt.cli.output import CliUsageError
 from kompakt.errors import LogDirectoryError
 from kompakt.inspect.log_files import LogTarget, PartitionDir, resolve_target, topic_partitions
 
@@ -53,7 +54,7 @@ def note_skipped(defaults: BrokerDefaults) -> None:
     ):
         if names:
             shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-            err_console.print(
+            output.err_console.print(
                 f"note: --server-properties: ignored {len(names)} {what}: {shown}",
                 markup=False,
                 highlight=False,

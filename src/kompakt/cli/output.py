@@ -8,20 +8,36 @@ carry the same information. Errors are raised as :class:`CliError` (exit 1) or
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
+import threading
 from collections.abc import Mapping, Sequence
 from enum import Enum
-from typing import Any
-
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from kompakt.errors import OperatorError
 
-console = Console()
-err_console = Console(stderr=True)
+if TYPE_CHECKING:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+_consoles_lock = threading.Lock()
+
+
+def __getattr__(name: str) -> Console:
+    """``console`` (stdout) and ``err_console`` (stderr), rich consoles made on first use: rich
+    costs 40 ms of a fresh process, which ``kompakt log compact -o json`` never needs."""
+    if name not in ("console", "err_console"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    with _consoles_lock:
+        made = globals().get(name)
+        if made is None:
+            from rich.console import Console
+
+            made = Console(stderr=name == "err_console")
+            globals()[name] = made
+    return made
 
 
 class OutputFormat(str, Enum):
@@ -38,11 +54,16 @@ class CliUsageError(OperatorError):
 
 
 def emit_json(data: Any) -> None:
-    """Print ``data`` as JSON on stdout (bytes are not allowed here: callers decide encodings)."""
-    console.file.write(json.dumps(data, indent=2, default=str) + "\n")
+    """Print ``data`` as JSON on stdout (bytes are not allowed here: callers decide encodings).
+    Written where the console writes (its file is stdout unless a test gave it another), without
+    making the console when no command made it yet."""
+    made = globals().get("console")
+    (sys.stdout if made is None else made.file).write(json.dumps(data, indent=2, default=str) + "\n")
 
 
 def _table(title: str | None, cols: list[str], cells: list[list[str]], style: box.Box) -> Table:
+    from rich.table import Table
+
     table = Table(title=title, show_lines=False, box=style)
     for col in cols:
         table.add_column(col, overflow="fold")
@@ -60,6 +81,9 @@ def emit_table(
     does not fit with its borders, it is drawn without them, and if it still does not fit, each
     row is printed as one ``column value, column value`` paragraph, wrapped between values.
     """
+    from rich import box
+
+    console = __getattr__("console")
     cols = list(columns) if columns is not None else (list(rows[0].keys()) if rows else [])
     cells = [["" if row.get(c) is None else str(row.get(c)) for c in cols] for row in rows]
     width = console.width
@@ -74,6 +98,9 @@ def emit_table(
 
 def _emit_paragraphs(title: str | None, cols: list[str], cells: list[list[str]]) -> None:
     """Rows as wrapped paragraphs: the first column names the row, the rest follow it."""
+    from rich.text import Text
+
+    console = __getattr__("console")
     if title:
         console.print(title, markup=False, highlight=False, style="italic")
     names = [c.replace(" ", "_") for c in cols]

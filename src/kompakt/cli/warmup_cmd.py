@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kompakt.cli.output import console, err_console
+from kompakt.cli import output
 
 if TYPE_CHECKING:  # typer is not imported by `kompakt log compact`'s fast path, which uses this module
     import typer
@@ -19,7 +19,7 @@ def announce_kernel_compile() -> bool:
 
     if kernels_ready():
         return False
-    err_console.print(
+    output.err_console.print(
         f"compiling native kernels, first run only ({COMPILE_ESTIMATE}; "
         "`kompakt warmup` does it ahead of time)",
         markup=False,
@@ -39,13 +39,17 @@ def warmup_command() -> None:
 
     state = precompiled.status()
     if state.precompiled:
-        console.print(f"native kernels {state.reason}: nothing to compile", markup=False, highlight=False)
+        output.console.print(
+            f"native kernels {state.reason}: nothing to compile", markup=False, highlight=False
+        )
         return
-    err_console.print(f"not precompiled: {state.reason}", markup=False, highlight=False, soft_wrap=True)
+    output.err_console.print(
+        f"not precompiled: {state.reason}", markup=False, highlight=False, soft_wrap=True
+    )
     cold = announce_kernel_compile()
     seconds = warm_up() + warm_up_table()
     verb = "compiled" if cold else "loaded (already compiled)"
-    console.print(f"native kernels {verb} in {seconds:.2f} s", markup=False, highlight=False)
+    output.console.print(f"native kernels {verb} in {seconds:.2f} s", markup=False, highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -46,7 +46,7 @@ from kompakt.records.control import ControlType, control_type_of, coordinator_ep
 if TYPE_CHECKING:
     import crc32c
 else:
-    crc32c = LazyModule("crc32c", globals(), "crc32c")
+    crc32c = LazyModule("kompakt.records.checksum", globals(), "crc32c")
 
 NUM_BATCHES_TO_RETAIN: Final = 5
 INT32_MAX: Final = 0x7FFFFFFF

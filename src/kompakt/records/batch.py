@@ -36,8 +36,8 @@ from kompakt.records.compression import Compression
 
 if TYPE_CHECKING:
     import crc32c
-else:  # loaded on the first checksum: its package import costs ~15 ms of broker start-up
-    crc32c = LazyModule("crc32c", globals(), "crc32c")
+else:  # loaded on the first checksum; the extension alone, without the package (records.checksum)
+    crc32c = LazyModule("kompakt.records.checksum", globals(), "crc32c")
 
 BATCH_OVERHEAD: Final = 61
 """Size of an empty v2 batch: the header alone."""

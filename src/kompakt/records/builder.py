@@ -31,7 +31,7 @@ from kompakt.records.varint import encode_varint
 if TYPE_CHECKING:
     import crc32c
 else:  # loaded on the first checksum (see kompakt.records.batch)
-    crc32c = LazyModule("crc32c", globals(), "crc32c")
+    crc32c = LazyModule("kompakt.records.checksum", globals(), "crc32c")
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final
 
-import crc32c
 import numpy as np
 
 from kompakt.errors import CorruptRecordError
+from kompakt.records import checksum
 from kompakt.records.batch import BATCH_OVERHEAD
 from kompakt.records.layout import (
     B_ATTRIBUTES,
@@ -205,7 +205,7 @@ def batch_crcs_ok(buf: U8Array, table: BatchTable) -> BoolArray:
     view = buf.data
     ok = np.empty(len(table), dtype=np.bool_)
     for i, (pos, size, crc) in enumerate(zip(table.position, table.size, table.crc, strict=True)):
-        ok[i] = crc32c.crc32c(view[pos + 21 : pos + size]) == crc
+        ok[i] = checksum.crc32c(view[pos + 21 : pos + size]) == crc
     return ok
 
 
@@ -240,13 +240,11 @@ def _raw_crc32c_address() -> int:
             import ctypes
             import os
 
-            from crc32c import _crc32c as extension
-
-            name = "_crc32c_hw_adler" if crc32c.hardware_based else "_crc32c_sw_slicing_by_8"
-            fn = getattr(ctypes.CDLL(extension.__file__), name)
+            name = "_crc32c_hw_adler" if checksum.hardware_based else "_crc32c_sw_slicing_by_8"
+            fn = getattr(ctypes.CDLL(checksum.extension.__file__), name)
             fn.restype, fn.argtypes = ctypes.c_uint32, [ctypes.c_uint32, ctypes.c_char_p, ctypes.c_size_t]
             samples = (b"", b"123456789", os.urandom(7), os.urandom(70_001))
-            if all(fn(0xFFFFFFFF, d, len(d)) ^ 0xFFFFFFFF == crc32c.crc32c(d) for d in samples):
+            if all(fn(0xFFFFFFFF, d, len(d)) ^ 0xFFFFFFFF == checksum.crc32c(d) for d in samples):
                 _crc_function = int(ctypes.cast(fn, ctypes.c_void_p).value or 0)
         except (OSError, AttributeError, ImportError, TypeError):
             _crc_function = 0
