@@ -1,0 +1,115 @@
+"""What Kafka's Java tools print, reproduced: their line writer, table layout and hash ordering.
+
+Kafka's ``kafka-*`` tools print some of their results in the order of a ``java.util.HashMap`` or
+``HashSet`` (``kafka-delete-records``' low watermarks, ``kafka-log-dirs``' JSON,
+``kafka-leader-election``'s partition lists). A script that diffs the output against Kafka's
+sees that order, so the tools here reproduce it rather than sorting: :func:`hash_order` gives the
+iteration order of a HashMap filled with the given keys (bucket by bucket, each bucket in
+insertion order), from each key's Java ``hashCode``. The hash codes of the few key types the
+tools use (``String``, ``Integer``, ``Long``, ``TopicPartition``) are here too.
+
+:func:`pretty_table` is ``ToolsUtils.prettyPrintTable`` (each cell padded to its column's width,
+then a tab, on every column including the last), the layout of ``kafka-transactions``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
+
+from kompakt.broker.groups.records.placement import java_string_hashcode
+from kompakt.cli.output import console
+
+K = TypeVar("K")
+
+_INT_MASK = 0xFFFFFFFF
+_DEFAULT_CAPACITY = 16
+_LOAD_FACTOR = 0.75
+
+
+def out(text: str = "") -> None:
+    """One line on stdout as Java's ``println`` writes it (no wrapping, no markup)."""
+    console.file.write(text + "\n")
+    console.file.flush()
+
+
+def _int32(value: int) -> int:
+    value &= _INT_MASK
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def int_hash(value: int) -> int:
+    """``Integer.hashCode``."""
+    return _int32(value)
+
+
+def long_hash(value: int) -> int:
+    """``Long.hashCode``: the two halves xor-ed."""
+    unsigned = value & 0xFFFFFFFFFFFFFFFF
+    return _int32(unsigned ^ (unsigned >> 32))
+
+
+def string_hash(text: str) -> int:
+    """``String.hashCode``."""
+    return java_string_hashcode(text)
+
+
+def topic_partition_hash(topic: str, partition: int) -> int:
+    """``TopicPartition.hashCode``: ``31 * (31 + partition) + topic.hashCode()``."""
+    return _int32(31 * (31 + partition) + java_string_hashcode(topic))
+
+
+def topic_partition_text(topic: str, partition: int) -> str:
+    """``TopicPartition.toString``."""
+    return f"{topic}-{partition}"
+
+
+def _capacity(count: int, initial: int) -> int:
+    capacity = initial
+    while count > capacity * _LOAD_FACTOR:
+        capacity *= 2
+    return capacity
+
+
+def _table_size_for(wanted: int) -> int:
+    capacity = 1
+    while capacity < wanted:
+        capacity *= 2
+    return capacity
+
+
+def hash_order(keys: Iterable[K], hash_code: Callable[[K], int], *, initial: int = _DEFAULT_CAPACITY) -> list[K]:
+    """The iteration order of a ``HashMap``/``HashSet`` the keys were put into in this order.
+
+    ``initial`` is the table size it started with (16 for ``new HashMap<>()``); the table doubles
+    while it holds more than 3/4 of its size, and a doubling keeps each bucket's order, so the
+    final order is by bucket of the final table, ties in insertion order. (Java turns a bucket of
+    more than 8 keys into a tree; the tools' small maps never get there.)
+    """
+    unique: list[K] = []
+    seen: set[K] = set()
+    for key in keys:
+        if key not in seen:
+            seen.add(key)
+            unique.append(key)
+    capacity = _capacity(len(unique), initial)
+
+    def bucket(item: tuple[int, K]) -> tuple[int, int]:
+        h = hash_code(item[1]) & _INT_MASK
+        return ((h ^ (h >> 16)) & (capacity - 1), item[0])
+
+    return [key for _, key in sorted(enumerate(unique), key=bucket)]
+
+
+def hash_set_copy_capacity(count: int) -> int:
+    """The table size of ``new HashSet<>(collection)``: ``max(size / .75 + 1, 16)``, rounded up."""
+    return _table_size_for(max(int(count / _LOAD_FACTOR) + 1, _DEFAULT_CAPACITY))
+
+
+def pretty_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """``ToolsUtils.prettyPrintTable``: every cell padded to its column's width and followed by a tab."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+    for row in [list(headers), *rows]:
+        out("".join(cell.ljust(width) + "\t" for cell, width in zip(row, widths, strict=True)))
