@@ -9,6 +9,7 @@ overwrite the new offsets with its next commit.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Annotated, Any
 
@@ -279,14 +280,29 @@ def reset_offsets_command(
     execute: Annotated[
         bool, typer.Option("--execute", help="Apply the change (without it, only show the plan).")
     ] = False,
+    shift_by: Annotated[
+        int | None, typer.Option("--shift-by", help="Move the committed offsets by N (clamped to the range).")
+    ] = None,
+    by_duration: Annotated[
+        str | None,
+        typer.Option("--by-duration", help="First offset at or after now minus an ISO duration (P1DT2H)."),
+    ] = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Move a group's committed offsets; a dry run unless --execute, and only for an empty group."""
+    from kompakt.cli import reset_shift
+
     chosen = [to_earliest, to_latest, to_offset is not None, to_datetime is not None]
+    chosen += [shift_by is not None, by_duration is not None]
     if sum(chosen) != 1:
-        raise CliUsageError("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime")
+        raise CliUsageError(
+            "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by, "
+            "--by-duration"
+        )
+    if by_duration is not None:
+        at_ms_of_duration = int(time.time() * 1000) - reset_shift.parse_duration_ms(by_duration)
     if bool(topic) == all_topics:
         raise CliUsageError("give --topic (repeatable) or --all-topics")
     at_ms = None if to_datetime is None else parse_timestamp_ms(to_datetime, "--to-datetime")
@@ -314,6 +330,14 @@ def reset_offsets_command(
         target = latest
     elif to_offset is not None:
         target = {tp: min(max(to_offset, earliest[tp]), latest[tp]) for tp in partitions}
+    elif shift_by is not None:
+        target = reset_shift.shifted(partitions, committed, shift_by, earliest, latest)
+    elif by_duration is not None:
+        found = _offsets(cluster, admin, partitions, KAFKA_ADMIN.OffsetSpec.for_timestamp(at_ms_of_duration))
+        target, warnings = reset_shift.by_time(partitions, found, latest)
+        if output is OutputFormat.TABLE:
+            for warning in warnings:
+                console.file.write(warning + "\n")
     else:
         assert at_ms is not None
         found = _offsets(cluster, admin, partitions, KAFKA_ADMIN.OffsetSpec.for_timestamp(at_ms))

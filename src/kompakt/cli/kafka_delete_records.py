@@ -8,9 +8,9 @@ kompakt serves as Kafka does: ``-1`` means the high watermark) and prints Kafka'
     Records delete operation completed:
     partition: t-0	low_watermark: 3
 
-The partitions come in the order of Kafka's admin result map (a ``HashMap`` keyed by
-``TopicPartition``, :func:`kompakt.cli.kafka_java.hash_order`), a failed partition as
-``partition: t-0	error: <message>``. A partition named twice is refused before anything is
+Kafka prints the partitions in the order of its admin client's result map, an immutable map
+whose iteration order is salted afresh in every JVM, so no script can rely on it; kompakt prints
+them sorted by topic and partition. A failed partition is ``partition: t-0	error: <message>``. A partition named twice is refused before anything is
 deleted, as Kafka refuses it.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 from confluent_kafka import TopicPartition
 
 from kompakt.cli.cluster import BOOTSTRAP_ENV, DEFAULT_TIMEOUT_S, Cluster
-from kompakt.cli.kafka_java import hash_order, out, topic_partition_hash, topic_partition_text
+from kompakt.cli.kafka_java import out, topic_partition_text
 from kompakt.cli.kafka_tools import _Parser, _tool
 from kompakt.cli.output import CliError, CliUsageError, bootstrap_value
 
@@ -114,7 +114,7 @@ def delete_records(cluster: Cluster, entries: list[tuple[str, int, int]]) -> Non
     )
     out("Records delete operation completed:")
     by_key = {(tp.topic, tp.partition): future for tp, future in futures.items()}
-    for topic, partition in hash_order(by_key, lambda k: topic_partition_hash(*k)):
+    for topic, partition in sorted(by_key):
         text = topic_partition_text(topic, partition)
         try:
             result = cluster.wait(by_key[(topic, partition)], text)

@@ -866,6 +866,8 @@ def kafka_consumer_groups(argv: list[str]) -> None:
             to_latest=args.to_latest,
             to_offset=args.to_offset,
             to_datetime=args.to_datetime,
+            shift_by=args.shift_by,
+            by_duration=args.by_duration,
             execute=args.execute,
             bootstrap=bootstrap,
             timeout=timeout,
@@ -890,8 +892,9 @@ def _groups_parser() -> _Parser:
     parser.add_argument("--to-datetime")
     for unsupported in ("to-current", "export"):
         parser.add_argument(f"--{unsupported}", action="store_true")
-    for unsupported in ("shift-by", "by-duration", "from-file"):
-        parser.add_argument(f"--{unsupported}")
+    parser.add_argument("--shift-by", type=int)
+    parser.add_argument("--by-duration")
+    parser.add_argument("--from-file")
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--execute", action="store_true")
     for view in ("members", "offsets", "state", "verbose"):
@@ -903,7 +906,7 @@ def _groups_parser() -> _Parser:
 
 
 def _check_groups_args(args: argparse.Namespace, action: str) -> None:
-    for unsupported in ("to_current", "export", "shift_by", "by_duration", "from_file"):
+    for unsupported in ("to_current", "export", "from_file"):
         if getattr(args, unsupported):
             raise CliUsageError(
                 f"--{unsupported.replace('_', '-')} is not supported by kompakt's reset-offsets"

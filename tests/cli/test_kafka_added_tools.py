@@ -1,0 +1,131 @@
+"""The tools kompakt added under Kafka's names (issue 28) print what Kafka 4.1.2's own tools print.
+
+The fixtures under ``fixtures/kafka_tools_4.1.2/added/`` are Kafka's tools run against a real
+Kafka 4.1.2 broker (``tools/capture_kafka_tools_k28m.py``); here the same scenario
+(:mod:`tests.support.kafka_tools_scenario`) runs against a fresh ``kompakt serve`` and kompakt's
+tool of the same name must print the same stdout, byte for byte after replacing only per-run
+values (the broker id, the data directory, producer ids and times), and exit the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import typer
+
+from kompakt.cli import commands, kafka_tools
+from kompakt.errors import KompaktError
+from tests.support import kafka_tools_scenario as scenario
+from tests.support.serve import BrokerProcess, start_broker
+
+FIXTURES = Path(__file__).parent / "fixtures" / "kafka_tools_4.1.2" / "added"
+MANIFEST = json.loads((FIXTURES / "manifest.json").read_text(encoding="utf-8"))
+KOMPAKT_BROKER_ID = 0
+KAFKA_BROKER_ID = 1
+assert commands.REGISTRARS  # the tools register themselves on import
+
+
+def run_tool(tool: str, argv: list[str]) -> tuple[int, str, str]:
+    """One tool in-process: (exit code, stdout, stderr), errors mapped as ``kompakt.cli.main``."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            kafka_tools.run_tool(tool, argv)
+        except typer.Exit as exc:
+            code = exc.exit_code
+        except KompaktError as exc:
+            code = 2 if type(exc).__name__ == "CliUsageError" else 1
+            stderr.write(f"error: {exc}\n")
+    return code, stdout.getvalue(), stderr.getvalue()
+
+
+@pytest.fixture(scope="module")
+def kompakt_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    process = start_broker(tmp_path_factory.mktemp("added-tools") / "data")
+    yield process
+    assert process.stop() == 0, process.stderr_path.read_text()
+
+
+@pytest.fixture(scope="module")
+def outcomes(kompakt_broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, str]]:
+    """Every scenario command run by kompakt against kompakt, phase by phase as in the capture."""
+    work = tmp_path_factory.mktemp("added-tools-files")
+    bootstrap = kompakt_broker.bootstrap
+    results: dict[str, tuple[int, str, str]] = {}
+
+    def run_phase(phase: str) -> None:
+        for command in scenario.COMMANDS:
+            if command.phase == phase:
+                scenario.write_files(command, work)
+                argv = ["--bootstrap-server", bootstrap, *scenario.argv_of(command, work, KOMPAKT_BROKER_ID)]
+                results[command.name] = run_tool(command.tool, argv)
+                if command.kind == "reset":
+                    results[command.name + "/json"] = run_tool(command.tool, [*argv, "--output", "json"])
+
+    scenario.setup_base(bootstrap)
+    run_phase("base")
+    run_phase("delete")
+    run_phase("deleted")
+    opened = scenario.setup_txn(bootstrap)
+    try:
+        run_phase("txn")
+    finally:
+        opened.abort_transaction(scenario.DEADLINE_S)
+    return results
+
+
+def _expected(name: str) -> tuple[int, str, str]:
+    return (
+        int(MANIFEST[name]["exit"]),
+        (FIXTURES / f"{name}.out").read_text(encoding="utf-8"),
+        (FIXTURES / f"{name}.err").read_text(encoding="utf-8"),
+    )
+
+
+def _kafka_view(kind: str, text: str, broker_id: int) -> str:
+    text = re.sub(rf'"broker":{broker_id}\b', '"broker":<B>', text) if kind == "log-dirs" else text
+    return scenario.normalise(kind, text)
+
+
+def _kafka_reset_plan(text: str) -> dict[tuple[str, int], int]:
+    rows = [line.split() for line in text.splitlines() if line and not line.startswith(("GROUP ", "Warn:"))]
+    return {(topic, int(partition)): int(new) for _, topic, partition, new in rows}
+
+
+@pytest.mark.parametrize("command", [c for c in scenario.COMMANDS if c.kind == "reset"], ids=lambda c: c.name)
+def test_reset_shift_by_and_by_duration_plan_kafkas_offsets(
+    command: scenario.Command, outcomes: dict[str, tuple[int, str, str]]
+) -> None:
+    """The new offsets are Kafka's, and so are the fall-back warnings; the plan's table is the
+    reset's own format (kafka-consumer-groups' tables are compared in test_kafka_tools)."""
+    code, table, stderr = outcomes[command.name]
+    json_code, json_out, _ = outcomes[command.name + "/json"]
+    want_code, want_stdout, _ = _expected(command.name)
+    assert code == json_code == want_code == 0, stderr
+    plan = {(p["topic"], p["partition"]): p["new"] for p in json.loads(json_out)["partitions"]}
+    assert plan == _kafka_reset_plan(want_stdout)
+    warnings = [line for line in want_stdout.splitlines() if line.startswith("Warn:")]
+    assert [line for line in table.splitlines() if line.startswith("Warn:")] == warnings
+
+
+@pytest.mark.parametrize("command", [c for c in scenario.COMMANDS if c.kind != "reset"], ids=lambda c: c.name)
+def test_kompakt_prints_what_kafkas_tool_prints(
+    command: scenario.Command, outcomes: dict[str, tuple[int, str, str]]
+) -> None:
+    code, stdout, stderr = outcomes[command.name]
+    want_code, want_stdout, want_stderr = _expected(command.name)
+    assert _kafka_view(command.kind, stdout, KOMPAKT_BROKER_ID) == _kafka_view(
+        command.kind, want_stdout, KAFKA_BROKER_ID
+    ), stderr
+    assert (code == 0) == (want_code == 0), (code, stderr)
+    if want_code != 0:
+        # Kafka's message (its first line, without the tool's own "Error occurred: " prefix).
+        message = want_stderr.splitlines()[0].removeprefix("Error occurred: ")
+        assert message in stderr
