@@ -171,7 +171,8 @@ def setup_base(bootstrap: str) -> None:
         )
     )
     _wait_for_leaders(admin, {"orders": 3, "events": 1})
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 100, "enable.idempotence": False})
+    # A long linger and a flush per partition: one batch each, so the sizes are the same on both brokers.
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5000, "enable.idempotence": False})
     for partition, count in ORDERS.items():
         for i in range(count):
             producer.produce(
