@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,41 +38,61 @@ from tests.support import kafka_tools_scenario as scenario  # noqa: E402
 OUT = ROOT / "tests" / "cli" / "fixtures" / "kafka_tools_4.1.2" / "added"
 
 
-def run(tools: Path, tool: str, argv: list[str], bootstrap: str | None) -> tuple[int, str, str]:
+def run(tools: Path, tool: str, argv: list[str]) -> tuple[int, str, str]:
     command = [str(tools / "bin" / f"{tool}.sh"), *argv]
-    if bootstrap is not None:
-        command[1:1] = ["--bootstrap-server", bootstrap]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     return done.returncode, done.stdout, done.stderr
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--bootstrap-server", required=True)
     parser.add_argument("--log-dir", required=True, type=Path, help="the broker's log.dirs")
     parser.add_argument("--tools", type=Path, default=Path("/work/rk/tools"))
     parser.add_argument("--broker-id", type=int, default=1)
+    parser.add_argument(
+        "--dumps-only", action="store_true", help="only the dump-log captures, of a broker the scenario ran on"
+    )
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, dict[str, object]] = {}
     work = Path(tempfile.mkdtemp(prefix="capture-k28m-"))
 
-    def capture(name: str, tool: str, argv: list[str], *, bootstrap: bool = True) -> None:
-        code, stdout, stderr = run(args.tools, tool, argv, args.bootstrap_server if bootstrap else None)
+    def capture(name: str, tool: str, argv: list[str]) -> None:
+        code, stdout, stderr = run(args.tools, tool, argv)
         (OUT / f"{name}.out").write_text(stdout, encoding="utf-8")
         (OUT / f"{name}.err").write_text(stderr, encoding="utf-8")
         manifest[name] = {"tool": tool, "argv": argv, "exit": code}
-        print(f"{name}: exit {code}, {len(stdout.splitlines())} lines", flush=True)
+        print(f"{name}: exit {code}, {len(stdout.splitlines())} lines", flush=True)  # noqa: T201 (progress)
 
+    if args.dumps_only:
+        manifest.update(json.loads((OUT / "manifest.json").read_text(encoding="utf-8")))
+    else:
+        run_scenario(args, capture, work)
+    dump_segments(args, capture)
+    (OUT / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+def run_scenario(args: argparse.Namespace, capture: Callable[[str, str, list[str]], None], work: Path) -> None:
     scenario.setup_base(args.bootstrap_server)
-    phases = {"base": [], "delete": [], "deleted": [], "txn": []}  # type: dict[str, list[scenario.Command]]
+    phases: dict[str, list[scenario.Command]] = {
+        "base": [],
+        "delete": [],
+        "deleted": [],
+        "txn": [],
+        "perf": [],
+    }
     for command in scenario.COMMANDS:
         phases[command.phase].append(command)
 
     def run_phase(name: str) -> None:
         for command in phases[name]:
             scenario.write_files(command, work)
-            capture(command.name, command.tool, scenario.argv_of(command, work, args.broker_id))
+            argv = scenario.argv_of(command, work, args.broker_id, args.bootstrap_server)
+            capture(command.name, command.tool, argv)
 
     run_phase("base")
     run_phase("delete")
@@ -81,40 +103,22 @@ def main() -> int:
     finally:
         opened.abort_transaction(scenario.DEADLINE_S)
 
-    offsets_dir = args.log_dir / f"__consumer_offsets-{partition_for(scenario.GROUP, 50)}"
-    capture(
-        "dump-log-offsets-decoder",
-        "kafka-dump-log",
-        ["--offsets-decoder", "--files", str(offsets_dir / "00000000000000000000.log")],
-        bootstrap=False,
-    )
-    for txn_id in ("ledger", "open-txn"):
-        txn_dir = args.log_dir / f"__transaction_state-{partition_for(txn_id, 50)}"
-        capture(
-            f"dump-log-transaction-decoder-{txn_id}",
-            "kafka-dump-log",
-            ["--transaction-log-decoder", "--files", str(txn_dir / "00000000000000000000.log")],
-            bootstrap=False,
-        )
-    capture(
-        "producer-perf-test",
-        "kafka-producer-perf-test",
-        ["--topic", "perf", "--num-records", "2000", "--record-size", "100", "--throughput", "-1",
-         "--producer-props", f"bootstrap.servers={args.bootstrap_server}", "acks=1"],
-        bootstrap=False,
-    )  # fmt: skip
-    capture(
-        "consumer-perf-test",
-        "kafka-consumer-perf-test",
-        ["--topic", "perf", "--messages", "2000", "--group", "perf-group", "--timeout", "20000"],
-    )
-    capture(
-        "consumer-perf-test-hide-header",
-        "kafka-consumer-perf-test",
-        ["--topic", "perf", "--messages", "500", "--hide-header", "--timeout", "20000"],
-    )
-    (OUT / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    return 0
+    run_phase("perf")
+
+
+def dump_segments(args: argparse.Namespace, capture: Callable[[str, str, list[str]], None]) -> None:
+    # The coordinators' segments are copied next to the fixtures: the test runs kompakt's
+    # decoders on these very files, so the comparison is byte for byte.
+    segments = OUT / "segments"
+    segments.mkdir(exist_ok=True)
+    dumps = [("offsets-decoder", "__consumer_offsets", group) for group in (scenario.GROUP, "perf-group")]
+    dumps += [("transaction-log-decoder", "__transaction_state", txn) for txn in ("ledger", "open-txn")]
+    for decoder, topic, key in dumps:
+        name = f"{topic}-{partition_for(key, 50)}"
+        copy = segments / name / "00000000000000000000.log"  # Kafka reads the base offset off the name
+        copy.parent.mkdir(exist_ok=True)
+        shutil.copyfile(args.log_dir / name / copy.name, copy)
+        capture(f"dump-log-{decoder}-{key}", "kafka-dump-log", [f"--{decoder}", "--files", str(copy)])
 
 
 if __name__ == "__main__":

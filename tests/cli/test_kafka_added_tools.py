@@ -54,7 +54,9 @@ def kompakt_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerP
 
 
 @pytest.fixture(scope="module")
-def outcomes(kompakt_broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, str]]:
+def outcomes(
+    kompakt_broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[int, str, str]]:
     """Every scenario command run by kompakt against kompakt, phase by phase as in the capture."""
     work = tmp_path_factory.mktemp("added-tools-files")
     bootstrap = kompakt_broker.bootstrap
@@ -64,7 +66,7 @@ def outcomes(kompakt_broker: BrokerProcess, tmp_path_factory: pytest.TempPathFac
         for command in scenario.COMMANDS:
             if command.phase == phase:
                 scenario.write_files(command, work)
-                argv = ["--bootstrap-server", bootstrap, *scenario.argv_of(command, work, KOMPAKT_BROKER_ID)]
+                argv = scenario.argv_of(command, work, KOMPAKT_BROKER_ID, bootstrap)
                 results[command.name] = run_tool(command.tool, argv)
                 if command.kind == "reset":
                     results[command.name + "/json"] = run_tool(command.tool, [*argv, "--output", "json"])
@@ -78,6 +80,7 @@ def outcomes(kompakt_broker: BrokerProcess, tmp_path_factory: pytest.TempPathFac
         run_phase("txn")
     finally:
         opened.abort_transaction(scenario.DEADLINE_S)
+    run_phase("perf")
     return results
 
 
@@ -129,3 +132,60 @@ def test_kompakt_prints_what_kafkas_tool_prints(
         # Kafka's message (its first line, without the tool's own "Error occurred: " prefix).
         message = want_stderr.splitlines()[0].removeprefix("Error occurred: ")
         assert message in stderr
+
+
+DUMPS = sorted(name for name in MANIFEST if name.startswith("dump-log-"))
+
+
+@pytest.mark.parametrize("name", DUMPS)
+def test_dump_log_decoders_print_kafkas_lines_for_kafkas_own_segments(name: str) -> None:
+    """kompakt's decoders on the very segments Kafka's DumpLogSegments read (copied next to the
+    fixtures): every line the same, except the path on ``Dumping``."""
+    decoder, path = MANIFEST[name]["argv"][0], Path(MANIFEST[name]["argv"][2])
+    segment = FIXTURES / "segments" / path.parent.name / path.name
+    code, stdout, stderr = run_tool("kafka-dump-log", [decoder, "--files", str(segment)])
+    want_code, want_stdout, _ = _expected(name)
+    assert code == want_code == 0, stderr
+    assert stdout.splitlines()[0] == f"Dumping {segment}"
+    assert stdout.splitlines()[1:] == want_stdout.splitlines()[1:]
+
+
+def test_by_duration_reads_javas_iso_durations() -> None:
+    from kompakt.cli.reset_shift import parse_duration_ms
+
+    assert parse_duration_ms("P1DT2H") == 93_600_000
+    assert parse_duration_ms("PT30M") == 1_800_000
+    assert parse_duration_ms("-PT10S") == -10_000
+    assert parse_duration_ms("PT1.5S") == 1_500
+    for bad in ("P1Y", "PT", "P", "1D", "P1DT"):
+        with pytest.raises(KompaktError):
+            parse_duration_ms(bad)
+
+
+def test_shift_by_clamps_and_needs_a_committed_offset() -> None:
+    from kompakt.cli.reset_shift import shifted
+
+    tps = [("t", 0), ("t", 1)]
+    assert shifted(
+        tps, {("t", 0): 4, ("t", 1): 1}, -2, {("t", 0): 0, ("t", 1): 0}, {("t", 0): 5, ("t", 1): 3}
+    ) == {
+        ("t", 0): 2,
+        ("t", 1): 0,
+    }
+    with pytest.raises(KompaktError, match="no current committed offset"):
+        shifted(tps, {("t", 0): 4}, 1, {("t", 0): 0, ("t", 1): 0}, {("t", 0): 5, ("t", 1): 3})
+
+
+def test_java_hash_order_is_hashmaps_iteration_order() -> None:
+    """The orders Kafka's own tools printed in the fixtures (a JVM's HashMap iteration)."""
+    from kompakt.cli.kafka_java import hash_order, string_hash, topic_partition_hash
+
+    # new HashSet<>(List.of("version", "brokers")) iterates brokers first (fixture log-dirs-topic).
+    assert hash_order(["version", "brokers"], string_hash) == ["brokers", "version"]
+    # leader-election-json: orders-1, orders-0, events-0 in, orders-0, orders-1, events-0 out.
+    tps = [("orders", 1), ("orders", 0), ("events", 0)]
+    assert hash_order(tps, lambda k: topic_partition_hash(*k)) == [
+        ("orders", 0),
+        ("orders", 1),
+        ("events", 0),
+    ]

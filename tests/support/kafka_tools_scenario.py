@@ -52,6 +52,8 @@ class Command:
     """How the output is normalised (see :func:`normalise`)."""
     files: dict[str, str] = field(default_factory=dict)
     """Files the command reads, written into the run's directory first: name -> content."""
+    with_bootstrap: bool = True
+    """Whether ``--bootstrap-server`` goes first (the producer perf test takes it in its props)."""
 
 
 DELETE_JSON = json.dumps(
@@ -64,7 +66,13 @@ DELETE_JSON = json.dumps(
     }
 )
 ELECTION_JSON = json.dumps(
-    {"partitions": [{"topic": "orders", "partition": 1}, {"topic": "orders", "partition": 0}, {"topic": "events", "partition": 0}]}
+    {
+        "partitions": [
+            {"topic": "orders", "partition": 1},
+            {"topic": "orders", "partition": 0},
+            {"topic": "events", "partition": 0},
+        ]
+    }
 )
 
 COMMANDS: list[Command] = [
@@ -72,25 +80,62 @@ COMMANDS: list[Command] = [
     Command("get-offsets-latest", "kafka-get-offsets", ["--exclude-internal-topics"], "base"),
     Command("get-offsets-topic", "kafka-get-offsets", ["--topic", "orders"], "base"),
     Command("get-offsets-earliest", "kafka-get-offsets", ["--topic", "orders", "--time", "-2"], "base"),
-    Command("get-offsets-max-timestamp", "kafka-get-offsets", ["--topic", "orders", "--time", "max-timestamp"], "base"),
     Command(
-        "get-offsets-timestamp", "kafka-get-offsets", ["--topic", "orders", "--time", str(BASE_TS + 2_000)], "base"
+        "get-offsets-max-timestamp",
+        "kafka-get-offsets",
+        ["--topic", "orders", "--time", "max-timestamp"],
+        "base",
     ),
-    Command("get-offsets-partitions", "kafka-get-offsets", ["--topic", "orders", "--partitions", "0,2"], "base"),
+    Command(
+        "get-offsets-timestamp",
+        "kafka-get-offsets",
+        ["--topic", "orders", "--time", str(BASE_TS + 2_000)],
+        "base",
+    ),
+    Command(
+        "get-offsets-partitions", "kafka-get-offsets", ["--topic", "orders", "--partitions", "0,2"], "base"
+    ),
     Command(
         "get-offsets-topic-partitions",
         "kafka-get-offsets",
         ["--topic-partitions", "orders:1-,ev.*:0", "--time", "earliest"],
         "base",
     ),
-    Command("get-offsets-regex", "kafka-get-offsets", ["--topic", "ord.*|events", "--exclude-internal-topics"], "base"),
+    Command(
+        "get-offsets-regex",
+        "kafka-get-offsets",
+        ["--topic", "ord.*|events", "--exclude-internal-topics"],
+        "base",
+    ),
     Command("get-offsets-no-match", "kafka-get-offsets", ["--topic", "nope"], "base"),
     # kafka-log-dirs
-    Command("log-dirs-topic", "kafka-log-dirs", ["--describe", "--topic-list", "orders,events"], "base", "log-dirs"),
-    Command("log-dirs-broker", "kafka-log-dirs", ["--describe", "--topic-list", "events", "--broker-list", "{BROKER}"], "base", "log-dirs"),
+    Command(
+        "log-dirs-topic",
+        "kafka-log-dirs",
+        ["--describe", "--topic-list", "orders,events"],
+        "base",
+        "log-dirs",
+    ),
+    Command(
+        "log-dirs-broker",
+        "kafka-log-dirs",
+        ["--describe", "--topic-list", "events", "--broker-list", "{BROKER}"],
+        "base",
+        "log-dirs",
+    ),
     # kafka-leader-election
-    Command("leader-election-one", "kafka-leader-election", ["--election-type", "preferred", "--topic", "orders", "--partition", "0"], "base"),
-    Command("leader-election-all", "kafka-leader-election", ["--election-type", "preferred", "--all-topic-partitions"], "base"),
+    Command(
+        "leader-election-one",
+        "kafka-leader-election",
+        ["--election-type", "preferred", "--topic", "orders", "--partition", "0"],
+        "base",
+    ),
+    Command(
+        "leader-election-all",
+        "kafka-leader-election",
+        ["--election-type", "preferred", "--all-topic-partitions"],
+        "base",
+    ),
     Command(
         "leader-election-json",
         "kafka-leader-election",
@@ -129,11 +174,28 @@ COMMANDS: list[Command] = [
         "delete-records",
         files={"delete.json": DELETE_JSON},
     ),
-    Command("get-offsets-after-delete", "kafka-get-offsets", ["--topic", "orders", "--time", "earliest"], "deleted"),
+    Command(
+        "get-offsets-after-delete",
+        "kafka-get-offsets",
+        ["--topic", "orders", "--time", "earliest"],
+        "deleted",
+    ),
     # kafka-transactions (with one open transaction)
     Command("transactions-list", "kafka-transactions", ["list"], "txn", "txn-list"),
-    Command("transactions-describe", "kafka-transactions", ["describe", "--transactional-id", "open-txn"], "txn", "txn"),
-    Command("transactions-describe-committed", "kafka-transactions", ["describe", "--transactional-id", "ledger"], "txn", "txn"),
+    Command(
+        "transactions-describe",
+        "kafka-transactions",
+        ["describe", "--transactional-id", "open-txn"],
+        "txn",
+        "txn",
+    ),
+    Command(
+        "transactions-describe-committed",
+        "kafka-transactions",
+        ["describe", "--transactional-id", "ledger"],
+        "txn",
+        "txn",
+    ),
     Command(
         "transactions-describe-producers",
         "kafka-transactions",
@@ -141,9 +203,50 @@ COMMANDS: list[Command] = [
         "txn",
         "txn",
     ),
-    Command("transactions-find-hanging", "kafka-transactions", ["find-hanging", "--topic", "orders"], "txn", "txn"),
     Command(
-        "transactions-describe-unknown", "kafka-transactions", ["describe", "--transactional-id", "nope"], "txn", "txn"
+        "transactions-find-hanging", "kafka-transactions", ["find-hanging", "--topic", "orders"], "txn", "txn"
+    ),
+    Command(
+        "transactions-describe-unknown",
+        "kafka-transactions",
+        ["describe", "--transactional-id", "nope"],
+        "txn",
+        "txn",
+    ),
+    # the perf tests, on their own topic (created by the producer's first send)
+    Command(
+        "producer-perf-test",
+        "kafka-producer-perf-test",
+        [
+            "--topic",
+            "perf",
+            "--num-records",
+            "2000",
+            "--record-size",
+            "100",
+            "--throughput",
+            "-1",
+            "--producer-props",
+            "bootstrap.servers={BOOTSTRAP}",
+            "acks=1",
+        ],
+        "perf",
+        "numbers",
+        with_bootstrap=False,
+    ),
+    Command(
+        "consumer-perf-test",
+        "kafka-consumer-perf-test",
+        ["--topic", "perf", "--messages", "2000", "--group", "perf-group", "--timeout", "20000"],
+        "perf",
+        "numbers",
+    ),
+    Command(
+        "consumer-perf-test-hide-header",
+        "kafka-consumer-perf-test",
+        ["--topic", "perf", "--messages", "500", "--hide-header", "--timeout", "20000"],
+        "perf",
+        "numbers",
     ),
 ]
 
@@ -171,17 +274,16 @@ def setup_base(bootstrap: str) -> None:
         )
     )
     _wait_for_leaders(admin, {"orders": 3, "events": 1})
-    # A long linger and a flush per partition: one batch each, so the sizes are the same on both brokers.
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5000, "enable.idempotence": False})
-    for partition, count in ORDERS.items():
-        for i in range(count):
-            producer.produce(
-                "orders", key=f"k{i}", value=f"order-{partition}-{i}", partition=partition, timestamp=BASE_TS + i * 1000
-            )
+    # One batch per record (a flush after each): librdkafka's batching varies with the machine's
+    # load, and the batches decide the partitions' sizes that kafka-log-dirs prints.
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "enable.idempotence": False})
+    sends = [("orders", p, i) for p, count in ORDERS.items() for i in range(count)]
+    sends += [("events", 0, i) for i in range(EVENTS)]
+    for topic, partition, i in sends:
+        value = f"order-{partition}-{i}" if topic == "orders" else f"event-{i}"
+        key = f"k{i}" if topic == "orders" else f"e{i}"
+        producer.produce(topic, key=key, value=value, partition=partition, timestamp=BASE_TS + i * 1000)
         assert producer.flush(DEADLINE_S) == 0
-    for i in range(EVENTS):
-        producer.produce("events", key=f"e{i}", value=f"event-{i}", partition=0, timestamp=BASE_TS + i * 1000)
-    assert producer.flush(DEADLINE_S) == 0
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False})
     deadline = time.monotonic() + DEADLINE_S
     while True:  # the offsets topic is created (and its coordinator loaded) on first use
@@ -235,8 +337,14 @@ def write_files(command: Command, directory: Path) -> None:
         (directory / name).write_text(content, encoding="utf-8")
 
 
-def argv_of(command: Command, directory: Path, broker_id: int) -> list[str]:
-    return [a.replace("{DIR}", str(directory)).replace("{BROKER}", str(broker_id)) for a in command.argv]
+def argv_of(command: Command, directory: Path, broker_id: int, bootstrap: str) -> list[str]:
+    argv = [
+        a.replace("{DIR}", str(directory))
+        .replace("{BROKER}", str(broker_id))
+        .replace("{BOOTSTRAP}", bootstrap)
+        for a in command.argv
+    ]
+    return ["--bootstrap-server", bootstrap, *argv] if command.with_bootstrap else argv
 
 
 # --------------------------------------------------------------------------------------------
@@ -281,7 +389,9 @@ def _txn_table(text: str) -> str:
     if headers[0] == "TransactionalId":
         out_rows = [out_rows[0], *sorted(out_rows[1:])]
     widths = [max(len(r[i]) for r in out_rows) for i in range(len(headers))]
-    return "".join("".join(c.ljust(w) + "\t" for c, w in zip(r, widths, strict=True)) + "\n" for r in out_rows)
+    return "".join(
+        "".join(c.ljust(w) + "\t" for c, w in zip(r, widths, strict=True)) + "\n" for r in out_rows
+    )
 
 
 def normalise(kind: str, text: str) -> str:
@@ -294,4 +404,7 @@ def normalise(kind: str, text: str) -> str:
         text = "".join(head + sorted(line for line in lines if line.startswith("partition: ")))
     if kind in ("txn", "txn-list"):
         text = _txn_table(text)
+    if kind == "numbers":
+        text = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}", "<DATE>", text)
+        text = re.sub(r"\b\d+(\.\d+)?\b", lambda m: "<N.N>" if m.group(1) else "<N>", text)
     return text

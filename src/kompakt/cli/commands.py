@@ -62,10 +62,12 @@ def _kafka_added_tools() -> None:
         kafka_get_offsets,
         kafka_leader_election,
         kafka_log_dirs,
+        kafka_perf_tests,
         kafka_transactions,
     )
 
-    del kafka_delete_records, kafka_get_offsets, kafka_leader_election, kafka_log_dirs, kafka_transactions
+    del kafka_delete_records, kafka_get_offsets, kafka_leader_election, kafka_log_dirs
+    del kafka_perf_tests, kafka_transactions
 
 
 def _kafka_tool_commands() -> list[Registrar]:

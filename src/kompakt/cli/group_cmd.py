@@ -9,7 +9,6 @@ overwrite the new offsets with its next commit.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from typing import Annotated, Any
 
@@ -301,8 +300,7 @@ def reset_offsets_command(
             "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by, "
             "--by-duration"
         )
-    if by_duration is not None:
-        at_ms_of_duration = int(time.time() * 1000) - reset_shift.parse_duration_ms(by_duration)
+    relative = reset_shift.Relative.of(shift_by, by_duration)
     if bool(topic) == all_topics:
         raise CliUsageError("give --topic (repeatable) or --all-topics")
     at_ms = None if to_datetime is None else parse_timestamp_ms(to_datetime, "--to-datetime")
@@ -330,14 +328,15 @@ def reset_offsets_command(
         target = latest
     elif to_offset is not None:
         target = {tp: min(max(to_offset, earliest[tp]), latest[tp]) for tp in partitions}
-    elif shift_by is not None:
-        target = reset_shift.shifted(partitions, committed, shift_by, earliest, latest)
-    elif by_duration is not None:
-        found = _offsets(cluster, admin, partitions, KAFKA_ADMIN.OffsetSpec.for_timestamp(at_ms_of_duration))
-        target, warnings = reset_shift.by_time(partitions, found, latest)
-        if output is OutputFormat.TABLE:
-            for warning in warnings:
-                console.file.write(warning + "\n")
+    elif relative is not None:
+        target = relative.target(
+            partitions,
+            committed,
+            earliest,
+            latest,
+            lambda at_ms: _offsets(cluster, admin, partitions, KAFKA_ADMIN.OffsetSpec.for_timestamp(at_ms)),
+            console.file if output is OutputFormat.TABLE else None,
+        )
     else:
         assert at_ms is not None
         found = _offsets(cluster, admin, partitions, KAFKA_ADMIN.OffsetSpec.for_timestamp(at_ms))

@@ -56,7 +56,9 @@ def parse_offset_json(text: str) -> list[tuple[str, int, int]]:
         except (KeyError, TypeError):
             raise CliError(f"Each partition needs topic, partition and offset, got {item!r}") from None
         if not isinstance(topic, str) or not isinstance(partition, int) or not isinstance(offset, int):
-            raise CliError(f"Each partition needs a string topic and integer partition and offset, got {item!r}")
+            raise CliError(
+                f"Each partition needs a string topic and integer partition and offset, got {item!r}"
+            )
         entries.append((topic, partition, offset))
     return entries
 
@@ -68,7 +70,9 @@ def _parser() -> _Parser:
         "offset (Kafka's DeleteRecordsCommand).",
     )
     parser.add_argument(
-        "--bootstrap-server", default=os.environ.get(BOOTSTRAP_ENV), help="REQUIRED: The server to connect to."
+        "--bootstrap-server",
+        default=os.environ.get(BOOTSTRAP_ENV),
+        help="REQUIRED: The server to connect to.",
     )
     parser.add_argument("--offset-json-file", help="REQUIRED: The JSON file with offset per partition.")
     parser.add_argument("--command-config", help="Not supported: kompakt's tools connect in plaintext.")

@@ -137,7 +137,7 @@ def _parser() -> _Parser:
 def kafka_get_offsets(argv: list[str]) -> None:
     args = _parser().parse_args(argv)
     if not args.bootstrap_server:
-        raise CliUsageError("Missing required argument \"[bootstrap-server]\"")
+        raise CliUsageError('Missing required argument "[bootstrap-server]"')
     if args.command_config:
         raise CliUsageError("--command-config is not supported: kompakt's tools connect in plaintext")
     rules = _rules(args)

@@ -78,7 +78,9 @@ def _table_size_for(wanted: int) -> int:
     return capacity
 
 
-def hash_order(keys: Iterable[K], hash_code: Callable[[K], int], *, initial: int = _DEFAULT_CAPACITY) -> list[K]:
+def hash_order(
+    keys: Iterable[K], hash_code: Callable[[K], int], *, initial: int = _DEFAULT_CAPACITY
+) -> list[K]:
     """The iteration order of a ``HashMap``/``HashSet`` the keys were put into in this order.
 
     ``initial`` is the table size it started with (16 for ``new HashMap<>()``); the table doubles

@@ -46,13 +46,17 @@ def _parser() -> _Parser:
         description="This tool attempts to elect a new leader for a set of topic partitions "
         "(Kafka's LeaderElectionCommand); on one broker no election is ever needed.",
     )
-    parser.add_argument("--bootstrap-server", default=os.environ.get(BOOTSTRAP_ENV), help="host:port. REQUIRED.")
+    parser.add_argument(
+        "--bootstrap-server", default=os.environ.get(BOOTSTRAP_ENV), help="host:port. REQUIRED."
+    )
     parser.add_argument("--admin.config", dest="admin_config", help="Not supported: plaintext only.")
     parser.add_argument("--path-to-json-file", help='{"partitions": [{"topic": "foo", "partition": 1}]}')
     parser.add_argument("--topic", help="Name of topic for which to perform an election.")
     parser.add_argument("--partition", type=int, help="Partition id; REQUIRED if --topic is specified.")
     parser.add_argument("--all-topic-partitions", action="store_true")
-    parser.add_argument("--election-type", type=str.lower, choices=ELECTION_TYPES, help="preferred or unclean")
+    parser.add_argument(
+        "--election-type", type=str.lower, choices=ELECTION_TYPES, help="preferred or unclean"
+    )
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="kompakt: seconds to wait.")
     return parser
 
@@ -73,8 +77,10 @@ def _json_partitions(path: Path) -> list[tuple[str, int]]:
         raise CliError('Replica election data "partitions" is not an array')
     partitions: list[tuple[str, int]] = []
     for item in items:
-        if not isinstance(item, dict) or not isinstance(item.get("topic"), str) or not isinstance(
-            item.get("partition"), int
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("topic"), str)
+            or not isinstance(item.get("partition"), int)
         ):
             raise CliError(f"Each partition needs a string topic and an integer partition, got {item!r}")
         partitions.append((item["topic"], item["partition"]))
@@ -124,7 +130,10 @@ def kafka_leader_election(argv: list[str]) -> None:
     failed = hash_order([p for p in requested if p not in hosted], lambda k: topic_partition_hash(*k))
     election = args.election_type.upper()
     if noop:
-        out("Valid replica already elected for partitions " + ", ".join(topic_partition_text(*p) for p in noop))
+        out(
+            "Valid replica already elected for partitions "
+            + ", ".join(topic_partition_text(*p) for p in noop)
+        )
     for partition in failed:
         out(
             f"Error completing leader election ({election}) for partition: "
@@ -132,4 +141,3 @@ def kafka_leader_election(argv: list[str]) -> None:
         )
     if failed:
         raise CliError(f"{len(failed)} replica(s) could not be elected")
-

@@ -69,7 +69,13 @@ def describe_log_dirs(host: str, port: int, timeout_s: float) -> list[LogDir]:
             name = result.error_code.name
             error = _ERROR_CLASSES.get(name, f"org.apache.kafka.common.errors.{name}")
         replicas = [
-            Replica(str(t.name), int(p.partition_index), int(p.partition_size), int(p.offset_lag), bool(p.is_future_key))
+            Replica(
+                str(t.name),
+                int(p.partition_index),
+                int(p.partition_size),
+                int(p.offset_lag),
+                bool(p.is_future_key),
+            )
             for t in result.topics
             for p in t.partitions
         ]
@@ -148,7 +154,9 @@ def kafka_log_dirs(argv: list[str]) -> None:
     try:
         wanted = {int(b) for b in args.broker_list.split(",") if b}
     except ValueError:
-        raise CliUsageError(f"--broker-list expects broker ids like 0,1,2, got {args.broker_list!r}") from None
+        raise CliUsageError(
+            f"--broker-list expects broker ids like 0,1,2, got {args.broker_list!r}"
+        ) from None
     cluster = Cluster(str(bootstrap_value(args.bootstrap_server)), args.timeout)
     metadata = cluster.metadata(cluster.admin())
     brokers = {int(b.id): (str(b.host), int(b.port)) for b in metadata.brokers.values()}

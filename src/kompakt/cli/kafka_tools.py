@@ -1007,9 +1007,13 @@ def kafka_dump_log(argv: list[str]) -> None:
     parser.add_argument("--output", choices=["table", "json"], default="table")
     args = parser.parse_args(argv)
     output = OutputFormat(args.output)
+    if args.offsets_decoder or args.transaction_log_decoder:
+        from kompakt.cli import kafka_dump_decoders as decoders
+
+        parse = decoders.parse_offsets_record if args.offsets_decoder else decoders.parse_transaction_record
+        decoders.dump_decoded([Path(p.strip()) for p in args.files.split(",") if p.strip()], parse)
+        return
     for decoder in (
-        "offsets_decoder",
-        "transaction_log_decoder",
         "remote_log_metadata_decoder",
         "share_group_state_decoder",
         "key_decoder_class",

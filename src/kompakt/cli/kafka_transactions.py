@@ -136,7 +136,9 @@ class _Client:
             return int(found.node_id)
         raise CliError(self.cluster.unreachable().args[0])
 
-    def describe_producers(self, broker: int, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], Any]:
+    def describe_producers(
+        self, broker: int, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], Any]:
         """Each partition's answer (its active producers, or an error reason string)."""
         topics: dict[str, list[int]] = {}
         for topic, partition in partitions:
@@ -222,7 +224,9 @@ class _FrameError(CliError):
     """A DescribeTransactions answer that is not one."""
 
 
-def _describe_transactions_v0(frame: memoryview, correlation: int) -> list[tuple[int, TransactionDescription]]:
+def _describe_transactions_v0(
+    frame: memoryview, correlation: int
+) -> list[tuple[int, TransactionDescription]]:
     """DescribeTransactions v0's response (a flexible version: header v1, compact arrays and
     strings, tagged fields), every length checked by :class:`SchemaReader` before it is taken."""
     reader = SchemaReader(bytes(frame), _FrameError)
@@ -239,10 +243,14 @@ def _describe_transactions_v0(frame: memoryview, correlation: int) -> list[tuple
         partitions: list[tuple[str, int]] = []
         for _ in range(reader.compact_array_count(min_element_size=3)):
             topic = reader.compact_string()
-            partitions += [(topic, reader.i32()) for _ in range(reader.compact_array_count(min_element_size=4))]
+            partitions += [
+                (topic, reader.i32()) for _ in range(reader.compact_array_count(min_element_size=4))
+            ]
             reader.tagged_fields()
         reader.tagged_fields()
-        states.append((error, TransactionDescription(state, timeout_ms, start_ms, producer_id, epoch, partitions)))
+        states.append(
+            (error, TransactionDescription(state, timeout_ms, start_ms, producer_id, epoch, partitions))
+        )
     return states
 
 
@@ -313,7 +321,9 @@ def _producers_of(client: _Client, topic: str, partition: int, broker: int | Non
     """The partition's active producers, from ``broker`` or the leader; a Kafka-shaped error."""
     target = broker if broker is not None else client.leader(topic, partition)
     where = f"broker {broker}" if broker is not None else "leader"
-    failure = f"Failed to describe producers for partition {topic_partition_text(topic, partition)} on {where}"
+    failure = (
+        f"Failed to describe producers for partition {topic_partition_text(topic, partition)} on {where}"
+    )
     if target is None or target not in client.brokers:
         _fail_with(failure, _MESSAGES["unknown_topic_or_partition"])
     try:
@@ -382,7 +392,9 @@ def _hanging_candidates(
 
 def _find_hanging(client: _Client, args: argparse.Namespace) -> None:
     if args.topic is None and args.broker_id is None:
-        _fail("The `find-hanging` command requires either --topic or --broker-id to limit the scope of the search")
+        _fail(
+            "The `find-hanging` command requires either --topic or --broker-id to limit the scope of the search"
+        )
     if args.partition is not None and args.topic is None:
         _fail("The --partition argument requires --topic to be provided")
     max_timeout_ms = args.max_transaction_timeout * 60_000
@@ -462,13 +474,21 @@ def _abort(client: _Client, args: argparse.Namespace) -> None:
             _fail("Missing required argument --producer-epoch")
         if args.coordinator_epoch is None:
             _fail("Missing required argument --coordinator-epoch")
-        producer_id, epoch, coordinator_epoch = args.producer_id, args.producer_epoch, max(args.coordinator_epoch, 0)
+        producer_id, epoch, coordinator_epoch = (
+            args.producer_id,
+            args.producer_epoch,
+            max(args.coordinator_epoch, 0),
+        )
     else:
         found = [
-            p for p in _producers_of(client, topic, partition, None) if p.current_txn_start_offset == args.start_offset
+            p
+            for p in _producers_of(client, topic, partition, None)
+            if p.current_txn_start_offset == args.start_offset
         ]
         if not found:
-            _fail(f"Could not find any open transactions starting at offset {args.start_offset} on partition {tp_text}")
+            _fail(
+                f"Could not find any open transactions starting at offset {args.start_offset} on partition {tp_text}"
+            )
         producer_id, epoch = found[0].producer_id, found[0].producer_epoch
         coordinator_epoch = max(found[0].coordinator_epoch, 0)
     spec = (
@@ -533,7 +553,9 @@ def _parser() -> _Parser:
     listing.add_argument("--transactional-id-pattern")
     describe = sub.add_parser("describe", help="describe the state of an active transactional-id")
     describe.add_argument("--transactional-id", required=True)
-    producers = sub.add_parser("describe-producers", help="describe the states of active producers for a topic partition")
+    producers = sub.add_parser(
+        "describe-producers", help="describe the states of active producers for a topic partition"
+    )
     producers.add_argument("--broker-id", type=int)
     producers.add_argument("--topic", required=True)
     producers.add_argument("--partition", type=int, required=True)
@@ -550,12 +572,16 @@ def _parser() -> _Parser:
     hanging.add_argument("--topic")
     hanging.add_argument("--partition", type=int)
     sub.add_parser(
-        "forceTerminateTransaction", help="Not supported by kompakt: its broker has no transaction-version 2 abort"
+        "forceTerminateTransaction",
+        help="Not supported by kompakt: its broker has no transaction-version 2 abort",
     ).add_argument("--transactionalId", required=True)
     return parser
 
 
-@_tool("kafka-transactions", "Kafka's kafka-transactions.sh: list, describe, describe-producers, find-hanging, abort")
+@_tool(
+    "kafka-transactions",
+    "Kafka's kafka-transactions.sh: list, describe, describe-producers, find-hanging, abort",
+)
 def kafka_transactions(argv: list[str]) -> None:
     args = _parser().parse_args(argv)
     if not args.bootstrap_server:
@@ -563,7 +589,9 @@ def kafka_transactions(argv: list[str]) -> None:
     if args.command_config:
         raise CliUsageError("--command-config is not supported: kompakt's tools connect in plaintext")
     if args.command is None:
-        raise CliUsageError("too few arguments: give a COMMAND (list, describe, describe-producers, abort, find-hanging)")
+        raise CliUsageError(
+            "too few arguments: give a COMMAND (list, describe, describe-producers, abort, find-hanging)"
+        )
     if args.command == "forceTerminateTransaction":
         raise CliUsageError("forceTerminateTransaction is not supported by kompakt")
     if args.command == "list" and args.transactional_id_pattern is not None:

@@ -14,7 +14,10 @@ Kafka's ``ConsumerGroupCommand``, for ``kompakt group reset-offsets`` and ``kafk
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TextIO
 
 from kompakt.cli.kafka_java import hash_order, topic_partition_hash
 from kompakt.cli.output import CliError, CliUsageError
@@ -72,3 +75,39 @@ def by_time(
         for t, p in hash_order(missing, lambda k: topic_partition_hash(*k))
     ]
     return {tp: found[tp] if found[tp] >= 0 else latest[tp] for tp in partitions}, warnings
+
+
+@dataclass(frozen=True)
+class Relative:
+    """One of the two relative resets, checked before the cluster is asked anything."""
+
+    shift_by: int | None
+    duration_ms: int | None
+
+    @classmethod
+    def of(cls, shift_by: int | None, by_duration: str | None) -> Relative | None:
+        if shift_by is None and by_duration is None:
+            return None
+        return cls(shift_by, None if by_duration is None else parse_duration_ms(by_duration))
+
+    def target(
+        self,
+        partitions: list[TP],
+        committed: Mapping[TP, int],
+        earliest: Mapping[TP, int],
+        latest: Mapping[TP, int],
+        offsets_for_time: Callable[[int], Mapping[TP, int]],
+        warn: TextIO | None,
+    ) -> dict[TP, int]:
+        """The new offsets; ``--by-duration``'s fall-back warnings go to ``warn`` (Kafka prints
+        them on stdout before the plan), none when it is None (JSON output)."""
+        if self.shift_by is not None:
+            return shifted(partitions, committed, self.shift_by, earliest, latest)
+        assert self.duration_ms is not None
+        target, warnings = by_time(
+            partitions, offsets_for_time(int(time.time() * 1000) - self.duration_ms), latest
+        )
+        for warning in warnings if warn is not None else ():
+            assert warn is not None
+            warn.write(warning + "\n")
+        return target
