@@ -116,6 +116,9 @@ def test_reset_shift_by_and_by_duration_plan_kafkas_offsets(
     assert plan == _kafka_reset_plan(want_stdout)
     warnings = [line for line in want_stdout.splitlines() if line.startswith("Warn:")]
     assert [line for line in table.splitlines() if line.startswith("Warn:")] == warnings
+    # Kafka's clamping warnings (log lines on stderr), without the log prefix.
+    clamped = sorted(re.findall(r"WARN (New offset .*) \(org\.apache", _expected(command.name)[2]))
+    assert sorted(re.findall(r"WARN (New offset .*)", stderr)) == clamped
 
 
 @pytest.mark.parametrize("command", [c for c in scenario.COMMANDS if c.kind != "reset"], ids=lambda c: c.name)
@@ -189,3 +192,80 @@ def test_java_hash_order_is_hashmaps_iteration_order() -> None:
         ("orders", 1),
         ("events", 0),
     ]
+
+
+def test_transactions_abort_and_find_hanging_against_kompakt(
+    kompakt_broker: BrokerProcess, outcomes: dict[str, tuple[int, str, str]]
+) -> None:
+    """kompakt's broker has no WriteTxnMarkers: ``abort`` finds the open transaction and then
+    fails with a message saying so (exit 1); an open transaction the coordinator knows is not
+    hanging, whatever its age. (After the scenario, which creates the topic.)"""
+    from confluent_kafka import Producer
+
+    assert outcomes
+
+    bootstrap = kompakt_broker.bootstrap
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "abort-me"})
+    producer.init_transactions(scenario.DEADLINE_S)
+    producer.begin_transaction()
+    producer.produce("events", value=b"open", partition=0)
+    assert producer.flush(scenario.DEADLINE_S) == 0
+    try:
+        code, table, stderr = run_tool(
+            "kafka-transactions",
+            ["--bootstrap-server", bootstrap, "describe-producers", "--topic", "events", "--partition", "0"],
+        )
+        assert code == 0, stderr
+        starts = [row.split("\t")[5].strip() for row in table.splitlines()[1:]]
+        start = next(s for s in starts if s != "None")
+        code, _, stderr = run_tool(
+            "kafka-transactions",
+            [
+                "--bootstrap-server",
+                bootstrap,
+                "abort",
+                "--topic",
+                "events",
+                "--partition",
+                "0",
+                "--start-offset",
+                start,
+            ],
+        )
+        assert code == 1
+        assert stderr.startswith("Failed to abort transaction AbortTransactionSpec(topicPartition=events-0, ")
+        assert "The node does not support WRITE_TXN_MARKERS" in stderr
+        code, _, stderr = run_tool(
+            "kafka-transactions",
+            [
+                "--bootstrap-server",
+                bootstrap,
+                "abort",
+                "--topic",
+                "events",
+                "--partition",
+                "0",
+                "--start-offset",
+                "999",
+            ],
+        )
+        assert (code, stderr) == (
+            1,
+            "Could not find any open transactions starting at offset 999 on partition events-0\n",
+        )
+        code, hanging, stderr = run_tool(
+            "kafka-transactions",
+            [
+                "--bootstrap-server",
+                bootstrap,
+                "find-hanging",
+                "--broker-id",
+                "0",
+                "--max-transaction-timeout",
+                "0",
+            ],
+        )
+        assert code == 0, stderr
+        assert hanging.splitlines()[1:] == []
+    finally:
+        producer.abort_transaction(scenario.DEADLINE_S)

@@ -520,7 +520,10 @@ def _abort(client: _Client, args: argparse.Namespace) -> None:
     except CliError as exc:
         reason = str(exc)
         if "does not serve" in reason:
-            reason = f"The node does not support WRITE_TXN_MARKERS ({reason})"
+            reason = (
+                f"The node does not support WRITE_TXN_MARKERS ({reason}; kompakt's coordinator aborts a "
+                "transaction that outlives its transaction.timeout.ms by itself)"
+            )
         _fail_with(f"Failed to abort transaction {spec}", reason)
     for marker in answer.markers:
         for t in marker.topics:

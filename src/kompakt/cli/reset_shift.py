@@ -14,6 +14,7 @@ Kafka's ``ConsumerGroupCommand``, for ``kompakt group reset-offsets`` and ``kafk
 from __future__ import annotations
 
 import re
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -61,7 +62,15 @@ def shifted(
             raise CliError(
                 f"Cannot shift offset for partition {tp[0]}-{tp[1]} since there is no current committed offset"
             )
-        target[tp] = min(max(committed[tp] + shift_by, earliest[tp]), latest[tp])
+        wanted = committed[tp] + shift_by
+        target[tp] = min(max(wanted, earliest[tp]), latest[tp])
+        if wanted != target[tp]:
+            # Kafka's tool logs this (a WARN line on stderr) and resets to the bound.
+            side = "higher than latest" if wanted > latest[tp] else "lower than earliest"
+            sys.stderr.write(
+                f"WARN New offset ({wanted}) is {side} offset for topic partition {tp[0]}-{tp[1]}. "
+                f"Value will be set to {target[tp]}\n"
+            )
     return target
 
 
