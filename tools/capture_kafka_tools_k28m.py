@@ -53,7 +53,9 @@ def main() -> int:
     parser.add_argument("--tools", type=Path, default=Path("/work/rk/tools"))
     parser.add_argument("--broker-id", type=int, default=1)
     parser.add_argument(
-        "--dumps-only", action="store_true", help="only the dump-log captures, of a broker the scenario ran on"
+        "--dumps-only",
+        action="store_true",
+        help="only the dump-log captures, of a broker the scenario ran on",
     )
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -76,7 +78,9 @@ def main() -> int:
     return 0
 
 
-def run_scenario(args: argparse.Namespace, capture: Callable[[str, str, list[str]], None], work: Path) -> None:
+def run_scenario(
+    args: argparse.Namespace, capture: Callable[[str, str, list[str]], None], work: Path
+) -> None:
     scenario.setup_base(args.bootstrap_server)
     phases: dict[str, list[scenario.Command]] = {
         "base": [],

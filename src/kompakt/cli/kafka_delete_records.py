@@ -10,7 +10,8 @@ kompakt serves as Kafka does: ``-1`` means the high watermark) and prints Kafka'
 
 Kafka prints the partitions in the order of its admin client's result map, an immutable map
 whose iteration order is salted afresh in every JVM, so no script can rely on it; kompakt prints
-them sorted by topic and partition. A failed partition is ``partition: t-0	error: <message>``. A partition named twice is refused before anything is
+them sorted by topic and partition. A failed partition is ``partition: t-0	error: <message>``.
+A partition named twice is refused before anything is
 deleted, as Kafka refuses it.
 """
 

@@ -251,7 +251,8 @@ def _batch_line(batch: BatchInfo) -> str:
         )
         head = (
             f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: {batch.count} "
-            f"baseSequence: {batch.base_sequence} lastSequence: {last_sequence} producerId: {batch.producer_id} "
+            f"baseSequence: {batch.base_sequence} lastSequence: {last_sequence} "
+            f"producerId: {batch.producer_id} "
             f"producerEpoch: {batch.producer_epoch} partitionLeaderEpoch: {batch.partition_leader_epoch} "
             f"isTransactional: {_bool(batch.is_transactional)} isControl: {_bool(batch.is_control)} "
             f"deleteHorizonMs: {horizon}"

@@ -99,7 +99,8 @@ def _validate(args: argparse.Namespace) -> None:
     chosen = [args.topic is not None, args.all_topic_partitions, args.path_to_json_file is not None]
     if sum(chosen) != 1:
         raise CliUsageError(
-            "One and only one of the following options is required: topic, all-topic-partitions, path-to-json-file"
+            "One and only one of the following options is required: topic, all-topic-partitions, "
+            "path-to-json-file"
         )
     if args.topic is not None and args.partition is None:
         raise CliUsageError("Missing required option(s): partition")

@@ -125,7 +125,8 @@ def log_dirs_json(by_broker: dict[int, list[LogDir]], topics: set[str]) -> str:
 def _parser() -> _Parser:
     parser = _Parser(
         prog="kompakt kafka-log-dirs",
-        description="This tool helps to query log directory usage on the specified brokers (Kafka's LogDirsCommand).",
+        description="This tool helps to query log directory usage on the specified brokers "
+        "(Kafka's LogDirsCommand).",
     )
     parser.add_argument(
         "--bootstrap-server",

@@ -223,6 +223,52 @@ def _payloads(args: argparse.Namespace) -> Callable[[int], bytes]:
     return lambda i: pool[(i * 7919) % _PAYLOAD_POOL : (i * 7919) % _PAYLOAD_POOL + size]
 
 
+@dataclass
+class _Transactions:
+    """``--transactional-id`` / ``--transaction-duration-ms``: commit every ``duration_ms``."""
+
+    enabled: bool
+    duration_ms: int
+    open_records: int = 0
+    started_ms: int = 0
+
+    def before_send(self, producer: Any) -> None:
+        if self.enabled and self.open_records == 0:
+            producer.begin_transaction()
+            self.started_ms = _now_ms()
+
+    def after_send(self, producer: Any, sent_ms: int, timeout_s: float) -> None:
+        self.open_records += 1
+        if self.enabled and self.duration_ms <= sent_ms - self.started_ms:
+            producer.commit_transaction(timeout_s)
+            self.open_records = 0
+
+    def finish(self, producer: Any, timeout_s: float) -> None:
+        if self.enabled and self.open_records:
+            producer.commit_transaction(timeout_s)
+
+
+def _transactions(args: argparse.Namespace, props: dict[str, str]) -> _Transactions:
+    enabled = "transactional.id" in props or args.transaction_duration_ms is not None
+    if enabled:
+        props.setdefault("transactional.id", f"performance-producer-{random.getrandbits(64):016x}")
+    duration_ms = args.transaction_duration_ms if args.transaction_duration_ms is not None else 3000
+    if enabled and duration_ms <= 0:
+        raise CliUsageError("--transaction-duration-ms should be greater than zero")
+    return _Transactions(enabled, duration_ms)
+
+
+def _send(producer: Any, topic: str, payload: bytes, callback: Callable[[Any, Any], None]) -> None:
+    """One send; a full local queue is drained (delivery callbacks served) until it takes it."""
+    while True:
+        try:
+            producer.produce(topic, value=payload, on_delivery=callback)
+            break
+        except BufferError:
+            producer.poll(0.05)
+    producer.poll(0)
+
+
 @_tool("kafka-producer-perf-test", "Kafka's kafka-producer-perf-test.sh: produce load, print its summary")
 def kafka_producer_perf_test(argv: list[str]) -> None:
     args = _producer_parser().parse_args(argv)
@@ -233,19 +279,14 @@ def kafka_producer_perf_test(argv: list[str]) -> None:
     if args.num_records <= 0:
         raise CliUsageError("--num-records must be positive")
     props = _producer_props(args)
-    transactional = "transactional.id" in props or args.transaction_duration_ms is not None
-    if transactional:
-        props.setdefault("transactional.id", f"performance-producer-{random.getrandbits(64):016x}")
-    duration_ms = args.transaction_duration_ms if args.transaction_duration_ms is not None else 3000
-    if transactional and duration_ms <= 0:
-        raise CliUsageError("--transaction-duration-ms should be greater than zero")
+    txn = _transactions(args, props)
     payload_of = _payloads(args)
     cluster = Cluster(props["bootstrap.servers"])
     try:
         producer = cluster.producer(_client_settings(props))
     except KafkaException as exc:
         raise CliUsageError(f"producer properties: {describe_exception(exc)}") from None
-    if transactional:
+    if txn.enabled:
         producer.init_transactions(cluster.timeout_s)
     stats = ProducerStats(args.num_records)
     failures: list[KafkaError] = []
@@ -261,31 +302,16 @@ def kafka_producer_perf_test(argv: list[str]) -> None:
         return callback
 
     start = _now_ms()
-    in_txn = 0
-    txn_start = 0
     for i in range(args.num_records):
         payload = payload_of(i)
-        if transactional and in_txn == 0:
-            producer.begin_transaction()
-            txn_start = _now_ms()
+        txn.before_send(producer)
         sent = _now_ms()
-        while True:
-            try:
-                producer.produce(args.topic, value=payload, on_delivery=on_delivery(sent, len(payload)))
-                break
-            except BufferError:
-                producer.poll(0.05)
-        producer.poll(0)
-        in_txn += 1
-        if transactional and duration_ms <= sent - txn_start:
-            producer.commit_transaction(cluster.timeout_s)
-            in_txn = 0
+        _send(producer, args.topic, payload, on_delivery(sent, len(payload)))
+        txn.after_send(producer, sent, cluster.timeout_s)
         if args.throughput > 0:
-            ahead_s = (i + 1) / args.throughput - (_now_ms() - start) / 1000.0
-            if ahead_s > 0:
-                time.sleep(ahead_s)
-    if transactional and in_txn:
-        producer.commit_transaction(cluster.timeout_s)
+            # ThroughputThrottler: sleep while ahead of the asked rate.
+            time.sleep(max(0.0, (i + 1) / args.throughput - (_now_ms() - start) / 1000.0))
+    txn.finish(producer, cluster.timeout_s)
     producer.flush()
     stats.print_total()
     if failures:
@@ -301,26 +327,30 @@ _JAVA_DATE_TOKENS = {"yyyy": "%Y", "yy": "%y", "MM": "%m", "dd": "%d", "HH": "%H
 def java_date_format(pattern: str) -> Callable[[int], str]:
     """A ``SimpleDateFormat`` pattern of the common letters (``yyyy-MM-dd HH:mm:ss:SSS``, the
     default) as a formatter of epoch milliseconds in local time, as Java formats them."""
-    pieces: list[Callable[[datetime], str]] = []
+    pieces: list[tuple[str, str]] = []  # (kind, text): literal, millis (text = width) or strftime
     for token in re.finditer(r"'[^']*'|([A-Za-z])\1*|[^A-Za-z']+", pattern):
         text = token.group(0)
         if text.startswith("'"):
-            literal = text[1:-1] or "'"
-            pieces.append(lambda _d, s=literal: s)
+            pieces.append(("literal", text[1:-1] or "'"))
         elif text[0] == "S":
-            width = len(text)
-            pieces.append(lambda d, w=width: str(d.microsecond // 1000).zfill(w))
+            pieces.append(("millis", text))
         elif text in _JAVA_DATE_TOKENS:
-            fmt = _JAVA_DATE_TOKENS[text]
-            pieces.append(lambda d, f=fmt: d.strftime(f))
+            pieces.append(("strftime", _JAVA_DATE_TOKENS[text]))
         elif text[0].isalpha():
             raise CliUsageError(f"--date-format: kompakt does not format the letters {text!r}")
         else:
-            pieces.append(lambda _d, s=text: s)
+            pieces.append(("literal", text))
 
     def render(ms: int) -> str:
         moment = datetime.fromtimestamp(ms / 1000)
-        return "".join(piece(moment) for piece in pieces)
+        return "".join(
+            text
+            if kind == "literal"
+            else str(moment.microsecond // 1000).zfill(len(text))
+            if kind == "millis"
+            else moment.strftime(text)
+            for kind, text in pieces
+        )
 
     return render
 
@@ -373,9 +403,7 @@ def _print_progress(progress: _Progress, start_ms: int, end_ms: int, date: Calla
     )
 
 
-@_tool("kafka-consumer-perf-test", "Kafka's kafka-consumer-perf-test.sh: consume load, print its summary")
-def kafka_consumer_perf_test(argv: list[str]) -> None:
-    args = _consumer_parser().parse_args(argv)
+def _check_consumer_args(args: argparse.Namespace) -> None:
     missing = [f"--{n}" for n in ("topic", "messages") if getattr(args, n) is None]
     if missing:
         raise CliUsageError("Missing required argument(s): " + ", ".join(missing))
@@ -387,7 +415,9 @@ def kafka_consumer_perf_test(argv: list[str]) -> None:
         )
     if args.reporting_interval <= 0:
         raise CliUsageError("Reporting interval must be greater than 0.")
-    date = java_date_format(args.date_format)
+
+
+def _consumer_props(args: argparse.Namespace) -> dict[str, str]:
     props: dict[str, str] = {}
     if args.consumer_config:
         props.update(_properties_file(args.consumer_config, "--consumer.config"))
@@ -400,9 +430,43 @@ def kafka_consumer_perf_test(argv: list[str]) -> None:
         }
     )
     props.setdefault("client.id", "perf-consumer-client")
+    return props
+
+
+def _consume(
+    consumer: Any, args: argparse.Namespace, progress: _Progress, date: Callable[[int], str]
+) -> None:
+    """ConsumerPerformance's loop: until ``--messages`` or ``--timeout`` ms without a record."""
+    now = last_report = last_consumed = _now_ms()
+    while progress.messages < args.messages and now - last_consumed <= args.timeout:
+        records = consumer.consume(num_messages=500, timeout=0.1)
+        now = _now_ms()
+        if records:
+            last_consumed = now
+        for record in records:
+            error = record.error()
+            if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                continue
+            if error is not None:
+                raise CliError(f"consume failed: {error.str()}")
+            progress.messages += 1
+            progress.bytes += len(record.key() or b"") + len(record.value() or b"")
+            if now - last_report >= args.reporting_interval:
+                if args.show_detailed_stats:
+                    _print_progress(progress, last_report, now, date)
+                progress.join_round_ms = 0
+                last_report = now
+                progress.last_messages, progress.last_bytes = progress.messages, progress.bytes
+
+
+@_tool("kafka-consumer-perf-test", "Kafka's kafka-consumer-perf-test.sh: consume load, print its summary")
+def kafka_consumer_perf_test(argv: list[str]) -> None:
+    args = _consumer_parser().parse_args(argv)
+    _check_consumer_args(args)
+    date = java_date_format(args.date_format)
     cluster = Cluster(str(bootstrap_value(args.bootstrap_server)))
     try:
-        consumer = cluster.consumer(_client_settings(props))
+        consumer = cluster.consumer(_client_settings(_consumer_props(args)))
     except KafkaException as exc:
         raise CliUsageError(f"consumer properties: {describe_exception(exc)}") from None
     if not args.hide_header:
@@ -422,26 +486,8 @@ def kafka_consumer_perf_test(argv: list[str]) -> None:
         join_start[0] = _now_ms()
 
     consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke)
-    now = last_report = last_consumed = _now_ms()
     try:
-        while progress.messages < args.messages and now - last_consumed <= args.timeout:
-            records = consumer.consume(num_messages=500, timeout=0.1)
-            now = _now_ms()
-            if records:
-                last_consumed = now
-            for record in records:
-                if record.error() is not None:
-                    if record.error().code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise CliError(f"consume failed: {record.error().str()}")
-                progress.messages += 1
-                progress.bytes += len(record.key() or b"") + len(record.value() or b"")
-                if now - last_report >= args.reporting_interval:
-                    if args.show_detailed_stats:
-                        _print_progress(progress, last_report, now, date)
-                    progress.join_round_ms = 0
-                    last_report = now
-                    progress.last_messages, progress.last_bytes = progress.messages, progress.bytes
+        _consume(consumer, args, progress, date)
     finally:
         end_ms = _now_ms()
         consumer.close()

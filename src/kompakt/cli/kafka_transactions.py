@@ -384,16 +384,17 @@ def _hanging_candidates(
                 )
             for tp in batch:
                 for producer in answers.get(tp) or []:
-                    if isinstance(producer, ProducerState) and producer.current_txn_start_offset >= 0:
-                        if now - producer.last_timestamp > max_timeout_ms:
-                            candidates.append((tp, producer))
+                    open_txn = isinstance(producer, ProducerState) and producer.current_txn_start_offset >= 0
+                    if open_txn and now - producer.last_timestamp > max_timeout_ms:
+                        candidates.append((tp, producer))
     return candidates
 
 
 def _find_hanging(client: _Client, args: argparse.Namespace) -> None:
     if args.topic is None and args.broker_id is None:
         _fail(
-            "The `find-hanging` command requires either --topic or --broker-id to limit the scope of the search"
+            "The `find-hanging` command requires either --topic or --broker-id to limit the scope of the "
+            "search"
         )
     if args.partition is not None and args.topic is None:
         _fail("The --partition argument requires --topic to be provided")
@@ -487,7 +488,8 @@ def _abort(client: _Client, args: argparse.Namespace) -> None:
         ]
         if not found:
             _fail(
-                f"Could not find any open transactions starting at offset {args.start_offset} on partition {tp_text}"
+                f"Could not find any open transactions starting at offset {args.start_offset} "
+                f"on partition {tp_text}"
             )
         producer_id, epoch = found[0].producer_id, found[0].producer_epoch
         coordinator_epoch = max(found[0].coordinator_epoch, 0)

@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TextIO
+from typing import IO
 
 from kompakt.cli.kafka_java import hash_order, topic_partition_hash
 from kompakt.cli.output import CliError, CliUsageError
@@ -60,7 +60,8 @@ def shifted(
     for tp in partitions:
         if tp not in committed:
             raise CliError(
-                f"Cannot shift offset for partition {tp[0]}-{tp[1]} since there is no current committed offset"
+                f"Cannot shift offset for partition {tp[0]}-{tp[1]} since there is no current "
+                "committed offset"
             )
         wanted = committed[tp] + shift_by
         target[tp] = min(max(wanted, earliest[tp]), latest[tp])
@@ -106,7 +107,7 @@ class Relative:
         earliest: Mapping[TP, int],
         latest: Mapping[TP, int],
         offsets_for_time: Callable[[int], Mapping[TP, int]],
-        warn: TextIO | None,
+        warn: IO[str] | None,
     ) -> dict[TP, int]:
         """The new offsets; ``--by-duration``'s fall-back warnings go to ``warn`` (Kafka prints
         them on stdout before the plan), none when it is None (JSON output)."""
