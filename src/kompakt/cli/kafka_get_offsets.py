@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -72,7 +73,6 @@ def _offset_spec(time_ms: int) -> Any:
         return OffsetSpec.earliest()
     if time_ms == -3:
         return OffsetSpec.max_timestamp()
-    # -4 and -5 go to the broker as those timestamps, as Kafka's admin client sends them.
     return OffsetSpec.for_timestamp(time_ms)
 
 
@@ -162,6 +162,17 @@ def fetch_offsets(
     ]
     if not partitions:
         raise CliError("Could not match any topic-partitions with the specified filters")
+    if time_ms in (-4, -5):
+        # Tiered storage's ListOffsets v8/v9: librdkafka does not send them (nor does kompakt's
+        # broker serve them), so every partition is skipped as Kafka's tool skips a failed one.
+        for topic, partition in sorted(partitions, key=lambda tp: _java_order(topic_partition_text(*tp))):
+            _skip(
+                topic,
+                partition,
+                "UnsupportedVersionException: earliest-local (-4) and latest-tiered (-5) need ListOffsets "
+                "v8/v9 (tiered storage), which kompakt's tools do not send",
+            )
+        return []
     spec = _offset_spec(time_ms)
     futures = admin.list_offsets(
         {TopicPartition(t, p): spec for t, p in partitions}, request_timeout=cluster.timeout_s
@@ -171,20 +182,17 @@ def fetch_offsets(
         try:
             info = cluster.wait(future, f"topic-partition {topic_partition_text(tp.topic, tp.partition)}")
         except CliError as exc:
-            from kompakt.cli.output import err_console
-
-            err_console.print(
-                f"Skip getting offsets for topic-partition {tp.topic}-{tp.partition} due to error: {exc}",
-                markup=False,
-                highlight=False,
-                soft_wrap=True,
-            )
+            _skip(tp.topic, tp.partition, str(exc))
             continue
         except KafkaException as exc:  # pragma: no cover - cluster.wait converts these
             raise CliError(describe_exception(exc)) from None
         if info.offset != -1:
             found[topic_partition_text(tp.topic, tp.partition)] = (tp.topic, tp.partition, info.offset)
     return [found[key] for key in sorted(found, key=_java_order)]
+
+
+def _skip(topic: str, partition: int, reason: str) -> None:
+    sys.stderr.write(f"Skip getting offsets for topic-partition {topic}-{partition} due to error: {reason}\n")
 
 
 def _java_order(text: str) -> bytes:
