@@ -143,6 +143,20 @@ COMMANDS: list[Command] = [
         "base",
         files={"election.json": ELECTION_JSON},
     ),
+    Command(
+        "leader-election-unknown",
+        "kafka-leader-election",
+        ["--election-type", "unclean", "--path-to-json-file", "{DIR}/unknown.json"],
+        "base",
+        files={
+            "unknown.json": json.dumps(
+                {"partitions": [{"topic": "orders", "partition": 9}, {"topic": "nope", "partition": 0}]}
+            )
+        },
+    ),
+    Command(
+        "log-dirs-unknown-broker", "kafka-log-dirs", ["--describe", "--broker-list", "5"], "base", "log-dirs"
+    ),
     # kafka-consumer-groups --reset-offsets --shift-by / --by-duration
     Command(
         "reset-shift-by-dry-run",
@@ -356,6 +370,7 @@ _RULES: dict[str, list[tuple[str, str | Callable[[re.Match[str]], str]]]] = {
         (r'"logDir":"[^"]*"', '"logDir":"<DIR>"'),
         (r'"broker":\d+', '"broker":<B>'),
         (r"from brokers \d+", "from brokers <B>"),
+        (r"Current existent brokers: \d+", "Current existent brokers: <B>"),
     ],
     "txn-list": [],
     "txn": [],

@@ -9,7 +9,8 @@ Kafka cluster, where the controller answers ELECTION_NOT_NEEDED:
 * ``--all-topic-partitions``: nothing (the controller leaves out partitions that already have their
   leader);
 * a partition that does not exist: ``Error completing leader election (PREFERRED) for partition:
-  T-P: org.apache.kafka.common.errors.UnknownTopicOrPartitionException: ...`` and exit code 1.
+  T-P: org.apache.kafka.common.errors.UnknownTopicOrPartitionException: No such topic as T`` (or
+  ``No such partition as T-P``), then ``N replica(s) could not be elected`` and exit code 1.
 
 No ElectLeaders request is sent (kompakt does not serve it); the partitions are checked against
 the cluster's metadata, so the answer is about the cluster named by ``--bootstrap-server``.
@@ -33,10 +34,7 @@ from kompakt.cli.kafka_tools import _Parser, _tool
 from kompakt.cli.output import CliError, CliUsageError, bootstrap_value
 
 ELECTION_TYPES = ("preferred", "unclean")
-UNKNOWN_PARTITION = (
-    "org.apache.kafka.common.errors.UnknownTopicOrPartitionException: "
-    "This server does not host this topic-partition."
-)
+UNKNOWN = "org.apache.kafka.common.errors.UnknownTopicOrPartitionException: "
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
 
@@ -135,10 +133,11 @@ def kafka_leader_election(argv: list[str]) -> None:
             "Valid replica already elected for partitions "
             + ", ".join(topic_partition_text(*p) for p in noop)
         )
-    for partition in failed:
-        out(
-            f"Error completing leader election ({election}) for partition: "
-            f"{topic_partition_text(*partition)}: {UNKNOWN_PARTITION}"
-        )
+    topics = {name for name, topic in metadata.topics.items() if topic.error is None}
+    for topic, partition in failed:
+        text = topic_partition_text(topic, partition)
+        # The KRaft controller's messages for the two ways a partition is not there.
+        reason = f"No such partition as {text}" if topic in topics else f"No such topic as {topic}"
+        out(f"Error completing leader election ({election}) for partition: {text}: {UNKNOWN}{reason}")
     if failed:
         raise CliError(f"{len(failed)} replica(s) could not be elected")
