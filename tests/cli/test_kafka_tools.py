@@ -100,7 +100,7 @@ def test_add_config_lists_group_commas_in_brackets() -> None:
             "--from-file is not supported",
         ),
         ("kafka-consumer-groups", ["--describe"], "needs --group"),
-        ("kafka-dump-log", ["--files", "x.log", "--share-group-state-decoder"], "--share-group-state-decoder"),
+        ("kafka-dump-log", ["--files", "x.log", "--key-decoder-class", "K"], "--key-decoder-class"),
     ],
 )
 def test_flags_kompakt_cannot_honour_are_usage_errors(tool: str, argv: list[str], message: str) -> None:
