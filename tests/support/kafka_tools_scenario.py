@@ -189,6 +189,15 @@ COMMANDS: list[Command] = [
         files={"delete.json": DELETE_JSON},
     ),
     Command(
+        "delete-records-out-of-range",
+        "kafka-delete-records",
+        ["--offset-json-file", "{DIR}/beyond.json"],
+        "deleted",
+        files={
+            "beyond.json": json.dumps({"partitions": [{"topic": "orders", "partition": 2, "offset": 99}]})
+        },
+    ),
+    Command(
         "get-offsets-after-delete",
         "kafka-get-offsets",
         ["--topic", "orders", "--time", "earliest"],

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import TimeoutError as FutureTimeoutError
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from kompakt.cli.cluster import BOOTSTRAP_ENV, DEFAULT_TIMEOUT_S, Cluster
-from kompakt.cli.kafka_java import out, topic_partition_text
+from kompakt.cli.cluster import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, DEFAULT_TIMEOUT_S, Cluster
+from kompakt.cli.kafka_java import exception_text, out, topic_partition_text
 from kompakt.cli.kafka_tools import _Parser, _tool
 from kompakt.cli.output import CliError, CliUsageError, bootstrap_value
 
@@ -72,8 +73,8 @@ def _parser() -> _Parser:
     )
     parser.add_argument(
         "--bootstrap-server",
-        default=os.environ.get(BOOTSTRAP_ENV),
-        help="REQUIRED: The server to connect to.",
+        default=os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP),
+        help="HOST:PORT[,...] (default $KOMPAKT_BOOTSTRAP or 127.0.0.1:9092)",
     )
     parser.add_argument("--offset-json-file", help="REQUIRED: The JSON file with offset per partition.")
     parser.add_argument("--command-config", help="Not supported: kompakt's tools connect in plaintext.")
@@ -122,8 +123,13 @@ def delete_records(cluster: Cluster, entries: list[tuple[str, int, int]]) -> Non
     for topic, partition in sorted(by_key):
         text = topic_partition_text(topic, partition)
         try:
-            result = cluster.wait(by_key[(topic, partition)], text)
-        except CliError as exc:
-            out(f"partition: {text}\terror: {exc}")
+            result = by_key[(topic, partition)].result(timeout=cluster.timeout_s + 5.0)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            reason = exception_text(error.name()) if isinstance(error, KafkaError) else str(exc)
+            out(f"partition: {text}\terror: {reason}")
+            continue
+        except FutureTimeoutError:
+            out(f"partition: {text}\terror: {exception_text('REQUEST_TIMED_OUT')}")
             continue
         out(f"partition: {text}\tlow_watermark: {result.low_watermark}")

@@ -22,7 +22,14 @@ from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
 
-from kompakt.cli.cluster import BOOTSTRAP_ENV, DEFAULT_TIMEOUT_S, KAFKA_ADMIN, Cluster, describe_exception
+from kompakt.cli.cluster import (
+    BOOTSTRAP_ENV,
+    DEFAULT_BOOTSTRAP,
+    DEFAULT_TIMEOUT_S,
+    KAFKA_ADMIN,
+    Cluster,
+    describe_exception,
+)
 from kompakt.cli.kafka_java import out, topic_partition_text
 from kompakt.cli.kafka_tools import _Parser, _tool
 from kompakt.cli.output import CliError, CliUsageError, bootstrap_value
@@ -115,8 +122,8 @@ def _parser() -> _Parser:
     )
     parser.add_argument(
         "--bootstrap-server",
-        default=os.environ.get(BOOTSTRAP_ENV),
-        help="REQUIRED. The server(s) to connect to in the form HOST1:PORT1,HOST2:PORT2.",
+        default=os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP),
+        help="HOST:PORT[,...] (default $KOMPAKT_BOOTSTRAP or 127.0.0.1:9092)",
     )
     parser.add_argument("--topic-partitions", help="topic1:1,topic2:0-3,topic3,topic4:5-,topic5:-3")
     parser.add_argument("--topic", help="The topic to get the offsets for (a regular expression).")

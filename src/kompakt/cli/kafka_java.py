@@ -115,3 +115,36 @@ def pretty_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
     for row in [list(headers), *rows]:
         out("".join(cell.ljust(width) + "\t" for cell, width in zip(row, widths, strict=True)))
+
+
+#: Kafka's exception class (``Errors``) where it is not the error's name in CamelCase + Exception.
+_EXCEPTION_CLASSES = {
+    "TOPIC_AUTHORIZATION_FAILED": "TopicAuthorizationException",
+    "GROUP_AUTHORIZATION_FAILED": "GroupAuthorizationException",
+    "CLUSTER_AUTHORIZATION_FAILED": "ClusterAuthorizationException",
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": "TransactionalIdAuthorizationException",
+    "REQUEST_TIMED_OUT": "TimeoutException",
+}
+#: Kafka's default message of the errors these tools meet (``Errors``' descriptions).
+ERROR_MESSAGES = {
+    "OFFSET_OUT_OF_RANGE": (
+        "The requested offset is not within the range of offsets maintained by the server."
+    ),
+    "UNKNOWN_TOPIC_OR_PARTITION": "This server does not host this topic-partition.",
+    "NOT_LEADER_OR_FOLLOWER": (
+        "For requests intended only for the leader, this error indicates that the broker is not the "
+        "current leader. For requests intended for any replica, this error indicates that the broker "
+        "is not a replica of the topic partition."
+    ),
+    "TOPIC_AUTHORIZATION_FAILED": "Topic authorization failed.",
+    "CLUSTER_AUTHORIZATION_FAILED": "Cluster authorization failed.",
+    "POLICY_VIOLATION": "Request parameters do not satisfy the configured policy.",
+    "REQUEST_TIMED_OUT": "The request timed out.",
+}
+
+
+def exception_text(name: str) -> str:
+    """``ExecutionException.getMessage()`` of a Kafka error: its exception class and message."""
+    cls = _EXCEPTION_CLASSES.get(name) or "".join(p.capitalize() for p in name.split("_")) + "Exception"
+    message = ERROR_MESSAGES.get(name)
+    return f"org.apache.kafka.common.errors.{cls}" + (f": {message}" if message else "")

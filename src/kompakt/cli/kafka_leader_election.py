@@ -23,7 +23,7 @@ import json
 import os
 from pathlib import Path
 
-from kompakt.cli.cluster import BOOTSTRAP_ENV, DEFAULT_TIMEOUT_S, Cluster
+from kompakt.cli.cluster import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, DEFAULT_TIMEOUT_S, Cluster
 from kompakt.cli.kafka_java import (
     hash_order,
     out,
@@ -45,7 +45,9 @@ def _parser() -> _Parser:
         "(Kafka's LeaderElectionCommand); on one broker no election is ever needed.",
     )
     parser.add_argument(
-        "--bootstrap-server", default=os.environ.get(BOOTSTRAP_ENV), help="host:port. REQUIRED."
+        "--bootstrap-server",
+        default=os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP),
+        help="HOST:PORT[,...] (default $KOMPAKT_BOOTSTRAP or 127.0.0.1:9092)",
     )
     parser.add_argument("--admin.config", dest="admin_config", help="Not supported: plaintext only.")
     parser.add_argument("--path-to-json-file", help='{"partitions": [{"topic": "foo", "partition": 1}]}')

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from kompakt.cli.cluster import BOOTSTRAP_ENV, DEFAULT_TIMEOUT_S, Cluster
+from kompakt.cli.cluster import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, DEFAULT_TIMEOUT_S, Cluster
 from kompakt.cli.kafka_java import hash_order, int_hash, out, string_hash, topic_partition_hash
 from kompakt.cli.kafka_tools import _Parser, _tool
 from kompakt.cli.output import CliError, CliUsageError, bootstrap_value
@@ -130,8 +130,8 @@ def _parser() -> _Parser:
     )
     parser.add_argument(
         "--bootstrap-server",
-        default=os.environ.get(BOOTSTRAP_ENV),
-        help="REQUIRED: the server(s) to use for bootstrapping",
+        default=os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP),
+        help="HOST:PORT[,...] (default $KOMPAKT_BOOTSTRAP or 127.0.0.1:9092)",
     )
     parser.add_argument("--describe", action="store_true", help="Describe the log directories.")
     parser.add_argument("--topic-list", default="", help='"topic1,topic2,topic3"; all topics if not given')

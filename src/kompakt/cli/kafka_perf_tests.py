@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from confluent_kafka import KafkaError, KafkaException
 
-from kompakt.cli.cluster import BOOTSTRAP_ENV, Cluster, describe_exception
+from kompakt.cli.cluster import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, Cluster, describe_exception
 from kompakt.cli.kafka_java import out
 from kompakt.cli.kafka_tools import _Parser, _properties_file, _tool
 from kompakt.cli.output import CliError, CliUsageError, bootstrap_value
@@ -171,7 +171,7 @@ def _producer_parser() -> _Parser:
     parser.add_argument("--transaction-duration-ms", dest="transaction_duration_ms", type=int)
     parser.add_argument(
         "--bootstrap-server",
-        default=os.environ.get(BOOTSTRAP_ENV),
+        default=os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP),
         help="kompakt: bootstrap.servers when --producer-props does not give it.",
     )
     return parser
@@ -361,7 +361,11 @@ def _consumer_parser() -> _Parser:
         description="This tool is used to verify the consumer performance (Kafka's ConsumerPerformance, "
         "on confluent-kafka).",
     )
-    parser.add_argument("--bootstrap-server", default=os.environ.get(BOOTSTRAP_ENV), help="REQUIRED.")
+    parser.add_argument(
+        "--bootstrap-server",
+        default=os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP),
+        help="HOST:PORT[,...] (default $KOMPAKT_BOOTSTRAP or 127.0.0.1:9092)",
+    )
     parser.add_argument("--topic", help="REQUIRED: The topic to consume from.")
     parser.add_argument("--group", default=f"perf-consumer-{random.randrange(100_000)}")
     parser.add_argument("--fetch-size", type=int, default=1024 * 1024)

@@ -35,7 +35,7 @@ from typing import Any, NoReturn
 
 import typer
 
-from kompakt.cli.cluster import BOOTSTRAP_ENV, DEFAULT_TIMEOUT_S, Cluster
+from kompakt.cli.cluster import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, DEFAULT_TIMEOUT_S, Cluster
 from kompakt.cli.kafka_java import hash_order, pretty_table, topic_partition_hash, topic_partition_text
 from kompakt.cli.kafka_tools import _Parser, _tool
 from kompakt.cli.output import CliError, CliUsageError, bootstrap_value
@@ -549,7 +549,9 @@ def _parser() -> _Parser:
         description="This tool is used to analyze the transactional state of producers in the cluster. "
         "It can be used to detect and recover from hanging transactions (Kafka's TransactionsCommand).",
     )
-    parser.add_argument("--bootstrap-server", default=os.environ.get(BOOTSTRAP_ENV), metavar="host:port")
+    parser.add_argument(
+        "--bootstrap-server", default=os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP), metavar="host:port"
+    )
     parser.add_argument("--command-config", metavar="FILE", help="Not supported: plaintext only.")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="kompakt: seconds to wait.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
