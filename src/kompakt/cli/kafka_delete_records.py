@@ -27,7 +27,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from kompakt.cli.cluster import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, DEFAULT_TIMEOUT_S, Cluster
 from kompakt.cli.kafka_java import exception_text, out, topic_partition_text
-from kompakt.cli.kafka_tools import _Parser, _tool
+from kompakt.cli.kafka_tools import ToolParser, tool
 from kompakt.cli.output import CliError, CliUsageError, bootstrap_value
 
 EARLIEST_VERSION = 1
@@ -65,8 +65,8 @@ def parse_offset_json(text: str) -> list[tuple[str, int, int]]:
     return entries
 
 
-def _parser() -> _Parser:
-    parser = _Parser(
+def _parser() -> ToolParser:
+    parser = ToolParser(
         prog="kompakt kafka-delete-records",
         description="This tool helps to delete records of the given partitions down to the specified "
         "offset (Kafka's DeleteRecordsCommand).",
@@ -82,7 +82,7 @@ def _parser() -> _Parser:
     return parser
 
 
-@_tool("kafka-delete-records", "Kafka's kafka-delete-records.sh: --offset-json-file")
+@tool("kafka-delete-records", "Kafka's kafka-delete-records.sh: --offset-json-file")
 def kafka_delete_records(argv: list[str]) -> None:
     args = _parser().parse_args(argv)
     missing = [n for n in ("bootstrap_server", "offset_json_file") if not getattr(args, n)]

@@ -31,7 +31,7 @@ from kompakt.cli.cluster import (
     describe_exception,
 )
 from kompakt.cli.kafka_java import out, topic_partition_text
-from kompakt.cli.kafka_tools import _Parser, _tool
+from kompakt.cli.kafka_tools import ToolParser, tool
 from kompakt.cli.output import CliError, CliUsageError, bootstrap_value
 
 OffsetSpec: Any = KAFKA_ADMIN.OffsetSpec
@@ -115,8 +115,8 @@ def _rules(args: argparse.Namespace) -> list[_Rule]:
     return [_Rule(pattern, lambda p: not wanted or p in wanted)]
 
 
-def _parser() -> _Parser:
-    parser = _Parser(
+def _parser() -> ToolParser:
+    parser = ToolParser(
         prog="kompakt kafka-get-offsets",
         description="An interactive shell for getting topic-partition offsets (Kafka's GetOffsetShell).",
     )
@@ -140,7 +140,7 @@ def _parser() -> _Parser:
     return parser
 
 
-@_tool("kafka-get-offsets", "Kafka's kafka-get-offsets.sh: topic:partition:offset lines")
+@tool("kafka-get-offsets", "Kafka's kafka-get-offsets.sh: topic:partition:offset lines")
 def kafka_get_offsets(argv: list[str]) -> None:
     args = _parser().parse_args(argv)
     if not args.bootstrap_server:

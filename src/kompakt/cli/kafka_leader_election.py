@@ -30,7 +30,7 @@ from kompakt.cli.kafka_java import (
     topic_partition_hash,
     topic_partition_text,
 )
-from kompakt.cli.kafka_tools import _Parser, _tool
+from kompakt.cli.kafka_tools import ToolParser, tool
 from kompakt.cli.output import CliError, CliUsageError, bootstrap_value
 
 ELECTION_TYPES = ("preferred", "unclean")
@@ -38,8 +38,8 @@ UNKNOWN = "org.apache.kafka.common.errors.UnknownTopicOrPartitionException: "
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
 
-def _parser() -> _Parser:
-    parser = _Parser(
+def _parser() -> ToolParser:
+    parser = ToolParser(
         prog="kompakt kafka-leader-election",
         description="This tool attempts to elect a new leader for a set of topic partitions "
         "(Kafka's LeaderElectionCommand); on one broker no election is ever needed.",
@@ -110,7 +110,7 @@ def _validate(args: argparse.Namespace) -> None:
         raise CliUsageError("--admin.config is not supported: kompakt's tools connect in plaintext")
 
 
-@_tool("kafka-leader-election", "Kafka's kafka-leader-election.sh: one broker, so no election is needed")
+@tool("kafka-leader-election", "Kafka's kafka-leader-election.sh: one broker, so no election is needed")
 def kafka_leader_election(argv: list[str]) -> None:
     args = _parser().parse_args(argv)
     _validate(args)

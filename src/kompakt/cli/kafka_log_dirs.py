@@ -21,7 +21,7 @@ from typing import Any
 
 from kompakt.cli.cluster import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, DEFAULT_TIMEOUT_S, Cluster
 from kompakt.cli.kafka_java import hash_order, int_hash, out, string_hash, topic_partition_hash
-from kompakt.cli.kafka_tools import _Parser, _tool
+from kompakt.cli.kafka_tools import ToolParser, tool
 from kompakt.cli.output import CliError, CliUsageError, bootstrap_value
 from kompakt.cli.wire_client import Connection
 from kompakt.protocol import codec
@@ -122,8 +122,8 @@ def log_dirs_json(by_broker: dict[int, list[LogDir]], topics: set[str]) -> str:
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False)
 
 
-def _parser() -> _Parser:
-    parser = _Parser(
+def _parser() -> ToolParser:
+    parser = ToolParser(
         prog="kompakt kafka-log-dirs",
         description="This tool helps to query log directory usage on the specified brokers "
         "(Kafka's LogDirsCommand).",
@@ -141,7 +141,7 @@ def _parser() -> _Parser:
     return parser
 
 
-@_tool("kafka-log-dirs", "Kafka's kafka-log-dirs.sh: --describe [--topic-list] [--broker-list]")
+@tool("kafka-log-dirs", "Kafka's kafka-log-dirs.sh: --describe [--topic-list] [--broker-list]")
 def kafka_log_dirs(argv: list[str]) -> None:
     args = _parser().parse_args(argv)
     missing = [n for n in ("bootstrap_server", "describe") if not getattr(args, n)]

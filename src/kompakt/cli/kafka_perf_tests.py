@@ -37,7 +37,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from kompakt.cli.cluster import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, Cluster, describe_exception
 from kompakt.cli.kafka_java import out
-from kompakt.cli.kafka_tools import _Parser, _properties_file, _tool
+from kompakt.cli.kafka_tools import ToolParser, properties_file, tool
 from kompakt.cli.output import CliError, CliUsageError, bootstrap_value
 
 REPORTING_INTERVAL_MS = 5000
@@ -148,8 +148,8 @@ def _java_double(value: float, digits: int) -> str:
     return "NaN" if value != value else f"{value:.{digits}f}"
 
 
-def _producer_parser() -> _Parser:
-    parser = _Parser(
+def _producer_parser() -> ToolParser:
+    parser = ToolParser(
         prog="kompakt kafka-producer-perf-test",
         description="This tool is used to verify the producer performance (Kafka's ProducerPerformance, "
         "on confluent-kafka).",
@@ -180,7 +180,7 @@ def _producer_parser() -> _Parser:
 def _producer_props(args: argparse.Namespace) -> dict[str, str]:
     props: dict[str, str] = {}
     if args.producer_config:
-        props.update(_properties_file(args.producer_config, "--producer.config"))
+        props.update(properties_file(args.producer_config, "--producer.config"))
     for prop in args.producer_props:
         pieces = prop.split("=")
         if len(pieces) != 2:
@@ -269,7 +269,7 @@ def _send(producer: Any, topic: str, payload: bytes, callback: Callable[[Any, An
     producer.poll(0)
 
 
-@_tool("kafka-producer-perf-test", "Kafka's kafka-producer-perf-test.sh: produce load, print its summary")
+@tool("kafka-producer-perf-test", "Kafka's kafka-producer-perf-test.sh: produce load, print its summary")
 def kafka_producer_perf_test(argv: list[str]) -> None:
     args = _producer_parser().parse_args(argv)
     if args.print_metrics:
@@ -355,8 +355,8 @@ def java_date_format(pattern: str) -> Callable[[int], str]:
     return render
 
 
-def _consumer_parser() -> _Parser:
-    parser = _Parser(
+def _consumer_parser() -> ToolParser:
+    parser = ToolParser(
         prog="kompakt kafka-consumer-perf-test",
         description="This tool is used to verify the consumer performance (Kafka's ConsumerPerformance, "
         "on confluent-kafka).",
@@ -424,7 +424,7 @@ def _check_consumer_args(args: argparse.Namespace) -> None:
 def _consumer_props(args: argparse.Namespace) -> dict[str, str]:
     props: dict[str, str] = {}
     if args.consumer_config:
-        props.update(_properties_file(args.consumer_config, "--consumer.config"))
+        props.update(properties_file(args.consumer_config, "--consumer.config"))
     props.update(
         {
             "group.id": args.group,
@@ -463,7 +463,7 @@ def _consume(
                 progress.last_messages, progress.last_bytes = progress.messages, progress.bytes
 
 
-@_tool("kafka-consumer-perf-test", "Kafka's kafka-consumer-perf-test.sh: consume load, print its summary")
+@tool("kafka-consumer-perf-test", "Kafka's kafka-consumer-perf-test.sh: consume load, print its summary")
 def kafka_consumer_perf_test(argv: list[str]) -> None:
     args = _consumer_parser().parse_args(argv)
     _check_consumer_args(args)

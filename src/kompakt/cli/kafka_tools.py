@@ -1069,3 +1069,14 @@ def register(app: typer.Typer) -> None:
         command.__doc__ = f"{summary} (Kafka's flags; --help lists them)."
         app.command(name, context_settings=settings, add_help_option=False)(command)
         app.command(f"{name}.sh", context_settings=settings, add_help_option=False, hidden=True)(command)
+
+
+# --------------------------------------------------------------------------------------------
+# for the tools in their own modules (kafka_acls, kafka_get_offsets, kafka_transactions, ...)
+
+ToolParser = _Parser
+"""argparse with kompakt's error convention (a usage error is one line, exit code 2)."""
+tool = _tool
+"""Register a Kafka-spelled tool: ``@tool("kafka-x", "one line of help")`` on ``fn(argv)``."""
+properties_file = _properties_file
+"""A Java properties file (``--producer.config``, ``--consumer.config``) as a dict; errors name the option."""

@@ -37,7 +37,7 @@ import typer
 
 from kompakt.cli.cluster import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, DEFAULT_TIMEOUT_S, Cluster
 from kompakt.cli.kafka_java import hash_order, pretty_table, topic_partition_hash, topic_partition_text
-from kompakt.cli.kafka_tools import _Parser, _tool
+from kompakt.cli.kafka_tools import ToolParser, tool
 from kompakt.cli.output import CliError, CliUsageError, bootstrap_value
 from kompakt.cli.wire_client import Connection
 from kompakt.protocol import codec
@@ -543,8 +543,8 @@ _COMMANDS: dict[str, Callable[[_Client, argparse.Namespace], None]] = {
 }
 
 
-def _parser() -> _Parser:
-    parser = _Parser(
+def _parser() -> ToolParser:
+    parser = ToolParser(
         prog="kompakt kafka-transactions",
         description="This tool is used to analyze the transactional state of producers in the cluster. "
         "It can be used to detect and recover from hanging transactions (Kafka's TransactionsCommand).",
@@ -554,7 +554,7 @@ def _parser() -> _Parser:
     )
     parser.add_argument("--command-config", metavar="FILE", help="Not supported: plaintext only.")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="kompakt: seconds to wait.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ToolParser)
     listing = sub.add_parser("list", help="list transactions")
     listing.add_argument("--duration-filter", type=int)
     listing.add_argument("--transactional-id-pattern")
@@ -585,7 +585,7 @@ def _parser() -> _Parser:
     return parser
 
 
-@_tool(
+@tool(
     "kafka-transactions",
     "Kafka's kafka-transactions.sh: list, describe, describe-producers, find-hanging, abort",
 )
