@@ -284,14 +284,17 @@ def _control_text(record: RecordInfo) -> str:
     return f" controlType: UNKNOWN({control_type})"
 
 
-def dump_decoded(paths: Iterable[Path], parse: Callable[[RecordInfo], Parsed]) -> None:
-    """``DumpLogSegments`` of ``.log`` files with a message parser (the decoders imply
-    ``--print-data-log`` and ``--deep-iteration``)."""
+def dump_decoded(files: Iterable[str], parse: Callable[[RecordInfo], Parsed]) -> None:
+    """``DumpLogSegments`` of ``.log`` files (``--files`` as given: Kafka prints each path as
+    written) with a message parser; the decoders imply ``--print-data-log`` and
+    ``--deep-iteration``. Kafka's default parser (keys and values as UTF-8 text) would make this
+    the ``--print-data-log`` dump too."""
     non_consecutive: dict[str, list[tuple[int, int]]] = {}
-    for path in paths:
-        out(f"Dumping {path}")
+    for name in files:
+        path = Path(name)
+        out(f"Dumping {name}")
         if path.suffix != ".log":
-            sys.stderr.write(f"Ignoring unknown file {path}\n")
+            sys.stderr.write(f"Ignoring unknown file {name}\n")
             continue
         try:
             out(f"Log starting offset: {int(path.name.split('.')[0])}")

@@ -1011,7 +1011,7 @@ def kafka_dump_log(argv: list[str]) -> None:
         from kompakt.cli import kafka_dump_decoders as decoders
 
         parse = decoders.parse_offsets_record if args.offsets_decoder else decoders.parse_transaction_record
-        decoders.dump_decoded([Path(p.strip()) for p in args.files.split(",") if p.strip()], parse)
+        decoders.dump_decoded([p.strip() for p in args.files.split(",") if p.strip()], parse)
         return
     for decoder in (
         "remote_log_metadata_decoder",
