@@ -8,8 +8,9 @@ and writes each command's stdout, stderr and exit code to
 ``tests/cli/test_kafka_added_tools.py`` runs the same scenario against kompakt and compares.
 
 Also captured: ``kafka-dump-log --offsets-decoder`` / ``--transaction-log-decoder`` of the
-broker's ``__consumer_offsets`` / ``__transaction_state`` segments, and the perf tests' output
-(whose numbers the test normalises).
+broker's ``__consumer_offsets`` / ``__transaction_state`` segments (copied next to the fixtures),
+of segments a kompakt broker wrote (``--kompakt-partition``), and the perf tests' output (whose
+numbers the test normalises).
 
 Usage (the broker must be fresh: the scenario creates its topics)::
 
@@ -52,6 +53,14 @@ def main() -> int:
     parser.add_argument("--log-dir", required=True, type=Path, help="the broker's log.dirs")
     parser.add_argument("--tools", type=Path, default=Path("/work/rk/tools"))
     parser.add_argument("--broker-id", type=int, default=1)
+    parser.add_argument(
+        "--kompakt-partition",
+        action="append",
+        default=[],
+        type=Path,
+        help="a __consumer_offsets-N or __transaction_state-N directory a kompakt broker wrote: Kafka's "
+        "DumpLogSegments output of its first segment is captured too (repeatable)",
+    )
     parser.add_argument(
         "--dumps-only",
         action="store_true",
@@ -123,6 +132,18 @@ def dump_segments(args: argparse.Namespace, capture: Callable[[str, str, list[st
         copy.parent.mkdir(exist_ok=True)
         shutil.copyfile(args.log_dir / name / copy.name, copy)
         capture(f"dump-log-{decoder}-{key}", "kafka-dump-log", [f"--{decoder}", "--files", str(copy)])
+    for partition_dir in args.kompakt_partition:
+        decoder = (
+            "offsets-decoder" if partition_dir.name.startswith("__consumer") else "transaction-log-decoder"
+        )
+        copy = segments / f"kompakt{partition_dir.name}" / "00000000000000000000.log"
+        copy.parent.mkdir(exist_ok=True)
+        shutil.copyfile(partition_dir / copy.name, copy)
+        capture(
+            f"dump-log-{decoder}-kompakt{partition_dir.name}",
+            "kafka-dump-log",
+            [f"--{decoder}", "--files", str(copy)],
+        )
 
 
 if __name__ == "__main__":
