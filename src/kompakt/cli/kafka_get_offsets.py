@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 
 from kompakt.cli.cluster import (
     BOOTSTRAP_ENV,
@@ -28,7 +28,6 @@ from kompakt.cli.cluster import (
     DEFAULT_TIMEOUT_S,
     KAFKA_ADMIN,
     Cluster,
-    describe_exception,
 )
 from kompakt.cli.kafka_java import out, topic_partition_text
 from kompakt.cli.kafka_tools import ToolParser, tool
@@ -191,8 +190,6 @@ def fetch_offsets(
         except CliError as exc:
             _skip(tp.topic, tp.partition, str(exc))
             continue
-        except KafkaException as exc:  # pragma: no cover - cluster.wait converts these
-            raise CliError(describe_exception(exc)) from None
         if info.offset != -1:
             found[topic_partition_text(tp.topic, tp.partition)] = (tp.topic, tp.partition, info.offset)
     return [found[key] for key in sorted(found, key=_java_order)]

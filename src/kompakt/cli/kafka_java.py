@@ -71,13 +71,6 @@ def _capacity(count: int, initial: int) -> int:
     return capacity
 
 
-def _table_size_for(wanted: int) -> int:
-    capacity = 1
-    while capacity < wanted:
-        capacity *= 2
-    return capacity
-
-
 def hash_order(
     keys: Iterable[K], hash_code: Callable[[K], int], *, initial: int = _DEFAULT_CAPACITY
 ) -> list[K]:
@@ -101,11 +94,6 @@ def hash_order(
         return ((h ^ (h >> 16)) & (capacity - 1), item[0])
 
     return [key for _, key in sorted(enumerate(unique), key=bucket)]
-
-
-def hash_set_copy_capacity(count: int) -> int:
-    """The table size of ``new HashSet<>(collection)``: ``max(size / .75 + 1, 16)``, rounded up."""
-    return _table_size_for(max(int(count / _LOAD_FACTOR) + 1, _DEFAULT_CAPACITY))
 
 
 def pretty_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:

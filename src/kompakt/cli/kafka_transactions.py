@@ -134,7 +134,7 @@ class _Client:
             if found.error_code != codec.ErrorCode.none:
                 raise _CallError(_reason(found.error_code))
             return int(found.node_id)
-        raise CliError(self.cluster.unreachable().args[0])
+        raise self.cluster.unreachable()
 
     def describe_producers(
         self, broker: int, partitions: list[tuple[str, int]]
