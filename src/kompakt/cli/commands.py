@@ -56,7 +56,7 @@ REGISTRARS += _backup_commands()
 
 
 def _kafka_added_tools() -> None:
-    """The tools added beside kafka_tools (issue 28): each registers itself with ``@_tool``."""
+    """The tools added beside kafka_tools (issue 28): each registers itself with ``kafka_tools.tool``."""
     from kompakt.cli import (
         kafka_delete_records,
         kafka_get_offsets,
