@@ -117,6 +117,7 @@ def run_scenario(
         opened.abort_transaction(scenario.DEADLINE_S)
 
     run_phase("perf")
+    scenario.setup_modern_group(args.bootstrap_server)
 
 
 def dump_segments(args: argparse.Namespace, capture: Callable[[str, str, list[str]], None]) -> None:
@@ -124,10 +125,15 @@ def dump_segments(args: argparse.Namespace, capture: Callable[[str, str, list[st
     # decoders on these very files, so the comparison is byte for byte.
     segments = OUT / "segments"
     segments.mkdir(exist_ok=True)
-    dumps = [("offsets-decoder", "__consumer_offsets", group) for group in (scenario.GROUP, "perf-group")]
+    groups = (scenario.GROUP, "perf-group", scenario.MODERN_GROUP)
+    dumps = [("offsets-decoder", "__consumer_offsets", group) for group in groups]
     dumps += [("transaction-log-decoder", "__transaction_state", txn) for txn in ("ledger", "open-txn")]
+    dumped: set[str] = set()
     for decoder, topic, key in dumps:
         name = f"{topic}-{partition_for(key, 50)}"
+        if name in dumped:  # two of the groups may share a partition
+            continue
+        dumped.add(name)
         copy = segments / name / "00000000000000000000.log"  # Kafka reads the base offset off the name
         copy.parent.mkdir(exist_ok=True)
         shutil.copyfile(args.log_dir / name / copy.name, copy)

@@ -432,3 +432,31 @@ def normalise(kind: str, text: str) -> str:
         text = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}", "<DATE>", text)
         text = re.sub(r"\b\d+(\.\d+)?\b", lambda m: "<N.N>" if m.group(1) else "<N>", text)
     return text
+
+
+MODERN_GROUP = "modern"
+"""A consumer group of the KIP-848 protocol (``group.protocol=consumer``), for the offsets decoder."""
+
+
+def setup_modern_group(bootstrap: str) -> None:
+    """A KIP-848 member joins ``modern`` on ``events``, reads, commits and leaves: the group's
+    metadata, member, target assignment and current assignment records, then their tombstones."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": MODERN_GROUP,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe(["events"])
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            consumer.commit(message=message, asynchronous=False)
+            break
+    else:
+        raise AssertionError(f"the {MODERN_GROUP} consumer read nothing in {DEADLINE_S} s")
+    consumer.close()

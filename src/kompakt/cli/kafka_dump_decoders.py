@@ -13,8 +13,10 @@ The records are read with kompakt's own decoders of those topics (the group coor
 :mod:`kompakt.broker.txn.log_format`); only the JSON layout is here, in the field order and with
 the version gates of Kafka's generated JSON converters. Covered: offset commits (values v0-v4),
 classic group metadata (v0-v3, with the consumer protocol's subscription and assignment decoded),
-and transaction log values (v0-v1). KIP-848 consumer-group records print Kafka's key JSON and,
-as payload, a note that kompakt does not decode them here.
+KIP-848 consumer-group records (group metadata, members, target and current assignments; their
+topics in the coordinator's hash order, partitions ascending), and transaction log values
+(v0-v1). The two KIP-848 types kompakt's decoder does not keep (partition metadata, regular
+expressions) print their key and a note instead of the value.
 """
 
 from __future__ import annotations
@@ -22,13 +24,14 @@ from __future__ import annotations
 import base64
 import json
 import sys
+import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from kompakt.broker.groups.records import consumer_protocol, schemas
 from kompakt.broker.txn import log_format
-from kompakt.cli.kafka_java import out
+from kompakt.cli.kafka_java import hash_order, out, uuid_hash
 from kompakt.errors import KompaktError
 from kompakt.inspect.log_files import BatchInfo, RecordInfo, SegmentTail, iter_segment
 
@@ -147,6 +150,64 @@ def _offset_commit_json(value: schemas.CommittedOffset, version: int) -> dict[st
     return data
 
 
+def _topic_id(value: uuid.UUID) -> str:
+    """``Uuid.toString``: URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
+def _assignment(assignment: schemas.Assignment) -> list[dict[str, Any]]:
+    """Topics in the order of the coordinator's HashMap keyed by topic id, partitions ascending
+    (a HashSet of small integers); the decoder keeps them as a map of sets."""
+    return [
+        {"topicId": _topic_id(topic_id), "partitions": sorted(assignment[topic_id])}
+        for topic_id in hash_order(assignment, uuid_hash)
+    ]
+
+
+def _consumer_value_json(record_type: int, data: bytes) -> dict[str, Any] | None:
+    """A KIP-848 value (version 0) as Kafka's JSON; None for the types kompakt's decoder does
+    not keep (partition metadata, regular expressions)."""
+    value = schemas.decode_consumer_value(record_type, data)
+    if isinstance(value, schemas.ConsumerGroupMetadataValue):
+        result: dict[str, Any] = {"epoch": value.epoch}
+        if value.metadata_hash != 0:
+            result["metadataHash"] = value.metadata_hash
+        return result
+    if isinstance(value, schemas.ConsumerGroupMemberMetadataValue):
+        classic = value.classic_member_metadata
+        return {
+            "instanceId": value.instance_id,
+            "rackId": value.rack_id,
+            "clientId": value.client_id,
+            "clientHost": value.client_host,
+            "subscribedTopicNames": list(value.subscribed_topic_names),
+            "subscribedTopicRegex": value.subscribed_topic_regex,
+            "rebalanceTimeoutMs": value.rebalance_timeout_ms,
+            "serverAssignor": value.server_assignor,
+            "classicMemberMetadata": None
+            if classic is None
+            else {
+                "sessionTimeoutMs": classic.session_timeout_ms,
+                "supportedProtocols": [
+                    {"name": name, "metadata": _b64(meta)} for name, meta in classic.supported_protocols
+                ],
+            },
+        }
+    if isinstance(value, schemas.ConsumerGroupTargetAssignmentMetadataValue):
+        return {"assignmentEpoch": value.assignment_epoch}
+    if isinstance(value, schemas.ConsumerGroupTargetAssignmentMemberValue):
+        return {"topicPartitions": _assignment(value.partitions)}
+    if isinstance(value, schemas.ConsumerGroupCurrentMemberAssignmentValue):
+        return {
+            "memberEpoch": value.member_epoch,
+            "previousMemberEpoch": value.previous_member_epoch,
+            "state": value.state,
+            "assignedPartitions": _assignment(value.assigned_partitions),
+            "partitionsPendingRevocation": _assignment(value.partitions_pending_revocation),
+        }
+    return None
+
+
 def _offsets_key_json(key: schemas.GroupRecordKey) -> tuple[int, dict[str, Any]]:
     if isinstance(key, schemas.OffsetCommitKey):
         return 1, {"group": key.group, "topic": key.topic, "partition": key.partition}
@@ -179,7 +240,10 @@ def parse_offsets_record(record: RecordInfo) -> Parsed:
         elif isinstance(key, schemas.GroupMetadataKey):
             value_data = _group_metadata_json(schemas.decode_value(key, record.value), version)  # type: ignore[arg-type]
         else:
-            return key_text, f"(record type {record_type}: kompakt's dump does not decode KIP-848 values)"
+            consumer_data = _consumer_value_json(record_type, record.value)
+            if consumer_data is None:
+                return key_text, f"(record type {record_type}: kompakt's decoder does not keep this value)"
+            value_data = consumer_data
         return key_text, _json({"version": str(version), "data": value_data})
     except (KompaktError, ValueError) as exc:
         return f"Error at offset {record.offset}, skipping. {exc}", None

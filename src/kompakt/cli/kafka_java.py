@@ -14,6 +14,7 @@ then a tab, on every column including the last), the layout of ``kafka-transacti
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
@@ -52,6 +53,12 @@ def long_hash(value: int) -> int:
 def string_hash(text: str) -> int:
     """``String.hashCode``."""
     return java_string_hashcode(text)
+
+
+def uuid_hash(value: uuid.UUID) -> int:
+    """Kafka's ``Uuid.hashCode``: the two longs xor-ed, then the halves of that."""
+    h = (value.int >> 64) ^ (value.int & 0xFFFFFFFFFFFFFFFF)
+    return _int32((h >> 32) ^ h)
 
 
 def topic_partition_hash(topic: str, partition: int) -> int:
