@@ -1,12 +1,14 @@
 """What Kafka's Java tools print, reproduced: their line writer, table layout and hash ordering.
 
 Kafka's ``kafka-*`` tools print some of their results in the order of a ``java.util.HashMap`` or
-``HashSet`` (``kafka-delete-records``' low watermarks, ``kafka-log-dirs``' JSON,
-``kafka-leader-election``'s partition lists). A script that diffs the output against Kafka's
-sees that order, so the tools here reproduce it rather than sorting: :func:`hash_order` gives the
-iteration order of a HashMap filled with the given keys (bucket by bucket, each bucket in
-insertion order), from each key's Java ``hashCode``. The hash codes of the few key types the
-tools use (``String``, ``Integer``, ``Long``, ``TopicPartition``) are here too.
+``HashSet`` (``kafka-log-dirs``' JSON, ``kafka-leader-election``'s partition lists,
+``kafka-transactions describe``'s partitions, the KIP-848 assignments of the offsets decoder). A
+script that diffs the output against Kafka's sees that order, so the tools here reproduce it
+rather than sorting: :func:`hash_order` gives the iteration order of a HashMap filled with the
+given keys (bucket by bucket, each bucket in insertion order), from each key's Java ``hashCode``.
+The hash codes of the few key types the tools use (``String``, ``Integer``, ``Long``,
+``TopicPartition``, ``Uuid``) are here too. (``kafka-delete-records`` is not among them: its
+order is an immutable map's, salted afresh in every JVM.)
 
 :func:`pretty_table` is ``ToolsUtils.prettyPrintTable`` (each cell padded to its column's width,
 then a tab, on every column including the last), the layout of ``kafka-transactions``.
