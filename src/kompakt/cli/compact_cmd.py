@@ -71,37 +71,6 @@ def compact_arguments(tokens: list[str]) -> dict[str, Any] | None:
     return values if "path" in values else None
 
 
-M_TRIM_THRESHOLD = -1
-M_MMAP_THRESHOLD = -3
-MALLOC_MMAP_THRESHOLD = 32 * 1024 * 1024
-"""glibc's largest mmap threshold on 64-bit (``DEFAULT_MMAP_THRESHOLD_MAX``)."""
-
-
-def keep_freed_memory() -> bool:
-    """Have glibc's malloc keep the memory a clean frees, as a process that has cleaned before does.
-
-    The clean's passes allocate and free arrays of a few MiB per chunk. glibc serves an allocation
-    above its mmap threshold (128 KiB at start) with a fresh mapping and unmaps it on free, so
-    every such array costs a page fault per 4 KiB again; each free raises the threshold (up to 32
-    MiB) and the trim threshold with it, after which freed memory stays in the heap and is reused.
-    The broker's cleaner thread reaches that state in its first clean and keeps it; a command that
-    cleans once never does: at 2 M keys the first clean of a fresh process took 95 k page faults
-    against 24-27 k for the next one, and 35-39 k with these settings (6-7 k for the next). This
-    sets the thresholds the first clean would have reached. Process-wide, and only in this command
-    (it exits after the clean); glibc only (elsewhere ``mallopt`` is missing or does nothing).
-    """
-    try:
-        import ctypes
-
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    mapped = mallopt(M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD)
-    return bool(mapped and mallopt(M_TRIM_THRESHOLD, 2 * MALLOC_MMAP_THRESHOLD))
-
-
 class _NoProgress:
     """What ``--output json`` shows of the progress: nothing (rich's Progress with ``disable``
     draws nothing too; this one spares importing it)."""
@@ -165,7 +134,6 @@ def run_compact(
     broker = defaults.config
     note_skipped(defaults)
     announce_kernel_compile()
-    keep_freed_memory()
     with _progress(quiet=output is OutputFormat.JSON) as progress:
         overall = progress.add_task("partitions", total=len(partitions), detail="")
         current: dict[str, Any] = {}
