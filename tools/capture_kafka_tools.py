@@ -31,10 +31,11 @@ sys.path.insert(0, str(ROOT))
 from tests.cli.kafka_tools_scenario import (  # noqa: E402
     BROKER_ID,
     FIXTURES,
-    MEMBER_CLIENT_ID,
     STEPS,
     Step,
     command_line,
+    member_command_line,
+    member_committed,
 )
 
 START_SH = Path("/work/shared/realkafka/start.sh")
@@ -112,16 +113,14 @@ def main() -> None:
                 continue
             if step.kind == "start-member":
                 members[step.args[0]] = subprocess.Popen(
-                    [str(bin_dir / "kafka-console-consumer.sh"), "--bootstrap-server", bootstrap,
-                     "--topic", "orders", "--group", step.args[0],
-                     "--consumer-property", f"client.id={MEMBER_CLIENT_ID}"],
+                    [str(bin_dir / "kafka-console-consumer.sh"), *member_command_line(step.args[0], bootstrap)],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
                 continue
             if step.kind == "wait-stable":
-                probe = Step("probe", "kafka-consumer-groups", ("--describe", "--group", step.args[0], "--state"))
-                _wait(lambda: b"Stable" in run(probe).stdout, f"group {step.args[0]} to be Stable")
+                probe = Step("probe", "kafka-consumer-groups", ("--describe", "--group", step.args[0]))
+                _wait(lambda: member_committed(run(probe).stdout.decode()), f"group {step.args[0]}'s member")
                 continue
             if step.kind == "stop-member":
                 member = members.pop(step.args[0])

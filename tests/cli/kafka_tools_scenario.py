@@ -25,8 +25,10 @@ class Step:
     """One command of the scenario.
 
     ``kind`` is ``run`` (a tool's command line), ``start-member`` / ``stop-member`` (a console
-    consumer in group ``args[0]`` that stays in the group between the two), ``wait-stable``
-    (poll until group ``args[0]`` is Stable with a member), ``snapshot`` (capture only: copy
+    consumer of ``orders`` from the beginning in group ``args[0]`` that stays in the group
+    between the two), ``wait-stable`` (poll until group ``args[0]``'s member holds a committed
+    offset: Kafka's Java consumer commits its position even before it has records, librdkafka
+    only after, so the member reads from the beginning and both commit the end), ``snapshot`` (capture only: copy
     the partition ``args[0]``'s first segment into ``segments/``; ``args[1]``, if given, keeps
     only the batches within that many bytes)."""
 
@@ -185,6 +187,19 @@ STEPS: tuple[Step, ...] = (
 )
 
 
+def member_command_line(group: str, bootstrap: str) -> list[str]:
+    """The console consumer that stays in ``group`` between ``start-member`` and ``stop-member``."""
+    return ["--bootstrap-server", bootstrap, "--topic", "orders", "--from-beginning", "--group", group,
+            "--consumer-property", f"client.id={MEMBER_CLIENT_ID}"]
+
+
+def member_committed(describe_output: str) -> bool:
+    """``kafka-consumer-groups --describe`` shows the member's row with a committed offset."""
+    return any(
+        MEMBER_CLIENT_ID in line and line.split()[3].isdigit() for line in describe_output.splitlines()
+    )
+
+
 def command_line(step: Step, bootstrap: str) -> list[str]:
     """The tool's arguments, with ``--bootstrap-server`` first as Kafka's docs write it."""
     return (["--bootstrap-server", bootstrap] if step.bootstrap else []) + list(step.args)
@@ -192,7 +207,8 @@ def command_line(step: Step, bootstrap: str) -> list[str]:
 
 _LOG4J = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] ", re.MULTILINE)
 _TOPIC_ID = re.compile(r"(TopicId: )[A-Za-z0-9_-]{22}")
-_MEMBER_ID = re.compile(r"(" + re.escape(MEMBER_CLIENT_ID) + r"-)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_MEMBER_ID = re.compile(r"(" + re.escape(MEMBER_CLIENT_ID) + r"-)" + _UUID)
 _PORT = re.compile(r"(127\.0\.0\.1:)\d{5}")
 
 
