@@ -101,7 +101,7 @@ def main() -> None:
             )
 
         for step in STEPS:
-            print(f"{step.name}", flush=True)
+            sys.stdout.write(f"{step.name}\n")
             if step.kind == "snapshot":
                 source = data / "logs" / step.args[0] / "00000000000000000000.log"
                 target = out / "segments" / step.args[0] / source.name
@@ -113,28 +113,39 @@ def main() -> None:
                 continue
             if step.kind == "start-member":
                 members[step.args[0]] = subprocess.Popen(
-                    [str(bin_dir / "kafka-console-consumer.sh"), *member_command_line(step.args[0], bootstrap)],
+                    [
+                        str(bin_dir / "kafka-console-consumer.sh"),
+                        *member_command_line(step.args[0], bootstrap),
+                    ],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
                 continue
             if step.kind == "wait-stable":
                 probe = Step("probe", "kafka-consumer-groups", ("--describe", "--group", step.args[0]))
-                _wait(lambda: member_committed(run(probe).stdout.decode()), f"group {step.args[0]}'s member")
+                _wait(
+                    lambda p=probe: member_committed(run(p).stdout.decode()), f"group {step.args[0]}'s member"
+                )
                 continue
             if step.kind == "stop-member":
                 member = members.pop(step.args[0])
                 member.send_signal(signal.SIGTERM)
                 member.wait(60)
-                probe = Step("probe", "kafka-consumer-groups", ("--describe", "--group", step.args[0], "--state"))
-                _wait(lambda: b"Empty" in run(probe).stdout, f"group {step.args[0]} to be Empty")
+                probe = Step(
+                    "probe", "kafka-consumer-groups", ("--describe", "--group", step.args[0], "--state")
+                )
+                _wait(lambda p=probe: b"Empty" in run(p).stdout, f"group {step.args[0]} to be Empty")
                 continue
             done = run(step)
             (out / f"{step.name}.stdout").write_bytes(done.stdout)
             (out / f"{step.name}.stderr").write_bytes(done.stderr)
             index.append(
-                {"name": step.name, "tool": step.tool, "args": command_line(step, "127.0.0.1:PORT0"),
-                 "exit_code": done.returncode}
+                {
+                    "name": step.name,
+                    "tool": step.tool,
+                    "args": command_line(step, "127.0.0.1:PORT0"),
+                    "exit_code": done.returncode,
+                }
             )
         (out / "index.json").write_text(json.dumps(index, indent=1) + "\n")
     finally:
@@ -146,7 +157,7 @@ def main() -> None:
         except subprocess.TimeoutExpired:
             broker.kill()
         shutil.rmtree(work, ignore_errors=True)
-    print(f"captured {len(index)} commands into {out}")
+    sys.stdout.write(f"captured {len(index)} commands into {out}\n")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from kompakt.inspect.log_files import BatchInfo, RecordInfo, iter_segment
 
 MISSING = "-"
 """``ConsumerGroupCommand.MISSING_COLUMN_VALUE``."""
@@ -139,12 +142,31 @@ def offsets_table(rows: Sequence[OffsetRow], verbose: bool) -> str:
     host_w = max([15] + [len(r.host) for r in rows])
     if verbose:
         widths = [group_w, topic_w, 10, 15, 15, 15, 15, consumer_w, host_w]
-        header: list[object] = ["GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "CURRENT-OFFSET",
-                                "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+        header: list[object] = [
+            "GROUP",
+            "TOPIC",
+            "PARTITION",
+            "LEADER-EPOCH",
+            "CURRENT-OFFSET",
+            "LOG-END-OFFSET",
+            "LAG",
+            "CONSUMER-ID",
+            "HOST",
+            "CLIENT-ID",
+        ]
     else:
         widths = [group_w, topic_w, 10, 15, 15, 15, consumer_w, host_w]
-        header = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-                  "CONSUMER-ID", "HOST", "CLIENT-ID"]
+        header = [
+            "GROUP",
+            "TOPIC",
+            "PARTITION",
+            "CURRENT-OFFSET",
+            "LOG-END-OFFSET",
+            "LAG",
+            "CONSUMER-ID",
+            "HOST",
+            "CLIENT-ID",
+        ]
     out = ["\n" + _row(widths, header)]
     for r in rows:
         values: list[object] = [r.group, r.topic or MISSING, _opt(r.partition)]
@@ -182,7 +204,7 @@ def members_table(group: str, members: Sequence[Member], verbose: bool) -> str:
         header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
     epoch_widths = [15, current_w, 15, target_w]
 
-    def line(values: list[object], epochs: list[object]) -> str:
+    def line(values: Sequence[object], epochs: Sequence[object]) -> str:
         text = _row(widths, values, last=False) + " "
         if verbose:
             text += _row(epoch_widths, epochs, last=False)
@@ -218,10 +240,24 @@ def state_table(
     widths = [max(15, len(group)), max(25, len(coordinator)), 20, 20]
     if verbose:
         widths += [15, 25]
-        header: list[object] = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
-                                "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
-        row: list[object] = [group, coordinator, strategy or MISSING, state, _opt(group_epoch),
-                             _opt(target_epoch), members]
+        header: list[object] = [
+            "GROUP",
+            "COORDINATOR (ID)",
+            "ASSIGNMENT-STRATEGY",
+            "STATE",
+            "GROUP-EPOCH",
+            "TARGET-ASSIGNMENT-EPOCH",
+            "#MEMBERS",
+        ]
+        row: list[object] = [
+            group,
+            coordinator,
+            strategy or MISSING,
+            state,
+            _opt(group_epoch),
+            _opt(target_epoch),
+            members,
+        ]
     else:
         header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
         row = [group, coordinator, strategy or MISSING, state, members]
@@ -359,6 +395,64 @@ def _metadata_payload(value: bytes | None, offset: int) -> str:
     return _json({"type": record.type_name, "version": record.version, "data": data})
 
 
+def _batch_line(b: BatchInfo, position: int) -> str:
+    """``printBatchLevel``."""
+    ts_type = _timestamp_type(b.timestamp_type, b.magic)
+    if b.magic >= 2:
+        last_seq = (
+            -1
+            if b.base_sequence == -1
+            else _increment_sequence(b.base_sequence, b.last_offset - b.base_offset)
+        )
+        horizon = (
+            "OptionalLong.empty" if b.delete_horizon_ms is None else f"OptionalLong[{b.delete_horizon_ms}]"
+        )
+        head = (
+            f"baseOffset: {b.base_offset} lastOffset: {b.last_offset} count: {b.count} "
+            f"baseSequence: {b.base_sequence} lastSequence: {last_seq} producerId: {b.producer_id} "
+            f"producerEpoch: {b.producer_epoch} partitionLeaderEpoch: {b.partition_leader_epoch} "
+            f"isTransactional: {str(b.is_transactional).lower()} isControl: {str(b.is_control).lower()} "
+            f"deleteHorizonMs: {horizon}"
+        )
+    else:
+        head = f"offset: {b.last_offset}"
+    return (
+        f"{head} position: {position} {ts_type}: {b.max_timestamp} size: {b.size} magic: {b.magic} "
+        f"compresscodec: {b.codec} crc: {b.crc & 0xFFFFFFFF} isvalid: {str(b.crc_valid).lower()}\n"
+    )
+
+
+def _record_line(b: BatchInfo, r: RecordInfo, print_data: bool, metadata: bool, skip_metadata: bool) -> str:
+    """One ``| offset: ...`` line of ``dumpLog``'s deep iteration."""
+    line = "|"
+    prefix = " "
+    if not skip_metadata:
+        ts_type = _timestamp_type(b.timestamp_type, b.magic)
+        line += (
+            f" offset: {r.offset} {ts_type}: {r.timestamp} "
+            f"keySize: {-1 if r.key is None else len(r.key)} "
+            f"valueSize: {-1 if r.value is None else len(r.value)}"
+        )
+        if b.magic >= 2:
+            seq = (
+                -1
+                if b.base_sequence == -1
+                else _increment_sequence(b.base_sequence, r.offset - b.base_offset)
+            )
+            line += f" sequence: {seq} headerKeys: [{','.join(k for k, _ in r.headers)}]"
+        if b.is_control:
+            line += _control_text(r.key, r.value)
+    if print_data and not b.is_control:
+        if metadata:
+            line += " payload: " + _metadata_payload(r.value, r.offset)
+        else:
+            if r.key is not None:
+                line += f"{prefix}key: {r.key.decode('utf-8', 'replace')}"
+            if r.value is not None:
+                line += f" payload: {r.value.decode('utf-8', 'replace')}"
+    return line + "\n"
+
+
 def dump_log_lines(
     shown_path: str,
     data: bytes,
@@ -371,10 +465,6 @@ def dump_log_lines(
     """``DumpLogSegments.dumpLog`` of one ``.log`` file: ``(stdout, stderr)``. ``shown_path`` is
     the path as given (Kafka prints ``Dumping <file>`` with it); keys and values print as UTF-8
     text (Kafka's default ``StringDecoder``), ``--cluster-metadata-decoder`` as JSON."""
-    from pathlib import Path
-
-    from kompakt.inspect.log_files import BatchInfo, iter_segment
-
     name = Path(shown_path).name
     out = [f"Dumping {shown_path}\n"]
     stem = name.split(".")[0]
@@ -386,59 +476,19 @@ def dump_log_lines(
     for item in iter_segment(Path(shown_path), with_records=deep, buf=data):
         if not isinstance(item, BatchInfo):
             break
-        b = item
-        ts_type = _timestamp_type(b.timestamp_type, b.magic)
-        if b.magic >= 2:
-            last_seq = -1 if b.base_sequence == -1 else _increment_sequence(b.base_sequence, b.last_offset - b.base_offset)
-            horizon = "OptionalLong.empty" if b.delete_horizon_ms is None else f"OptionalLong[{b.delete_horizon_ms}]"
-            head = (
-                f"baseOffset: {b.base_offset} lastOffset: {b.last_offset} count: {b.count} "
-                f"baseSequence: {b.base_sequence} lastSequence: {last_seq} producerId: {b.producer_id} "
-                f"producerEpoch: {b.producer_epoch} partitionLeaderEpoch: {b.partition_leader_epoch} "
-                f"isTransactional: {str(b.is_transactional).lower()} isControl: {str(b.is_control).lower()} "
-                f"deleteHorizonMs: {horizon}"
-            )
-        else:
-            head = f"offset: {b.last_offset}"
-        out.append(
-            f"{head} position: {valid} {ts_type}: {b.max_timestamp} size: {b.size} magic: {b.magic} "
-            f"compresscodec: {b.codec} crc: {b.crc & 0xFFFFFFFF} isvalid: {str(b.crc_valid).lower()}\n"
-        )
-        if deep:
-            for r in b.records or ():
-                if last != -1 and r.offset != last + 1:
-                    gaps.append((last, r.offset))
-                last = r.offset
-                line = "|"
-                prefix = " "
-                if not skip_record_metadata:
-                    line += (
-                        f" offset: {r.offset} {ts_type}: {r.timestamp} "
-                        f"keySize: {-1 if r.key is None else len(r.key)} "
-                        f"valueSize: {-1 if r.value is None else len(r.value)}"
-                    )
-                    if b.magic >= 2:
-                        seq = -1 if b.base_sequence == -1 else _increment_sequence(b.base_sequence, r.offset - b.base_offset)
-                        keys = ",".join(k for k, _ in r.headers)
-                        line += f" sequence: {seq} headerKeys: [{keys}]"
-                    if b.is_control:
-                        line += _control_text(r.key, r.value)
-                if print_data and not b.is_control:
-                    if metadata:
-                        line += " payload: " + _metadata_payload(r.value, r.offset)
-                    else:
-                        if r.key is not None:
-                            line += f"{prefix}key: {r.key.decode('utf-8', 'replace')}"
-                        if r.value is not None:
-                            line += f" payload: {r.value.decode('utf-8', 'replace')}"
-                out.append(line + "\n")
-        valid += b.size
+        out.append(_batch_line(item, valid))
+        for r in item.records or () if deep else ():
+            if last != -1 and r.offset != last + 1:
+                gaps.append((last, r.offset))
+            last = r.offset
+            out.append(_record_line(item, r, print_data, metadata, skip_record_metadata))
+        valid += item.size
     trailing = len(data) - valid
     if trailing > 0:
         out.append(f"Found {trailing} invalid bytes at the end of {name}\n")
     err = ""
     if gaps:
         err = f"Non-consecutive offsets in {Path(shown_path).absolute()}\n" + "".join(
-            f"  {a} is followed by {b_}\n" for a, b_ in reversed(gaps)
+            f"  {first} is followed by {second}\n" for first, second in reversed(gaps)
         )
     return "".join(out), err

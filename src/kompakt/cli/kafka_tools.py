@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+from confluent_kafka import KafkaException
 
 from kompakt.cli.cluster import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, DEFAULT_TIMEOUT_S, KAFKA_ADMIN, Cluster
 from kompakt.cli.output import CliError, CliUsageError, OutputFormat, bootstrap_value, console, emit_json
@@ -171,7 +172,9 @@ def kafka_topics(argv: list[str]) -> None:
         what = f"Topic '{args.topic}'" if args.topic else f"Topic '{args.topic_id}'"
         _topic_command_failed(f"{what} does not exist as expected", output)
     if action == "delete":
-        futures = admin.delete_topics(names, operation_timeout=cluster.timeout_s, request_timeout=cluster.timeout_s)
+        futures = admin.delete_topics(
+            names, operation_timeout=cluster.timeout_s, request_timeout=cluster.timeout_s
+        )
         for name in names:
             error = _failure(cluster, futures[name])
             if error is not None:
@@ -454,7 +457,9 @@ def _alter_topic_configs(
     admin = cluster.admin()
     cluster.metadata(admin)
     for name in names:
-        resource = KAFKA_ADMIN.ConfigResource(KAFKA_ADMIN.ResourceType.TOPIC, name, incremental_configs=entries)
+        resource = KAFKA_ADMIN.ConfigResource(
+            KAFKA_ADMIN.ResourceType.TOPIC, name, incremental_configs=entries
+        )
         futures = admin.incremental_alter_configs([resource], request_timeout=cluster.timeout_s)
         cluster.wait(next(iter(futures.values())), f"cannot alter topic {name!r}")
         if output is not OutputFormat.JSON:
@@ -966,6 +971,27 @@ def _check_groups_args(args: argparse.Namespace, action: str) -> None:
         raise CliUsageError("--state takes a value only with --list")
 
 
+def _result(cluster: Cluster, future: Any) -> Any:
+    """An admin future's result; Kafka errors raise :class:`KafkaException` for the caller to
+    print as Kafka's tool does, a cluster that does not answer is kompakt's one-line error."""
+    from concurrent.futures import TimeoutError as FutureTimeoutError
+
+    try:
+        return future.result(timeout=cluster.timeout_s + 5.0)
+    except FutureTimeoutError:
+        raise cluster.unreachable() from None
+
+
+def _kafka_error(exc: KafkaException) -> tuple[str, str]:
+    """``(Kafka error name, message)`` of a failed admin call."""
+    from confluent_kafka import KafkaError
+
+    error = exc.args[0] if exc.args else None
+    if isinstance(error, KafkaError):
+        return error.name(), error.str()
+    return type(exc).__name__, str(exc)
+
+
 def _kafka_state(state: Any) -> str:
     from kompakt.cli.kafka_format import GROUP_STATES
 
@@ -977,7 +1003,9 @@ def _group_listings(cluster: Cluster) -> list[tuple[str, str, str]]:
     """``(group id, type, state)`` of every consumer group, by id."""
     admin = cluster.admin()
     cluster.metadata(admin)
-    listing = cluster.wait(admin.list_consumer_groups(request_timeout=cluster.timeout_s), "cannot list groups")
+    listing = cluster.wait(
+        admin.list_consumer_groups(request_timeout=cluster.timeout_s), "cannot list groups"
+    )
     rows = []
     for g in listing.valid:
         kind = getattr(g, "type", None)
@@ -1016,11 +1044,9 @@ def _describe_groups(
     data: list[dict[str, Any]] = []
     for group in groups:
         try:
-            description = futures[group].result(timeout=cluster.timeout_s + 5.0)
-        except Exception as exc:  # noqa: BLE001 - Kafka prints any failure as one Error line
-            error = exc.args[0] if exc.args else None
-            name = error.name() if hasattr(error, "name") else type(exc).__name__
-            text = error.str() if hasattr(error, "str") else str(exc)
+            description = _result(cluster, futures[group])
+        except KafkaException as exc:  # Kafka prints any failure as one Error line
+            name, text = _kafka_error(exc)
             if output is OutputFormat.JSON:
                 emit_json({"group": group, "error": name})
                 continue
@@ -1101,7 +1127,9 @@ def _describe_groups(
             )
 
 
-def _committed_offsets(cluster: Cluster, admin: Any, group: str) -> dict[tuple[str, int], tuple[int, int | None]]:
+def _committed_offsets(
+    cluster: Cluster, admin: Any, group: str
+) -> dict[tuple[str, int], tuple[int, int | None]]:
     """``(topic, partition) -> (committed offset, leader epoch)`` of ``group``."""
     from confluent_kafka import ConsumerGroupTopicPartitions
 
@@ -1117,7 +1145,9 @@ def _committed_offsets(cluster: Cluster, admin: Any, group: str) -> dict[tuple[s
     return out
 
 
-def _end_offsets(cluster: Cluster, admin: Any, partitions: Iterable[tuple[str, int]], spec: Any) -> dict[tuple[str, int], int]:
+def _end_offsets(
+    cluster: Cluster, admin: Any, partitions: Iterable[tuple[str, int]], spec: Any
+) -> dict[tuple[str, int], int]:
     from confluent_kafka import TopicPartition
 
     request = {TopicPartition(t, p): spec for t, p in partitions}
@@ -1162,15 +1192,17 @@ def _offset_rows(
     return rows
 
 
-def _reset_offsets(cluster: Cluster, groups: list[str], args: argparse.Namespace, output: OutputFormat) -> None:
+def _reset_offsets(
+    cluster: Cluster, groups: list[str], args: argparse.Namespace, output: OutputFormat
+) -> None:
     """``resetOffsets``: the plan for each group, committed with ``--execute``; without
     ``--execute`` or ``--dry-run`` Kafka warns on stderr that nothing was done."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
     from kompakt.cli import kafka_format as kf
+    from kompakt.cli.cluster import parse_timestamp_ms
     from kompakt.cli.group_cmd import topic_specs
     from kompakt.cli.output import err_console
-    from kompakt.cli.cluster import parse_timestamp_ms
 
     chosen = [args.to_earliest, args.to_latest, args.to_offset is not None, args.to_datetime is not None]
     if sum(chosen) != 1:
@@ -1216,7 +1248,9 @@ def _reset_offsets(cluster: Cluster, groups: list[str], args: argparse.Namespace
             )
             for tp in result.topic_partitions or []:
                 if tp.error is not None:
-                    raise CliError(f"cannot reset {tp.topic}-{tp.partition}: {tp.error.name()}: {tp.error.str()}")
+                    raise CliError(
+                        f"cannot reset {tp.topic}-{tp.partition}: {tp.error.name()}: {tp.error.str()}"
+                    )
         plan += [(group, t, p, target[(t, p)]) for t, p in partitions]
     if output is OutputFormat.JSON:
         emit_json(
@@ -1244,20 +1278,27 @@ def _delete_groups(cluster: Cluster, groups: list[str], output: OutputFormat) ->
     failed: list[tuple[str, str]] = []
     for group, future in futures.items():
         try:
-            future.result(timeout=cluster.timeout_s + 5.0)
+            _result(cluster, future)
             deleted.append(group)
-        except Exception as exc:  # noqa: BLE001 - reported per group, as Kafka's tool does
-            error = exc.args[0] if exc.args else None
-            name = error.name() if hasattr(error, "name") else type(exc).__name__
-            failed.append((group, kf.java_error(name)))
+        except KafkaException as exc:  # reported per group, as Kafka's tool does
+            failed.append((group, kf.java_error(_kafka_error(exc)[0])))
     if output is OutputFormat.JSON:
         emit_json({"deleted": sorted(deleted), "failed": dict(failed)})
         return
     console.file.write(kf.delete_groups_result(deleted, failed))
 
 
-_DELETE_OFFSETS_GROUP_ERRORS = ("INVALID_GROUP_ID", "GROUP_ID_NOT_FOUND", "GROUP_AUTHORIZATION_FAILED", "NON_EMPTY_GROUP")
-_DELETE_OFFSETS_PARTITION_ERRORS = ("GROUP_SUBSCRIBED_TO_TOPIC", "TOPIC_AUTHORIZATION_FAILED", "UNKNOWN_TOPIC_OR_PARTITION")
+_DELETE_OFFSETS_GROUP_ERRORS = (
+    "INVALID_GROUP_ID",
+    "GROUP_ID_NOT_FOUND",
+    "GROUP_AUTHORIZATION_FAILED",
+    "NON_EMPTY_GROUP",
+)
+_DELETE_OFFSETS_PARTITION_ERRORS = (
+    "GROUP_SUBSCRIBED_TO_TOPIC",
+    "TOPIC_AUTHORIZATION_FAILED",
+    "UNKNOWN_TOPIC_OR_PARTITION",
+)
 
 
 def _delete_offsets(cluster: Cluster, groups: list[str], topics: list[str], output: OutputFormat) -> None:
@@ -1278,7 +1319,9 @@ def _delete_offsets(cluster: Cluster, groups: list[str], topics: list[str], outp
             {
                 "group": group,
                 "error": group_error,
-                "partitions": [{"topic": r.topic, "partition": r.partition, "error": r.error} for r in results],
+                "partitions": [
+                    {"topic": r.topic, "partition": r.partition, "error": r.error} for r in results
+                ],
             }
         )
     else:
@@ -1287,7 +1330,9 @@ def _delete_offsets(cluster: Cluster, groups: list[str], topics: list[str], outp
         elif group_error in _DELETE_OFFSETS_GROUP_ERRORS:
             console.file.write(kf.error_line(kf.JAVA_ERRORS.get(group_error, ("", group_error))[1]))
         elif group_error in _DELETE_OFFSETS_PARTITION_ERRORS:
-            console.file.write(kf.error_line("Encountered some partition-level error, see the follow-up details."))
+            console.file.write(
+                kf.error_line("Encountered some partition-level error, see the follow-up details.")
+            )
         else:
             console.file.write(kf.error_line(f"Encountered some unknown error: {group_error}"))
         rows = [

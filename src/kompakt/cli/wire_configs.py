@@ -57,7 +57,9 @@ def alter_default(bootstrap: str, sets: list[tuple[str, str]], deletes: list[str
         "validate_only": False,
     }
     with _connect(bootstrap, timeout_s) as conn:
-        answer = conn.call(INCREMENTAL_ALTER_CONFIGS, conn.version(INCREMENTAL_ALTER_CONFIGS, range(0, 2)), request)
+        answer = conn.call(
+            INCREMENTAL_ALTER_CONFIGS, conn.version(INCREMENTAL_ALTER_CONFIGS, range(0, 2)), request
+        )
     for result in answer.responses:
         if result.error_code != 0:
             raise CliError(
