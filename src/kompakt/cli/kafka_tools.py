@@ -1038,6 +1038,18 @@ def _describe_groups(
     from kompakt.cli import kafka_format as kf
     from kompakt.cli.output import err_console
 
+    if output is OutputFormat.JSON:  # kompakt's data, as `kompakt group` gives it
+        from kompakt.cli import group_cmd
+
+        group_cmd.describe_view(
+            groups,
+            view,
+            verbose=verbose,
+            bootstrap=cluster.bootstrap,
+            timeout=cluster.timeout_s,
+            output=output,
+        )
+        return
     admin = cluster.admin()
     cluster.metadata(admin)
     futures = admin.describe_consumer_groups(groups, request_timeout=cluster.timeout_s)
@@ -1047,9 +1059,6 @@ def _describe_groups(
             description = _result(cluster, futures[group])
         except KafkaException as exc:  # Kafka prints any failure as one Error line
             name, text = _kafka_error(exc)
-            if output is OutputFormat.JSON:
-                emit_json({"group": group, "error": name})
-                continue
             console.file.write(
                 kf.error_line("Executing consumer group command failed due to " + kf.java_error(name, text))
             )
@@ -1057,9 +1066,6 @@ def _describe_groups(
         state = _kafka_state(description.state)
         committed = _committed_offsets(cluster, admin, group)
         if state == "Dead" and not committed:
-            if output is OutputFormat.JSON:
-                emit_json({"group": group, "error": "GROUP_ID_NOT_FOUND"})
-                continue
             console.file.write(
                 kf.error_line(
                     "Executing consumer group command failed due to "
@@ -1091,21 +1097,6 @@ def _describe_groups(
                 "offsets": _offset_rows(cluster, admin, group, members, committed),
             }
         )
-    if output is OutputFormat.JSON:
-        emit_json(
-            [
-                {
-                    "group": d["group"],
-                    "state": d["state"],
-                    "coordinator": d["coordinator"],
-                    "assignment_strategy": d["strategy"] or None,
-                    "members": [vars(m) for m in d["members"]],
-                    "offsets": [{**vars(r), "lag": r.lag} for r in d["offsets"]],
-                }
-                for d in data
-            ]
-        )
-        return
     for d in data:
         stdout, stderr = kf.no_members_note(d["group"], d["state"])
         if stderr:
@@ -1315,16 +1306,17 @@ def _delete_offsets(cluster: Cluster, groups: list[str], topics: list[str], outp
     partitions = topic_specs(cluster, cluster.admin(), topics)
     group_error, results = delete_offsets(cluster.bootstrap, group, partitions, cluster.timeout_s)
     if output is OutputFormat.JSON:
-        emit_json(
-            {
-                "group": group,
-                "error": group_error,
-                "partitions": [
-                    {"topic": r.topic, "partition": r.partition, "error": r.error} for r in results
-                ],
-            }
-        )
+        first = group_error or next((r.error for r in results if r.error), None)
+        rows = [
+            {"topic": r.topic, "partition": r.partition, "status": r.error or "Successful"}
+            for r in sorted(results, key=lambda r: (r.topic, r.partition))
+        ]
+        emit_json([{"group": group, "error": group_error, "ok": first is None, "partitions": rows}])
+        if first is not None:
+            raise CliError(f"could not delete offsets of {group}: {first}")
     else:
+        # DeleteConsumerGroupOffsetsResult.all() fails with the first partition's error too
+        group_error = group_error or next((r.error for r in results if r.error), None)
         if group_error is None:
             console.file.write(f"Request succeeded for deleting offsets from group {group}.\n")
         elif group_error in _DELETE_OFFSETS_GROUP_ERRORS:
