@@ -1327,11 +1327,11 @@ def _delete_offsets(cluster: Cluster, groups: list[str], topics: list[str], outp
             )
         else:
             console.file.write(kf.error_line(f"Encountered some unknown error: {group_error}"))
-        rows = [
+        table: list[tuple[str, int, str | None]] = [
             (r.topic, r.partition, None if r.error is None else kf.JAVA_ERRORS.get(r.error, ("", r.error))[1])
             for r in results
         ]
-        console.file.write(kf.delete_offsets_table(rows))
+        console.file.write(kf.delete_offsets_table(table))
 
 
 # --------------------------------------------------------------------------------------------
