@@ -918,6 +918,26 @@ def kafka_consumer_groups(argv: list[str]) -> None:
     if action == "delete-offsets":
         _delete_offsets(cluster, groups, args.topic, output)
         return
+    if output is OutputFormat.JSON:  # kompakt's data, as `kompakt group reset-offsets` gives it
+        from kompakt.cli import group_cmd
+
+        for group in groups:
+            group_cmd.reset_offsets_command(
+                group,
+                topic=args.topic or None,
+                all_topics=args.all_topics,
+                to_earliest=args.to_earliest,
+                to_latest=args.to_latest,
+                to_offset=args.to_offset,
+                to_datetime=args.to_datetime,
+                shift_by=args.shift_by,
+                by_duration=args.by_duration,
+                execute=args.execute,
+                bootstrap=bootstrap,
+                timeout=timeout,
+                output=output,
+            )
+        return
     _reset_offsets(cluster, groups, args, output)
 
 
@@ -938,8 +958,9 @@ def _groups_parser() -> _Parser:
     parser.add_argument("--to-datetime")
     for unsupported in ("to-current", "export"):
         parser.add_argument(f"--{unsupported}", action="store_true")
-    for unsupported in ("shift-by", "by-duration", "from-file"):
-        parser.add_argument(f"--{unsupported}")
+    parser.add_argument("--shift-by", type=int)
+    parser.add_argument("--by-duration")
+    parser.add_argument("--from-file")
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--execute", action="store_true")
     for view in ("members", "offsets", "verbose"):
@@ -958,7 +979,7 @@ def _groups_parser() -> _Parser:
 
 
 def _check_groups_args(args: argparse.Namespace, action: str) -> None:
-    for unsupported in ("to_current", "export", "shift_by", "by_duration", "from_file"):
+    for unsupported in ("to_current", "export", "from_file"):
         if getattr(args, unsupported):
             raise CliUsageError(
                 f"--{unsupported.replace('_', '-')} is not supported by kompakt's reset-offsets"
@@ -1191,13 +1212,19 @@ def _reset_offsets(
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
     from kompakt.cli import kafka_format as kf
+    from kompakt.cli import reset_shift
     from kompakt.cli.cluster import parse_timestamp_ms
     from kompakt.cli.group_cmd import topic_specs
     from kompakt.cli.output import err_console
 
     chosen = [args.to_earliest, args.to_latest, args.to_offset is not None, args.to_datetime is not None]
+    chosen += [args.shift_by is not None, args.by_duration is not None]
     if sum(chosen) != 1:
-        raise CliUsageError("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime")
+        raise CliUsageError(
+            "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by, "
+            "--by-duration"
+        )
+    relative = reset_shift.Relative.of(args.shift_by, args.by_duration)
     if bool(args.topic) == args.all_topics:
         raise CliUsageError("give --topic (repeatable) or --all-topics")
     at_ms = None if args.to_datetime is None else parse_timestamp_ms(args.to_datetime, "--to-datetime")
@@ -1225,6 +1252,17 @@ def _reset_offsets(
             target = latest
         elif args.to_offset is not None:
             target = {tp: min(max(args.to_offset, earliest[tp]), latest[tp]) for tp in partitions}
+        elif relative is not None:
+            target = relative.target(
+                partitions,
+                {tp: offset for tp, (offset, _) in committed.items()},
+                earliest,
+                latest,
+                lambda at_ms, parts=partitions: _end_offsets(
+                    cluster, admin, parts, KAFKA_ADMIN.OffsetSpec.for_timestamp(at_ms)
+                ),
+                console.file,
+            )
         else:
             assert at_ms is not None
             found = _end_offsets(cluster, admin, partitions, KAFKA_ADMIN.OffsetSpec.for_timestamp(at_ms))
@@ -1366,9 +1404,13 @@ def kafka_dump_log(argv: list[str]) -> None:
     parser.add_argument("--output", choices=["table", "json"], default="table")
     args = parser.parse_args(argv)
     output = OutputFormat(args.output)
+    if args.offsets_decoder or args.transaction_log_decoder:
+        from kompakt.cli import kafka_dump_decoders as decoders
+
+        parse = decoders.parse_offsets_record if args.offsets_decoder else decoders.parse_transaction_record
+        decoders.dump_decoded([p.strip() for p in args.files.split(",") if p.strip()], parse)
+        return
     for decoder in (
-        "offsets_decoder",
-        "transaction_log_decoder",
         "remote_log_metadata_decoder",
         "share_group_state_decoder",
         "key_decoder_class",
@@ -1458,3 +1500,14 @@ def register(app: typer.Typer) -> None:
         command.__doc__ = f"{summary} (Kafka's flags; --help lists them)."
         app.command(name, context_settings=settings, add_help_option=False)(command)
         app.command(f"{name}.sh", context_settings=settings, add_help_option=False, hidden=True)(command)
+
+
+# --------------------------------------------------------------------------------------------
+# for the tools in their own modules (kafka_acls, kafka_get_offsets, kafka_transactions, ...)
+
+ToolParser = _Parser
+"""argparse with kompakt's error convention (a usage error is one line, exit code 2)."""
+tool = _tool
+"""Register a Kafka-spelled tool: ``@tool("kafka-x", "one line of help")`` on ``fn(argv)``."""
+properties_file = _properties_file
+"""A Java properties file (``--producer.config``, ``--consumer.config``) as a dict; errors name the option."""
