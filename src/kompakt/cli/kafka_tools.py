@@ -21,6 +21,7 @@ accepted and have no effect. ``--bootstrap-server`` defaults to ``$KOMPAKT_BOOTS
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -1204,6 +1205,13 @@ def _offset_rows(
     return rows
 
 
+def _offsets_at(
+    cluster: Cluster, admin: Any, partitions: list[tuple[str, int]], at_ms: int
+) -> dict[tuple[str, int], int]:
+    """The first offset at or after ``at_ms`` of each partition (-1: none)."""
+    return _end_offsets(cluster, admin, partitions, KAFKA_ADMIN.OffsetSpec.for_timestamp(at_ms))
+
+
 def _reset_offsets(
     cluster: Cluster, groups: list[str], args: argparse.Namespace, output: OutputFormat
 ) -> None:
@@ -1258,9 +1266,7 @@ def _reset_offsets(
                 {tp: offset for tp, (offset, _) in committed.items()},
                 earliest,
                 latest,
-                lambda at_ms, parts=partitions: _end_offsets(
-                    cluster, admin, parts, KAFKA_ADMIN.OffsetSpec.for_timestamp(at_ms)
-                ),
+                functools.partial(_offsets_at, cluster, admin, partitions),
                 console.file,
             )
         else:
