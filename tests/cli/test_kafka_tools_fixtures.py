@@ -135,7 +135,7 @@ def _leader_epoch_column(text: str) -> str:
     out = []
     for line in text.splitlines(keepends=True):
         if line.startswith("g2 "):
-            line = re.sub(r"^(\S+\s+\S+\s+\S+\s+)\S+", lambda m: m.group(1) + "-", line)
+            line = re.sub(r"^(\S+\s+\S+\s+\S+\s+)\S+", r"\g<1>-", line)
         out.append(line)
     return "".join(out)
 
