@@ -232,6 +232,8 @@ STEPS: tuple[Step, ...] = (
     ),
     # ---------------------------------------------------------------- kafka-consumer-groups
     Step("groups-list", "kafka-consumer-groups", ("--list",)),
+    Step("groups-list-state", "kafka-consumer-groups", ("--list", "--state")),
+    Step("groups-describe-missing", "kafka-consumer-groups", ("--describe", "--group", "nope")),
     Step("groups-describe", "kafka-consumer-groups", ("--describe", "--group", "g1"), compare_stderr=True),
     Step(
         "groups-describe-members",
