@@ -18,14 +18,15 @@ Prints a Markdown table and, on its last stdout line, one JSON object.
   ``KOMPAKT_BENCH_VS_KAFKA_X`` (space separated ``name=value``).
 * Rounds: ``KOMPAKT_BENCH_ROUNDS`` (default 3). Every workload runs on both brokers back to back,
   the first broker alternating from round to round, so a noisy neighbour falls on both alike and
-  Kafka's JIT warms as the rounds go (the last round is reported apart as "warm"). The acks=1
-  topic is deleted on both brokers once both have produced it, the acks=all topic once both have
-  consumed it, and acks=1 and acks=all swap places every round: on this VM writing into page cache
-  the guest has not used for a while costs several times more than writing into recently freed
-  pages (the kernel's copy into the page cache took 0.35 to 2.5 CPU-s per GB across runs of the
-  same produce), so a fixed order or a growing page cache would bias one workload against the
-  other. A 16 MB produce and consume on each broker comes first (kompakt loads numpy and its
-  kernels on first use, the JVM its classes).
+  Kafka's JIT warms as the rounds go (the last round is reported apart as "warm"). Each topic is
+  deleted as soon as its broker is done with it (the acks=all topic is consumed right after its
+  produce), so every produce starts with none of the benchmark's topics in the page cache, and
+  acks=1 and acks=all swap places every round. On this VM, writing into page cache just freed
+  costs several times less than writing into memory the guest has not used for a while (the
+  kernel's copy into the page cache took 0.35 to 2.5 CPU-s per GB across runs of the same
+  produce). With one topic kept while the next was produced, the second produce of a round cost
+  both brokers more, whichever acks it used. A 16 MB produce and consume on each broker comes
+  first (kompakt loads numpy and its kernels on first use, the JVM its classes).
 * MB/s: bytes of values over ``rdkafka_performance``'s own clock (the producer's first send to
   its last delivery report; the consumer's first message to its last), in MiB/s as
   ``bench_broker.py`` reports them. ``cpu_s_per_gb``: the broker process's user+system CPU over
@@ -53,7 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -260,49 +261,34 @@ def run(brokers: list[Broker]) -> dict[str, Any]:
         delete_topics(broker, ["warmup-all"])
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {b.name: {} for b in brokers}
 
-    def measure(key: str, turn: list[Broker], phase: Callable[[Broker], dict[str, Any]], round_: int) -> None:
-        for broker in turn:
-            result = phase(broker)
-            result["round"] = round_ + 1
-            runs[broker.name].setdefault(key, []).append(result)
-            print(
-                f"round {round_ + 1} {broker.name:7} {key:36} {json.dumps(result)}",
-                file=sys.stderr,
-                flush=True,
-            )
+    def record(broker: Broker, key: str, round_: int, result: dict[str, Any]) -> None:
+        result["round"] = round_ + 1
+        runs[broker.name].setdefault(key, []).append(result)
+        print(
+            f"round {round_ + 1} {broker.name:7} {key:36} {json.dumps(result)}", file=sys.stderr, flush=True
+        )
 
     for round_ in range(ROUNDS):
         turn = brokers[round_ % len(brokers) :] + brokers[: round_ % len(brokers)]
-        # acks=1 and acks=all swap places every round: a produce that runs second writes while the
-        # first one's gigabyte is still in the page cache (or just freed), so a fixed order would
-        # bias one of them.
+        # Every produce starts with none of the benchmark's topics in the page cache (see the
+        # docstring): each topic is consumed (acks=all) and deleted before the next produce, on
+        # either broker. acks=1 and acks=all swap places every round all the same.
         acks_order = [("1", "one"), ("-1", "all")]
         if round_ % 2:
             acks_order.reverse()
         for partitions in PARTITION_COUNTS:
             label = f"{partitions} partition{'s' if partitions > 1 else ''}"
-            base = f"vs-p{partitions}-r{round_}"
             for acks, suffix in acks_order:
-                topic = f"{base}-{suffix}"
+                topic = f"vs-p{partitions}-r{round_}-{suffix}"
+                produced = f"produce acks={'all' if acks == '-1' else acks}, {label}"
                 for broker in turn:
                     create_topic(broker, topic, partitions)
-
-                def phase(broker: Broker, topic: str = topic, acks: str = acks) -> dict[str, Any]:
-                    return produce(broker, topic, RECORDS, acks)
-
-                measure(f"produce acks={'all' if acks == '-1' else acks}, {label}", turn, phase, round_)
-                if suffix == "one":  # only the acks=all topic is consumed
-                    for broker in brokers:
-                        delete_topics(broker, [topic])
-
-            def consumed(
-                broker: Broker, topic: str = f"{base}-all", partitions: int = partitions
-            ) -> dict[str, Any]:
-                return consume(broker, topic, RECORDS, partitions)
-
-            measure(f"consume, {label}", turn, consumed, round_)
-            for broker in brokers:
-                delete_topics(broker, [f"{base}-all"])
+                    record(broker, produced, round_, produce(broker, topic, RECORDS, acks))
+                    if suffix == "all":
+                        record(
+                            broker, f"consume, {label}", round_, consume(broker, topic, RECORDS, partitions)
+                        )
+                    delete_topics(broker, [topic])
     return {
         name: dict(sorted(rows.items(), key=lambda item: _row_order(item[0]))) for name, rows in runs.items()
     }
