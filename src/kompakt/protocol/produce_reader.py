@@ -15,6 +15,7 @@ a frame that passed the check decodes to the same values as kio's reader (tests 
 from __future__ import annotations
 
 import datetime
+import functools
 import struct
 import sys
 from collections.abc import Callable
@@ -86,7 +87,9 @@ def _records(frame: memoryview, at: int, flexible: bool) -> tuple[memoryview | N
     return frame[at : at + size], at + size
 
 
+@functools.cache
 def _reader(version: int) -> Callable[[memoryview, int], RequestPayload]:
+    """The reader of one version, built on its first Produce (start-up loads no Produce schema)."""
     request_class: Any = load_request_schema(_PRODUCE, version)
     module = sys.modules[request_class.__module__]
     topic_class: Any = module.TopicProduceData
@@ -130,12 +133,9 @@ def _reader(version: int) -> Callable[[memoryview, int], RequestPayload]:
     return read
 
 
-_READERS = {version: _reader(version) for version in VERSIONS}
-
-
 def read_produce(frame: bytes | memoryview, at: int, version: int) -> RequestPayload:
     """The Produce body of a bounds-checked frame starting at ``at``; records are views of it."""
     view = memoryview(frame)
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
-    return _READERS[version](view.toreadonly(), at)
+    return _reader(version)(view.toreadonly(), at)
