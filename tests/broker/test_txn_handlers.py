@@ -3,6 +3,7 @@ encodes them), on a broker with a real data directory."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -220,16 +221,41 @@ def test_txn_offset_commit_needs_add_offsets_first(wire: Dispatcher, txn_broker:
 def test_api_versions_advertises_the_transaction_apis(wire: Dispatcher) -> None:
     r = call(wire, ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
     ranges = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
-    assert {key: ranges[key] for key in (22, 24, 25, 26, 28, 61, 65, 66)} == {
+    # Kafka 4.1.2's ranges for these (its ApiVersions answer), Produce too.
+    assert {key: ranges[key] for key in (0, 22, 24, 25, 26, 28, 61, 65, 66)} == {
+        0: (3, 12),
         22: (0, 5),
         24: (0, 5),
         25: (0, 4),
-        26: (0, 4),
-        28: (0, 4),
+        26: (0, 5),
+        28: (0, 5),
         61: (0, 0),
         65: (0, 0),
         66: (0, 2),
     }
+    # transaction.version supported 0-2 and finalized at 2, as a Kafka 4.1 cluster formats itself:
+    # the Java producer then runs transactions version 2.
+    assert [(f.name, f.min_version, f.max_version) for f in r.supported_features] == [
+        ("transaction.version", 0, 2)
+    ]
+    assert [(f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features] == [
+        ("transaction.version", 2, 2)
+    ]
+    assert r.finalized_features_epoch >= 0
+
+
+def test_a_v1_only_broker_finalizes_transaction_version_1(txn_broker: Broker) -> None:
+    assert txn_broker.txn is not None
+    txn_broker.txn.config = dataclasses.replace(txn_broker.txn.config, transaction_version=1)
+    r = call(
+        Dispatcher(txn_broker),
+        ApiKey.API_VERSIONS,
+        3,
+        {"client_software_name": "t", "client_software_version": "1"},
+    )
+    assert [(f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features] == [
+        ("transaction.version", 1, 1)
+    ]
 
 
 def test_describe_of_an_unknown_id_answers_not_found_with_start_time_minus_one(wire: Dispatcher) -> None:
