@@ -20,7 +20,6 @@ from kompakt.protocol.client import Connection
 from kompakt.protocol.codec import ErrorCode
 from kompakt.records.builder import SimpleRecord, build_batch
 
-
 _RETRIABLE = (
     ErrorCode.concurrent_transactions,
     ErrorCode.coordinator_load_in_progress,
