@@ -410,15 +410,14 @@ class TransactionCoordinator:
         if not valid_epoch:
             return EndTxnResult(ErrorCode.producer_fenced)
         current = EndTxnResult(ErrorCode.none, metadata.producer_id, metadata.producer_epoch)
-        invalid = EndTxnResult(self._invalid_transition(metadata, commit))
         if state is TransactionState.ONGOING:
             target = TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT
             return self._complete_v2(metadata, target, fence, no_partition_added=False)
         if state is TransactionState.COMPLETE_COMMIT:
             if commit:
-                return current if is_retry else invalid
+                return current if is_retry else self._invalid_v2(metadata, commit)
             return (
-                invalid
+                self._invalid_v2(metadata, commit)
                 if is_retry
                 else self._complete_v2(metadata, TransactionState.PREPARE_ABORT, fence, True)
             )
@@ -429,18 +428,29 @@ class TransactionCoordinator:
                     if is_retry
                     else self._complete_v2(metadata, TransactionState.PREPARE_ABORT, fence, True)
                 )
-            return invalid
+            return self._invalid_v2(metadata, commit)
         if state is TransactionState.PREPARE_COMMIT:
-            return EndTxnResult(ErrorCode.concurrent_transactions) if commit else invalid
+            return (
+                EndTxnResult(ErrorCode.concurrent_transactions)
+                if commit
+                else self._invalid_v2(metadata, commit)
+            )
         if state is TransactionState.PREPARE_ABORT:
-            return EndTxnResult(ErrorCode.concurrent_transactions) if not commit else invalid
+            return (
+                EndTxnResult(ErrorCode.concurrent_transactions)
+                if not commit
+                else self._invalid_v2(metadata, commit)
+            )
         if state is TransactionState.EMPTY:
             return (
-                invalid
+                self._invalid_v2(metadata, commit)
                 if commit
                 else self._complete_v2(metadata, TransactionState.PREPARE_ABORT, fence, True)
             )
         raise IllegalTransitionError(f"{metadata.transactional_id} is {state.state_name} in the cache")
+
+    def _invalid_v2(self, metadata: TransactionMetadata, commit: bool) -> EndTxnResult:
+        return EndTxnResult(self._invalid_transition(metadata, commit))
 
     def _complete_v2(
         self, metadata: TransactionMetadata, target: TransactionState, fence: bool, no_partition_added: bool
