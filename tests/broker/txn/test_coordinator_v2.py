@@ -19,9 +19,6 @@ from kompakt.records.control import control_type_of
 from kompakt.records.record import decode_records
 
 from .test_coordinator import TOPIC, coordinator_for, produce_txn
-from .test_coordinator import clock as clock  # noqa: F401  (fixtures)
-from .test_coordinator import data_dir as data_dir  # noqa: F401
-from .test_coordinator import logs as logs  # noqa: F401
 
 E = ErrorCode
 
