@@ -265,3 +265,60 @@ def test_describe_of_an_unknown_id_answers_not_found_with_start_time_minus_one(w
     # the start time -1 as Kafka sends it (kio cannot decode a negative time, so bytes are checked).
     assert result.transaction_states[0].error_code is ErrorCode.transactional_id_not_found
     assert b"\x00\x69\x06ghost\x01\x00\x00\x00\x00" + b"\xff" * 8 in raw
+
+
+def _finalized(wire: Dispatcher) -> tuple[list[tuple[str, int, int]], int]:
+    r = call(wire, ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+    return [
+        (f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features
+    ], r.finalized_features_epoch
+
+
+def test_update_features_downgrades_and_upgrades_transaction_version_as_kafka(
+    wire: Dispatcher, txn_broker: Broker
+) -> None:
+    """kafka-features downgrade|upgrade --feature transaction.version=N, with Kafka 4.1's checks
+    and messages (the Java Admin against Kafka 4.1.2 got the same answers)."""
+
+    def update(version: int, level: int, upgrade_type: int = 1, validate_only: bool = False) -> Any:
+        update_key: dict[str, object] = {"feature": "transaction.version", "max_version_level": level}
+        if version == 0:
+            update_key["allow_downgrade"] = upgrade_type != 1
+        else:
+            update_key["upgrade_type"] = upgrade_type
+        values: dict[str, object] = {"timeout": 60_000, "feature_updates": [update_key]}
+        if version > 0:
+            values["validate_only"] = validate_only
+        return call(wire, ApiKey.UPDATE_FEATURES, version, values)
+
+    start, epoch = _finalized(wire)
+    assert start == [("transaction.version", 2, 2)]
+    refused = update(2, 1)
+    assert refused.error_code is ErrorCode.invalid_update_version
+    assert refused.error_message == (
+        "The update failed for all features since the following feature had an error: Invalid "
+        "update version 1 for feature transaction.version. Can't downgrade the version of this "
+        "feature without setting the upgrade type to either safe or unsafe downgrade."
+    )
+    too_new = update(2, 3)
+    assert too_new.error_message is not None
+    assert too_new.error_message.endswith("Local controller 0 only supports versions 0-2")
+    assert update(1, 1, upgrade_type=2, validate_only=True).error_code is ErrorCode.none
+    assert _finalized(wire)[0] == start
+    ok = update(0, 1, upgrade_type=2)  # v0: allow_downgrade
+    assert ok.error_code is ErrorCode.none
+    assert [(r.feature, r.error_code) for r in ok.results] == [("transaction.version", ErrorCode.none)]
+    levels, new_epoch = _finalized(wire)
+    assert (levels, new_epoch > epoch) == ([("transaction.version", 1, 1)], True)
+    # Persisted: a restarted coordinator on this data directory finalizes 1, not its configured 2.
+    assert txn_broker.log_manager is not None and txn_broker.producer_ids is not None
+    restarted = TransactionCoordinator(
+        txn_broker.log_manager,
+        txn_broker.clock,
+        txn_broker.producer_ids,
+        TxnConfig(transaction_log_num_partitions=2),
+    )
+    restarted.load()
+    assert restarted.transaction_version == 1
+    assert update(2, 2).error_code is ErrorCode.none
+    assert _finalized(wire)[0] == [("transaction.version", 2, 2)]

@@ -1,3 +1,4 @@
+// Development helper for tests/fixtures_src/capture_txn_v2.py (needs the JVM build of Kafka 4.1.2).
 import java.util.*;
 import org.apache.kafka.clients.admin.*;
 import org.apache.kafka.clients.producer.*;

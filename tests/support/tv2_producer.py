@@ -1,4 +1,4 @@
-"""A transactions-version-2 producer on the wire (KIP-890 part 2), for tests.
+"""A transactions-version-2 producer on the wire (KIP-890 part 2), for tests; version 1 too.
 
 No Python Kafka client speaks transactions v2 (librdkafka 2.16 sends EndTxn v1 and
 AddPartitionsToTxn v0, kafka-python and aiokafka stop at EndTxn v3): only Kafka's Java producer
@@ -8,6 +8,11 @@ AddPartitionsToTxn: the partition joins the transaction with its first batch), T
 (no AddOffsetsToTxn) and EndTxn v5, whose answer carries the epoch (or the new producer id) of
 the next transaction; sequences restart at 0 with every epoch. One record per batch, each
 answered before the next is sent, as ``send(...).get()`` does.
+
+With ``transaction_version=1`` it sends what the same producer sends when the broker finalized
+``transaction.version`` 1: AddPartitionsToTxn v3 before a partition's first batch,
+AddOffsetsToTxn v3 before TxnOffsetCommit v4, Produce v11 and EndTxn v4; the epoch stays and the
+sequences run on across transactions.
 """
 
 from __future__ import annotations
@@ -35,7 +40,16 @@ class Tv2Error(AssertionError):
 class Tv2Producer:
     """One transactional id over one connection to a single-node cluster."""
 
-    def __init__(self, host: str, port: int, transactional_id: str, timeout_ms: int = 60_000) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        transactional_id: str,
+        timeout_ms: int = 60_000,
+        transaction_version: int = 2,
+    ) -> None:
+        self.v2 = transaction_version >= 2
+        self._in_txn: set[tuple[str, int]] = set()
         self.conn = Connection(host, port, 20.0, client_id=f"producer-{transactional_id}")
         self.transactional_id = transactional_id
         self.timeout_ms = timeout_ms
@@ -96,10 +110,30 @@ class Tv2Producer:
         self._sequences.clear()
 
     def send(self, topic: str, partition: int, key: bytes, value: bytes) -> int:
-        """Produce v12 of one transactional record; its offset."""
+        """Produce v12 of one transactional record (v11 after AddPartitionsToTxn v3 with version 1);
+        its offset."""
+        if not self.v2 and (topic, partition) not in self._in_txn:
+            values_add = {
+                "v3_and_below_transactional_id": self.transactional_id,
+                "v3_and_below_producer_id": self.producer_id,
+                "v3_and_below_producer_epoch": self.epoch,
+                "v3_and_below_topics": [{"name": topic, "partitions": [partition]}],
+            }
+            added = self._retrying(
+                ApiKey.ADD_PARTITIONS_TO_TXN,
+                3,
+                values_add,
+                lambda r: r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+            )
+            code = added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+            if code is not ErrorCode.none:
+                raise Tv2Error(f"AddPartitionsToTxn: {code.name}")
+            self._in_txn.add((topic, partition))
         seq = self._sequences.get((topic, partition), 0)
         batch = build_batch(
-            [SimpleRecord(key, value, 0)],
+            # the time of sending, as a client stamps it (a record at time 0 would make both
+            # Kafka and kompakt roll the segment at the next marker, stamped with the real time)
+            [SimpleRecord(key, value, int(time.time() * 1000))],
             producer_id=self.producer_id,
             producer_epoch=self.epoch,
             base_sequence=seq,
@@ -112,7 +146,10 @@ class Tv2Producer:
             "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
         }
         r = self._retrying(
-            ApiKey.PRODUCE, 12, values, lambda r: r.responses[0].partition_responses[0].error_code
+            ApiKey.PRODUCE,
+            12 if self.v2 else 11,
+            values,
+            lambda r: r.responses[0].partition_responses[0].error_code,
         )
         answer = r.responses[0].partition_responses[0]
         if answer.error_code is not ErrorCode.none:
@@ -130,6 +167,16 @@ class Tv2Producer:
             {"key_type": 0, "coordinator_keys": [group]},
             lambda r: r.coordinators[0].error_code,
         )
+        if not self.v2:
+            values_add = {
+                "transactional_id": self.transactional_id,
+                "producer_id": self.producer_id,
+                "producer_epoch": self.epoch,
+                "group_id": group,
+            }
+            added = self._retrying(ApiKey.ADD_OFFSETS_TO_TXN, 3, values_add, lambda r: r.error_code)
+            if added.error_code is not ErrorCode.none:
+                raise Tv2Error(f"AddOffsetsToTxn: {added.error_code.name}")
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for (topic, partition), offset in offsets.items():
             by_topic.setdefault(topic, []).append(
@@ -151,7 +198,10 @@ class Tv2Producer:
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
         }
         r = self._retrying(
-            ApiKey.TXN_OFFSET_COMMIT, 5, values, lambda r: r.topics[0].partitions[0].error_code
+            ApiKey.TXN_OFFSET_COMMIT,
+            5 if self.v2 else 4,
+            values,
+            lambda r: r.topics[0].partitions[0].error_code,
         )
         errors = {p.error_code for t in r.topics for p in t.partitions}
         if errors != {ErrorCode.none}:
@@ -171,9 +221,13 @@ class Tv2Producer:
             "producer_epoch": self.epoch,
             "committed": commit,
         }
-        r = self._retrying(ApiKey.END_TXN, 5, values, lambda r: r.error_code)
+        r = self._retrying(ApiKey.END_TXN, 5 if self.v2 else 4, values, lambda r: r.error_code)
         if r.error_code is not ErrorCode.none:
             raise Tv2Error(f"EndTxn: {r.error_code.name}")
+        self._started = False
+        self._in_txn.clear()
+        if not self.v2:
+            return self.producer_id, self.epoch
         if int(r.producer_id) != self.producer_id or int(r.producer_epoch) != self.epoch:
             self._sequences.clear()
         self.producer_id, self.epoch = int(r.producer_id), int(r.producer_epoch)
@@ -181,9 +235,11 @@ class Tv2Producer:
         return self.producer_id, self.epoch
 
 
-def run_java_scenario(host: str, port: int, topic: str, transactional_id: str, group: str) -> None:
+def run_java_scenario(
+    host: str, port: int, topic: str, transactional_id: str, group: str, transaction_version: int = 2
+) -> None:
     """``tests/fixtures_src/TxnDiff.java``'s producer half, request for request."""
-    with Tv2Producer(host, port, transactional_id) as producer:
+    with Tv2Producer(host, port, transactional_id, transaction_version=transaction_version) as producer:
         producer.init()
         n = 0
         for t in range(6):

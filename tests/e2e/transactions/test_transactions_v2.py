@@ -7,9 +7,8 @@ offset commit) ran against it, captured and normalised by :mod:`tests.support.tx
 (``tests/fixtures_src/capture_txn_v2.py`` regenerates it). The same Java program against kompakt
 leaves the identical capture; without a JVM here, the test drives kompakt with
 :mod:`tests.support.tv2_producer`, which sends the Java producer's requests (its capture against
-Kafka 4.1.2 is the same too, but for one producer snapshot Kafka took mid-run on its own timing),
-and compares: batches, epochs, sequences, markers and their epochs, the ``__transaction_state``
-records and the final producer-state snapshot.
+Kafka 4.1.2 is the same too), and compares: batches, epochs, sequences, markers and their epochs, the ``__transaction_state``
+records and the producer-state snapshots.
 """
 
 from __future__ import annotations
@@ -29,7 +28,9 @@ from .txn_clients import create_topic, read_all
 
 pytestmark = pytest.mark.xdist_group("e2e-txn")
 
-FIXTURE = Path(__file__).parents[2] / "broker" / "txn" / "fixtures" / "kafka41_tv2_java_producer.json"
+FIXTURES = Path(__file__).parents[2] / "broker" / "txn" / "fixtures"
+FIXTURE = FIXTURES / "kafka41_tv2_java_producer.json"
+FIXTURE_V1 = FIXTURES / "kafka41_tv1_java_producer.json"
 TOPIC, TXN_ID, GROUP = "tv2", "tv2-app", "tv2-group"
 #: As the Kafka run: one __transaction_state partition, Kafka's 50 offsets partitions.
 OVERRIDES = (
@@ -73,14 +74,18 @@ def test_the_java_producers_transactions_leave_what_kafka_41_leaves(served: Brok
     assert got["data"] == expected["data"]
     assert got["group_offsets"] == expected["group_offsets"]
     assert got["transaction_state"] == expected["transaction_state"]
-    assert got["snapshots"][-1] == expected["snapshots"][-1]
+    assert got["snapshots"] == expected["snapshots"]
 
 
-def test_a_v1_only_broker_finalizes_transaction_version_1_and_still_runs_transactions(
+def test_a_v1_only_broker_runs_the_java_producers_transactions_as_kafka_41_at_version_1(
     tmp_path: Path,
 ) -> None:
+    """``transaction.version=1`` (Kafka: ``kafka-features downgrade --feature transaction.version=1``):
+    the Java producer then uses AddPartitionsToTxn, AddOffsetsToTxn and EndTxn v4, one epoch
+    throughout; the fixture is Kafka 4.1.2 downgraded so, running the same Java program."""
     broker = _serve(tmp_path / "data", "transaction.version=1")
     try:
+        create_topic(broker.bootstrap, TOPIC)
         with Tv2Producer("127.0.0.1", broker.port, "probe") as probe:
             assert probe.finalized_transaction_version() == 1
             r = probe.conn.call(
@@ -89,5 +94,12 @@ def test_a_v1_only_broker_finalizes_transaction_version_1_and_still_runs_transac
             assert [(f.name, f.min_version, f.max_version) for f in r.supported_features] == [
                 ("transaction.version", 0, 2)
             ]
+        run_java_scenario("127.0.0.1", broker.port, TOPIC, TXN_ID, GROUP, transaction_version=1)
+        committed, lso = read_all(broker.bootstrap, TOPIC, "read_committed")
+        assert (len(committed), lso) == (12, 24)
     finally:
-        assert broker.stop() == 0
+        assert broker.stop() == 0, broker.stderr_path.read_text()
+    got = capture(broker.data_dir, TOPIC, TXN_ID, GROUP)
+    expected = json.loads(FIXTURE_V1.read_text())
+    assert {b["epoch"] for b in got["data"]} == {0}
+    assert got == expected

@@ -9,8 +9,8 @@ cluster formats itself). A Kafka 4 client reads the finalized level to choose it
 protocol: at 2 the Java producer uses transactions version 2 (EndTxn v5, Produce v12,
 TxnOffsetCommit v5, an epoch bump per transaction); at 1 or 0 the earlier one. A level of 0 is
 not listed, as Kafka lists only features finalized above 0. The finalized-features epoch is
-Kafka's metadata offset; a single node whose level changes only with a restart answers a fixed
-epoch above -1 (clients ignore feature lists with an epoch older than one they have seen).
+the coordinator's (``TransactionCoordinator.features_epoch``), which grows with every change.
+UpdateFeatures changes the level (:mod:`kompakt.broker.handlers.update_features`).
 """
 
 from __future__ import annotations
@@ -23,12 +23,11 @@ from kompakt.protocol.messages import api_versions as m
 TRANSACTION_VERSION_FEATURE = "transaction.version"
 #: The transaction versions kompakt serves (Kafka 4.1's ``TransactionVersion`` TV_0..TV_2).
 SUPPORTED_TRANSACTION_VERSIONS = (0, 2)
-FINALIZED_FEATURES_EPOCH = 1
 
 
 def handle(ctx: RequestContext, request: m.ApiVersionsRequest) -> m.ApiVersionsResponse:
     txn = ctx.broker.txn
-    level = txn.config.transaction_version if txn is not None else 0
+    level = txn.transaction_version if txn is not None else 0
     low, high = SUPPORTED_TRANSACTION_VERSIONS
     return m.ApiVersionsResponse(
         error_code=codec.ErrorCode.none,
@@ -39,7 +38,7 @@ def handle(ctx: RequestContext, request: m.ApiVersionsRequest) -> m.ApiVersionsR
         supported_features=[
             m.SupportedFeatureKey(name=TRANSACTION_VERSION_FEATURE, min_version=low, max_version=high)
         ],
-        finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
+        finalized_features_epoch=txn.features_epoch if txn is not None else -1,
         finalized_features=[
             m.FinalizedFeatureKey(
                 name=TRANSACTION_VERSION_FEATURE, min_version_level=level, max_version_level=level

@@ -29,10 +29,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kompakt.broker.client_regex import compile_regex
 from kompakt.broker.producer_ids import ProducerIdManager
+from kompakt.broker.txn.features import TRANSACTION_VERSION, load_levels, save_levels
 from kompakt.broker.txn.markers import TransactionMarkerChannelManager
 from kompakt.broker.txn.metadata import (
     MAX_EPOCH,
@@ -103,15 +104,56 @@ class TransactionCoordinator:
         config: TxnConfig | None = None,
     ) -> None:
         self.clock = clock
+        self._logs = log_manager
         self.config = config or TxnConfig()
+        #: ApiVersions' finalized-features epoch. Kafka's is the metadata offset of the last
+        #: change; a client ignores a feature list whose epoch is not above one it has seen, so
+        #: it must grow with every change, across restarts too: the wall clock at start-up and at
+        #: each change does that without a file of its own.
+        self.features_epoch = clock.now_ms()
         self.producer_ids = producer_ids
         self.state = TransactionStateManager(log_manager, clock, self.config)
         self.markers = TransactionMarkerChannelManager(log_manager, clock, self.state)
 
     # ---- start-up --------------------------------------------------------------------------------
 
+    # ---- the transaction.version feature ------------------------------------------------------
+
+    @property
+    def transaction_version(self) -> int:
+        """The finalized ``transaction.version`` (ApiVersions advertises it)."""
+        return self.config.transaction_version
+
+    def finalize_transaction_version(self, level: int, persist: bool = True) -> None:
+        """Install a new finalized level (an UpdateFeatures), persisted first so a restart keeps it.
+
+        Transactions in flight are not touched: a client's version is the one its requests
+        speak; the level decides what new clients choose and how fences and timeouts abort.
+        """
+        if persist:
+            levels = load_levels(self._logs.data_dir)
+            levels[TRANSACTION_VERSION] = level
+            save_levels(self._logs.data_dir, levels)
+        self.config = replace(self.config, transaction_version=level)
+        self.state.config = self.config
+        self.features_epoch = max(self.features_epoch + 1, self.clock.now_ms())
+        log.info("Finalized %s %d", TRANSACTION_VERSION, level)
+
     def load(self) -> None:
-        """Load ``__transaction_state`` and finish the transactions that were decided."""
+        """Load ``__transaction_state`` and finish the transactions that were decided.
+
+        A ``transaction.version`` changed by UpdateFeatures (persisted in the data directory)
+        replaces the configured one first.
+        """
+        persisted = load_levels(self._logs.data_dir).get(TRANSACTION_VERSION)
+        if persisted is not None and persisted != self.config.transaction_version:
+            log.info(
+                "%s is %d (set by UpdateFeatures), not the configured %d",
+                TRANSACTION_VERSION,
+                persisted,
+                self.config.transaction_version,
+            )
+            self.finalize_transaction_version(persisted, persist=False)
         for metadata in self.state.load():
             log.info(
                 "Completing transaction %r (%s) left decided at the last shutdown",
