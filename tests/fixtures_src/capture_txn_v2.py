@@ -71,7 +71,9 @@ def _wait_port(port: int, deadline_s: float = 90.0) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--broker", choices=("kafka", "kompakt"), default="kafka")
     parser.add_argument("--client", choices=("java", "wire"), default="java")
     parser.add_argument("--transaction-version", type=int, choices=(1, 2), default=2)
@@ -106,7 +108,8 @@ def main() -> None:
         _wait_port(args.port)
         bootstrap = f"127.0.0.1:{args.port}"
         if args.broker == "kafka" and args.transaction_version != 2:
-            print(_java(build, classes, "Features", bootstrap, str(args.transaction_version), "SAFE_DOWNGRADE"))
+            level = str(args.transaction_version)
+            print(_java(build, classes, "Features", bootstrap, level, "SAFE_DOWNGRADE"))
         if args.client == "java":
             print(_java(build, classes, "TxnDiff", bootstrap, TOPIC))
         else:

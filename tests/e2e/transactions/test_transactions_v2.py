@@ -6,9 +6,9 @@ transactions of three records, the third and fifth aborted, the fourth with a tr
 offset commit) ran against it, captured and normalised by :mod:`tests.support.txn_capture`
 (``tests/fixtures_src/capture_txn_v2.py`` regenerates it). The same Java program against kompakt
 leaves the identical capture; without a JVM here, the test drives kompakt with
-:mod:`tests.support.tv2_producer`, which sends the Java producer's requests (its capture against
-Kafka 4.1.2 is the same too), and compares: batches, epochs, sequences, markers and their epochs, the ``__transaction_state``
-records and the producer-state snapshots.
+:mod:`tests.support.tv2_producer`, which sends the Java producer's requests (its capture
+against Kafka 4.1.2 is the same too), and compares: batches, epochs, sequences, markers and
+their epochs, the ``__transaction_state`` records and the producer-state snapshots.
 """
 
 from __future__ import annotations
