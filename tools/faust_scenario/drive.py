@@ -13,7 +13,8 @@ restarts the broker at 70 %, writes one probe per key at the end, and waits unti
 has an output. It prints the inputs with no output (lost) and with more than one (doubled) in
 the read_committed output.
 
-Usage: drive.py kompakt|kafka PORT N RUN_ID   (work files in $FAUST_WORK/run-KIND-RUN_ID, /tmp/faust-scenario by default)
+Usage: drive.py kompakt|kafka PORT N RUN_ID
+(work files in $FAUST_WORK/run-KIND-RUN_ID, /tmp/faust-scenario by default)
 """
 
 import os
