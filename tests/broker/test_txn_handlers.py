@@ -322,3 +322,24 @@ def test_update_features_downgrades_and_upgrades_transaction_version_as_kafka(
     assert restarted.transaction_version == 1
     assert update(2, 2).error_code is ErrorCode.none
     assert _finalized(wire)[0] == [("transaction.version", 2, 2)]
+
+
+def test_produce_v12_adds_the_partition_and_end_txn_v5_bumps_the_epoch(wire: Dispatcher) -> None:
+    """A transactions-v2 producer over the wire: no AddPartitionsToTxn; errors at v10-12 encode."""
+    pid, epoch = init(wire, version=5)
+    values = produce_values(TOPIC, 0, txn_batch(pid, epoch, 0, b"v0"))
+    values["transactional_id"] = TXN_ID
+    for version in (10, 11, 12):
+        missing = call(wire, ApiKey.PRODUCE, version, produce_values("no-such-topic!", 0, b""))
+        assert missing.responses[0].partition_responses[0].error_code is ErrorCode.unknown_topic_or_partition
+    # v11 does not add: the partition is not in the transaction (TRANSACTION_ABORTABLE from v11).
+    early = call(wire, ApiKey.PRODUCE, 11, values).responses[0].partition_responses[0]
+    assert early.error_code is ErrorCode.transaction_abortable
+    added = call(wire, ApiKey.PRODUCE, 12, values).responses[0].partition_responses[0]
+    assert (added.error_code, added.base_offset) == (ErrorCode.none, 0)
+    end = {"transactional_id": TXN_ID, "producer_id": pid, "producer_epoch": epoch, "committed": True}
+    r = call(wire, ApiKey.END_TXN, 5, end)
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (ErrorCode.none, pid, epoch + 1)
+    # The old epoch's late write is fenced (INVALID_PRODUCER_EPOCH for a v12 producer too).
+    late = call(wire, ApiKey.PRODUCE, 12, values).responses[0].partition_responses[0]
+    assert late.error_code is ErrorCode.invalid_producer_epoch
