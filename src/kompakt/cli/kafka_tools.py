@@ -866,6 +866,8 @@ def kafka_consumer_groups(argv: list[str]) -> None:
             to_latest=args.to_latest,
             to_offset=args.to_offset,
             to_datetime=args.to_datetime,
+            shift_by=args.shift_by,
+            by_duration=args.by_duration,
             execute=args.execute,
             bootstrap=bootstrap,
             timeout=timeout,
@@ -890,8 +892,9 @@ def _groups_parser() -> _Parser:
     parser.add_argument("--to-datetime")
     for unsupported in ("to-current", "export"):
         parser.add_argument(f"--{unsupported}", action="store_true")
-    for unsupported in ("shift-by", "by-duration", "from-file"):
-        parser.add_argument(f"--{unsupported}")
+    parser.add_argument("--shift-by", type=int)
+    parser.add_argument("--by-duration")
+    parser.add_argument("--from-file")
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--execute", action="store_true")
     for view in ("members", "offsets", "state", "verbose"):
@@ -903,7 +906,7 @@ def _groups_parser() -> _Parser:
 
 
 def _check_groups_args(args: argparse.Namespace, action: str) -> None:
-    for unsupported in ("to_current", "export", "shift_by", "by_duration", "from_file"):
+    for unsupported in ("to_current", "export", "from_file"):
         if getattr(args, unsupported):
             raise CliUsageError(
                 f"--{unsupported.replace('_', '-')} is not supported by kompakt's reset-offsets"
@@ -1004,9 +1007,13 @@ def kafka_dump_log(argv: list[str]) -> None:
     parser.add_argument("--output", choices=["table", "json"], default="table")
     args = parser.parse_args(argv)
     output = OutputFormat(args.output)
+    if args.offsets_decoder or args.transaction_log_decoder:
+        from kompakt.cli import kafka_dump_decoders as decoders
+
+        parse = decoders.parse_offsets_record if args.offsets_decoder else decoders.parse_transaction_record
+        decoders.dump_decoded([p.strip() for p in args.files.split(",") if p.strip()], parse)
+        return
     for decoder in (
-        "offsets_decoder",
-        "transaction_log_decoder",
         "remote_log_metadata_decoder",
         "share_group_state_decoder",
         "key_decoder_class",
@@ -1062,3 +1069,14 @@ def register(app: typer.Typer) -> None:
         command.__doc__ = f"{summary} (Kafka's flags; --help lists them)."
         app.command(name, context_settings=settings, add_help_option=False)(command)
         app.command(f"{name}.sh", context_settings=settings, add_help_option=False, hidden=True)(command)
+
+
+# --------------------------------------------------------------------------------------------
+# for the tools in their own modules (kafka_acls, kafka_get_offsets, kafka_transactions, ...)
+
+ToolParser = _Parser
+"""argparse with kompakt's error convention (a usage error is one line, exit code 2)."""
+tool = _tool
+"""Register a Kafka-spelled tool: ``@tool("kafka-x", "one line of help")`` on ``fn(argv)``."""
+properties_file = _properties_file
+"""A Java properties file (``--producer.config``, ``--consumer.config``) as a dict; errors name the option."""
