@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kompakt.cli.output import CliError
-from kompakt.cli.wire_client import Connection, _bootstrap_hosts
+from kompakt.cli.wire_client import Connection, bootstrap_hosts
 
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
 BROKER_RESOURCE = 4
@@ -40,7 +40,7 @@ class DefaultConfig:
 
 def _connect(bootstrap: str, timeout_s: float) -> Connection:
     failures = []
-    for host, port in _bootstrap_hosts(bootstrap):
+    for host, port in bootstrap_hosts(bootstrap):
         try:
             return Connection(host, port, timeout_s)
         except CliError as exc:
