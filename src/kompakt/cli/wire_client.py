@@ -26,7 +26,7 @@ MAX_RESPONSE_BYTES = client.MAX_RESPONSE_BYTES
 """A response larger than this is not one of the small answers asked for here: refused."""
 
 
-def _bootstrap_hosts(bootstrap: str) -> list[tuple[str, int]]:
+def bootstrap_hosts(bootstrap: str) -> list[tuple[str, int]]:
     return client.bootstrap_hosts(bootstrap, CliError)
 
 
@@ -76,7 +76,7 @@ def _find_coordinator(bootstrap: str, group: str, timeout_s: float) -> tuple[str
     """The group's coordinator, asked of the first bootstrap server that answers (as every Kafka
     client does: a list names several brokers so that one being down does not matter)."""
     unreachable: list[str] = []
-    for host, port in _bootstrap_hosts(bootstrap):
+    for host, port in bootstrap_hosts(bootstrap):
         try:
             conn = Connection(host, port, timeout_s)
         except CliError as exc:
