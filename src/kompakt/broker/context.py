@@ -25,6 +25,7 @@ from kompakt.broker.deferred import Deferred
 from kompakt.broker.fetch_waiters import FetchWaiters
 from kompakt.broker.groups import ConsumerGroupConfig, GroupConfig, GroupCoordinator, GroupLog
 from kompakt.broker.producer_ids import ProducerIdManager
+from kompakt.broker.session import KafkaPrincipal, Session
 from kompakt.broker.txn.coordinator import TransactionCoordinator
 from kompakt.cleaner.log_cleaner import LogCleaner
 from kompakt.clock import Clock, SystemClock
@@ -276,6 +277,12 @@ class RequestContext:
     client_host: str
     #: The advertised ranges (from the handler table), for ApiVersions.
     api_versions: Mapping[int, VersionRange] = field(default_factory=dict)
+    #: The connection's listener and principal (shared by its requests; SASL changes it).
+    session: Session = field(default_factory=Session)
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        return self.session.principal
 
 
 #: What the dispatcher hands back: kio's response now, later, or none at all (Produce with acks=0).

@@ -21,6 +21,7 @@ from types import MappingProxyType
 from kompakt.broker import handlers as _handlers_package
 from kompakt.broker.context import Broker, HandlerResult, HandlerSpec, RequestContext
 from kompakt.broker.deferred import Deferred
+from kompakt.broker.session import Session
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey, VersionRange
 from kompakt.protocol.messages import Message
@@ -77,7 +78,9 @@ class Dispatcher:
     def spec(self, api_key: int) -> HandlerSpec:
         return self.handlers[api_key]
 
-    def context(self, request: codec.DecodedRequest, client_host: str) -> RequestContext:
+    def context(
+        self, request: codec.DecodedRequest, client_host: str, session: Session | None = None
+    ) -> RequestContext:
         return RequestContext(
             broker=self.broker,
             api_key=request.api_key,
@@ -86,6 +89,7 @@ class Dispatcher:
             client_id=request.client_id,
             client_host=client_host,
             api_versions=self.supported,
+            session=session if session is not None else Session(),
         )
 
     def call(self, ctx: RequestContext, body: codec.RequestPayload) -> HandlerResult:

@@ -42,6 +42,7 @@ from typing import TypeVar, cast
 
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.dispatch import Dispatcher
+from kompakt.broker.session import Session
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.framing import FrameTooLarge
@@ -291,8 +292,11 @@ class Connection(FrameProtocol):
         connections: set[Connection],
         request_metrics: RequestMetrics | None = None,
         memory: MemoryReturn | None = None,
+        session: Session | None = None,
     ) -> None:
         super().__init__(max_frame_bytes)
+        #: This connection's listener and principal; every request's context shares it.
+        self.session = session if session is not None else Session()
         self._dispatcher = dispatcher
         self._metrics = request_metrics
         self._memory = memory
@@ -434,7 +438,7 @@ class Connection(FrameProtocol):
         except codec.MalformedRequest as exc:
             log.warning("closing connection %s: %s", self.peer, exc)
             return False
-        ctx = dispatcher.context(request, self.client_host)
+        ctx = dispatcher.context(request, self.client_host, self.session)
         started = time.perf_counter()
         try:
             if dispatcher.spec(request.api_key).blocking:
@@ -513,11 +517,20 @@ def connection_factory(
     connections: set[Connection],
     request_metrics: RequestMetrics | None = None,
     memory: MemoryReturn | None = None,
+    *,
+    listener_name: str = "PLAINTEXT",
+    security_protocol: str = "PLAINTEXT",
 ) -> Callable[[], Connection]:
-    """The protocol factory of a Kafka listener: one :class:`Connection` per accepted socket."""
+    """The protocol factory of a Kafka listener: one :class:`Connection` per accepted socket,
+    each with a fresh :class:`Session` of the listener's name and security protocol."""
 
     def factory() -> Connection:
-        return Connection(dispatcher, max_frame_bytes, connections, request_metrics, memory)
+        session = Session(
+            listener_name=listener_name,
+            security_protocol=security_protocol,
+            authenticated=not security_protocol.startswith("SASL_"),
+        )
+        return Connection(dispatcher, max_frame_bytes, connections, request_metrics, memory, session)
 
     return factory
 
