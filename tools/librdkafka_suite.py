@@ -103,6 +103,8 @@ SUMMARY_ROW = re.compile(
     r"(?P<secs>[\d.]+)s\s*\|\s*(?P<reason>.*)$"
 )
 
+FAILURE = re.compile(r'### Test "(?!<MAIN>)(?P<where>[^"]+)" failed at [^\n]*###\n(?P<reason>[^\n]*)')
+
 
 def say(text: str) -> None:
     print(text, flush=True)  # noqa: T201 (a development script reports on stdout)
@@ -196,7 +198,16 @@ def run_one(args: argparse.Namespace, tests_dir: Path, conf: Path, out: Path, te
             proc.wait()
             return [Result(label, "TIMEOUT", time.monotonic() - started,
                            f"killed after {args.test_timeout} s (log {logfile})")]
-    text = ANSI.sub("", logfile.read_text(errors="replace"))
+    return parse_log(logfile.read_text(errors="replace"), label, subtests, rc, time.monotonic() - started)
+
+
+def parse_log(raw: str, label: str, subtests: str | None, rc: int, seconds: float) -> list[Result]:
+    """The runner's summary rows; without them (the runner aborted), its first failure.
+
+    The runner aborts before its summary when a failed test leaves client threads behind (an
+    assertion fails while a handle is still open), so the failure text is the useful part.
+    """
+    text = ANSI.sub("", raw)
     rows = [m for m in (SUMMARY_ROW.match(line.strip()) for line in text.splitlines()) if m]
     results = [
         Result(m["name"] if subtests is None else f"{m['name']}:{subtests}", m["state"], float(m["secs"]),
@@ -204,11 +215,13 @@ def run_one(args: argparse.Namespace, tests_dir: Path, conf: Path, out: Path, te
         for m in rows
         if m["name"] != "<MAIN>" and m["state"] != "DNS"
     ]
-    if not results:
-        tail = " / ".join(text.strip().splitlines()[-3:])
-        results = [Result(label, "CRASHED" if rc else "NONE", time.monotonic() - started,
-                          f"exit {rc}, no summary: {tail[:300]}")]
-    return results
+    if results:
+        return results
+    failure = FAILURE.search(text)
+    if failure:
+        return [Result(label, "FAILED", seconds, f"{failure['where']}: {failure['reason'].strip()[:400]}")]
+    tail = " / ".join(text.strip().splitlines()[-3:])
+    return [Result(label, "CRASHED" if rc else "NONE", seconds, f"exit {rc}, no summary: {tail[:300]}")]
 
 
 def default_realkafka() -> Path:
