@@ -18,7 +18,9 @@ DEADLINE_S = 10.0
 
 
 def http(method: str, url: str, body: bytes | None = None) -> tuple[int, Any]:
-    request = urllib.request.Request(url, method=method, data=body)
+    """One request as the admin client sends it: a POST says its body is JSON."""
+    headers = {"Content-Type": "application/json"} if method == "POST" else {}
+    request = urllib.request.Request(url, method=method, data=body, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.loads(response.read())

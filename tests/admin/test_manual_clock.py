@@ -62,7 +62,8 @@ def test_manual_clock_keeps_real_monotonic_time() -> None:
 def test_admin_port_defaults(tmp_path: Path) -> None:
     assert build_settings(tmp_path, None, 0, None, []).admin_port == 0
     assert build_settings(tmp_path, None, 19092, None, []).admin_port == 9192
-    assert build_settings(tmp_path, None, 0, None, [], "0.0.0.0", 8000).admin_host == "0.0.0.0"
+    token = ["admin.auth.token=s3cret-token"]
+    assert build_settings(tmp_path, None, 0, None, token, "0.0.0.0", 8000).admin_host == "0.0.0.0"
     assert build_settings(tmp_path, None, 0, None, [], None, -1).admin_port is None
     with pytest.raises(UsageError):
         build_settings(tmp_path, None, 0, None, [], None, 70000)
@@ -103,7 +104,12 @@ def test_serve_with_a_manual_clock_moves_time_over_http(tmp_path: Path) -> None:
         admin = match["admin"]
         with urllib.request.urlopen(f"{admin}/v1/clock", timeout=30) as response:
             start = json.loads(response.read())["now_ms"]
-        request = urllib.request.Request(f"{admin}/v1/clock/advance?by=25h", method="POST", data=b"")
+        request = urllib.request.Request(
+            f"{admin}/v1/clock/advance?by=25h",
+            method="POST",
+            data=b"{}",
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=30) as response:
             assert json.loads(response.read())["now_ms"] == start + 25 * 3_600_000
     finally:

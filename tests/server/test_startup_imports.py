@@ -2,9 +2,9 @@
 
 Start time is mostly import time. numpy (first Produce, Fetch or index read), prometheus_client
 (first ``/metrics`` scrape), the log map's explain engine (first map request), crc32c (first
-checksum; its package imports importlib.metadata), h11 (first admin request) and typer (any
-command line but a plain ``kompakt serve``) stay out of the start path; this test keeps a
-refactoring from pulling them back in unnoticed.
+checksum; its package imports importlib.metadata), h11 (first admin request), re2 (the first
+client regex) and typer (any command line but a plain ``kompakt serve``) stay out of the start
+path; this test keeps a refactoring from pulling them back in unnoticed.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ DEFERRED = (
     "crc32c",
     "importlib.metadata",
     "h11",
+    "re2",
 )
 
 

@@ -25,7 +25,7 @@ from kompakt.log.manager import LogManager
 READY = re.compile(
     r"^kompakt ready: listening on (?P<host>[^:]+):(?P<port>\d+), data directory (?P<dir>.+) \("
 )
-ADMIN_URL = re.compile(r", admin (?P<url>http://[^,\s]+)")
+ADMIN_URL = re.compile(r", admin (?P<url>https?://[^,\s]+)")
 START_DEADLINE_S = 30.0
 COMPACTED = "compacted"
 

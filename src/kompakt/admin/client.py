@@ -4,19 +4,31 @@ Standard library only (``urllib``), so ``kompakt admin`` and scripts need nothin
 method returns the endpoint's decoded JSON; failures are one-line :class:`KompaktError` messages:
 :class:`AdminUnreachableError` when nothing answers at the URL, :class:`AdminRequestError` with
 the HTTP status and the endpoint's ``{"error": ...}`` message otherwise.
+
+Credentials: the bearer token an endpoint beyond loopback requires is given explicitly, or read
+from ``$KOMPAKT_ADMIN_TOKEN``, or from the file ``$KOMPAKT_ADMIN_TOKEN_FILE`` names (its first
+line); an ``https://`` endpoint with a private certificate authority is verified against
+``$KOMPAKT_ADMIN_CAFILE``. A ``POST`` says ``Content-Type: application/json``, as the endpoint
+requires of every state-changing request (a web page cannot send that type cross-site).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import ssl
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from kompakt.errors import OperatorError
 
 DEFAULT_ADMIN_URL = "http://127.0.0.1:9192"
+TOKEN_ENV = "KOMPAKT_ADMIN_TOKEN"  # noqa: S105 - the variable's name, not a token
+TOKEN_FILE_ENV = "KOMPAKT_ADMIN_TOKEN_FILE"  # noqa: S105 - a variable's name
+CAFILE_ENV = "KOMPAKT_ADMIN_CAFILE"
 
 
 class AdminUnreachableError(OperatorError):
@@ -32,12 +44,56 @@ class AdminRequestError(OperatorError):
         self.body = body
 
 
+def read_token_file(path: str | Path) -> str:
+    """The token in ``path`` (its first line, stripped); an :class:`OperatorError` if unreadable."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise OperatorError(f"cannot read the admin token file {path}: {reason}") from None
+    token = lines[0].strip() if lines else ""
+    if not token:
+        raise OperatorError(f"the admin token file {path} holds no token")
+    return token
+
+
+def resolve_token(token: str | None = None, token_file: str | Path | None = None) -> str | None:
+    """The token to send: ``token``, else ``token_file``'s, else ``$KOMPAKT_ADMIN_TOKEN``, else
+    the file ``$KOMPAKT_ADMIN_TOKEN_FILE`` names; None when there is none (loopback needs none)."""
+    if token:
+        return token
+    if token_file is not None:
+        return read_token_file(token_file)
+    from_env = os.environ.get(TOKEN_ENV, "").strip()
+    if from_env:
+        return from_env
+    env_file = os.environ.get(TOKEN_FILE_ENV, "").strip()
+    return read_token_file(env_file) if env_file else None
+
+
 class AdminClient:
     """Calls the admin endpoint at ``base_url`` (e.g. ``http://127.0.0.1:9192``)."""
 
-    def __init__(self, base_url: str = DEFAULT_ADMIN_URL, *, timeout_s: float = 300.0) -> None:
+    def __init__(
+        self,
+        base_url: str = DEFAULT_ADMIN_URL,
+        *,
+        timeout_s: float = 300.0,
+        token: str | None = None,
+        token_file: str | Path | None = None,
+        cafile: str | Path | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        self.token = resolve_token(token, token_file)
+        cafile = cafile if cafile is not None else (os.environ.get(CAFILE_ENV, "").strip() or None)
+        self._context: ssl.SSLContext | None = None
+        if cafile is not None:
+            try:
+                self._context = ssl.create_default_context(cafile=str(cafile))
+            except (OSError, ssl.SSLError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                raise OperatorError(f"cannot read the admin CA file {cafile}: {reason}") from None
 
     # ------------------------------------------------------------------ transport
 
@@ -55,9 +111,18 @@ class AdminClient:
             raise AdminUnreachableError(
                 f"the admin URL must start with http:// or https://, got {self.base_url}"
             )
-        req = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)  # noqa: S310
+        headers = {"Accept": "application/json"}
+        if self.token is not None:
+            headers["Authorization"] = f"Bearer {self.token}"
+        data = None
+        if method != "GET":
+            data = b"{}"
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(url, method=method, data=data, headers=headers)  # noqa: S310
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as response:  # noqa: S310 - scheme checked
+            with urllib.request.urlopen(  # noqa: S310 - scheme checked
+                req, timeout=self.timeout_s, context=self._context
+            ) as response:
                 body: bytes = response.read()
                 return body
         except urllib.error.HTTPError as exc:

@@ -1,14 +1,17 @@
 """``kompakt admin …``: operate a running broker through its admin HTTP endpoint.
 
 Every command is one request to ``--admin-url`` (default ``http://127.0.0.1:9192``, or
-``$KOMPAKT_ADMIN_URL``) and prints the answer as a table or, with ``--output json``, the
-endpoint's JSON unchanged. An unreachable endpoint or an error answer is one ``error:`` line and
-exit code 1 (raised as a :class:`KompaktError` and printed by ``kompakt.cli.main``).
+``$KOMPAKT_ADMIN_URL``; the bearer token of an endpoint beyond loopback from
+``--admin-token-file``, ``$KOMPAKT_ADMIN_TOKEN`` or ``$KOMPAKT_ADMIN_TOKEN_FILE``, an HTTPS
+endpoint's private CA from ``$KOMPAKT_ADMIN_CAFILE``) and prints the answer as a table or, with
+``--output json``, the endpoint's JSON unchanged. An unreachable endpoint or an error answer is
+one ``error:`` line and exit code 1 (raised as a :class:`KompaktError` and printed by ``kompakt.cli.main``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -20,7 +23,14 @@ from kompakt.cli.output import CliUsageError, OutputFormat, console, emit_json, 
 URL_OPTION = typer.Option("--admin-url", envvar="KOMPAKT_ADMIN_URL", help="The broker's admin endpoint.")
 OUTPUT_OPTION = typer.Option("--output", "-o", help="table or json.")
 
+TOKEN_FILE_OPTION = typer.Option(
+    "--admin-token-file",
+    envvar="KOMPAKT_ADMIN_TOKEN_FILE",
+    help="A file with the endpoint's bearer token (or set $KOMPAKT_ADMIN_TOKEN); needed beyond loopback.",
+)
+
 UrlArg = Annotated[str, URL_OPTION]
+TokenFileArg = Annotated[Path | None, TOKEN_FILE_OPTION]
 OutputArg = Annotated[OutputFormat, OUTPUT_OPTION]
 PartitionOpt = Annotated[int | None, typer.Option("--partition", "-p", help="One partition only.")]
 
@@ -38,10 +48,11 @@ def _ratio(value: float | None) -> str | None:
 def partitions(
     topic: Annotated[str | None, typer.Argument(help="Only this topic.")] = None,
     admin_url: UrlArg = DEFAULT_ADMIN_URL,
+    token_file: TokenFileArg = None,
     output: OutputArg = OutputFormat.TABLE,
 ) -> None:
     """Partitions with offsets, sizes, segments, dirty ratio and cleaning state."""
-    data = AdminClient(admin_url).partitions(topic)
+    data = AdminClient(admin_url, token_file=token_file).partitions(topic)
     if output is OutputFormat.JSON:
         emit_json(data)
         return
@@ -69,10 +80,11 @@ def explain(
     topic: Annotated[str, typer.Argument(help="The topic.")],
     partition: PartitionOpt = None,
     admin_url: UrlArg = DEFAULT_ADMIN_URL,
+    token_file: TokenFileArg = None,
     output: OutputArg = OutputFormat.TABLE,
 ) -> None:
     """Why the topic's partitions are (or are not) being compacted, live."""
-    data = AdminClient(admin_url).explain(topic, partition)
+    data = AdminClient(admin_url, token_file=token_file).explain(topic, partition)
     if output is OutputFormat.JSON:
         emit_json(data)
         return
@@ -97,10 +109,11 @@ def explain(
 def readers(
     topic: Annotated[str | None, typer.Argument(help="The topic (default: every compacted topic).")] = None,
     admin_url: UrlArg = DEFAULT_ADMIN_URL,
+    token_file: TokenFileArg = None,
     output: OutputArg = OutputFormat.TABLE,
 ) -> None:
     """Who holds tombstone removal, and which groups have not read the tombstones that will go."""
-    data = AdminClient(admin_url).readers(topic)
+    data = AdminClient(admin_url, token_file=token_file).readers(topic)
     if output is OutputFormat.JSON:
         emit_json(data)
         return
@@ -128,10 +141,11 @@ def roll(
     topic: Annotated[str, typer.Argument(help="The topic.")],
     partition: PartitionOpt = None,
     admin_url: UrlArg = DEFAULT_ADMIN_URL,
+    token_file: TokenFileArg = None,
     output: OutputArg = OutputFormat.TABLE,
 ) -> None:
     """Roll the active segment so its records become cleanable."""
-    data = AdminClient(admin_url).roll(topic, partition)
+    data = AdminClient(admin_url, token_file=token_file).roll(topic, partition)
     if output is OutputFormat.JSON:
         emit_json(data)
         return
@@ -143,10 +157,11 @@ def compact(
     partition: PartitionOpt = None,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="Start the clean and return at once.")] = False,
     admin_url: UrlArg = DEFAULT_ADMIN_URL,
+    token_file: TokenFileArg = None,
     output: OutputArg = OutputFormat.TABLE,
 ) -> None:
     """Compact now, whatever the dirty ratio (the active segment is never cleaned)."""
-    client = AdminClient(admin_url)
+    client = AdminClient(admin_url, token_file=token_file)
     if not no_wait and client.partitions(topic).get("kernels_compiling"):
         err_console.print(
             f"waiting for the native kernels to finish compiling (first run only, {COMPILE_ESTIMATE}; "
@@ -178,10 +193,11 @@ def retry(
     topic: Annotated[str, typer.Argument(help="The topic.")],
     partition: Annotated[int, typer.Argument(help="The partition.")],
     admin_url: UrlArg = DEFAULT_ADMIN_URL,
+    token_file: TokenFileArg = None,
     output: OutputArg = OutputFormat.TABLE,
 ) -> None:
     """Clear a partition's uncleanable mark so the cleaner tries it again."""
-    data = AdminClient(admin_url).retry(topic, partition)
+    data = AdminClient(admin_url, token_file=token_file).retry(topic, partition)
     if output is OutputFormat.JSON:
         emit_json(data)
     elif data["cleared"]:
@@ -203,15 +219,20 @@ def _print_clock(data: dict[str, Any], output: OutputFormat) -> None:
 
 
 @clock_app.command("show")
-def clock_show(admin_url: UrlArg = DEFAULT_ADMIN_URL, output: OutputArg = OutputFormat.TABLE) -> None:
+def clock_show(
+    admin_url: UrlArg = DEFAULT_ADMIN_URL,
+    token_file: TokenFileArg = None,
+    output: OutputArg = OutputFormat.TABLE,
+) -> None:
     """The broker's current time for log and cleaner rules."""
-    _print_clock(AdminClient(admin_url).clock(), output)
+    _print_clock(AdminClient(admin_url, token_file=token_file).clock(), output)
 
 
 @clock_app.command("advance")
 def clock_advance(
     duration: Annotated[str, typer.Argument(help="Milliseconds, or a duration such as 90s, 25h, 1h30m.")],
     admin_url: UrlArg = DEFAULT_ADMIN_URL,
+    token_file: TokenFileArg = None,
     output: OutputArg = OutputFormat.TABLE,
 ) -> None:
     """Move the manual clock forward and wake the cleaner."""
@@ -221,12 +242,12 @@ def clock_advance(
         parse_duration_ms(duration)
     except ValueError as exc:
         raise CliUsageError(str(exc)) from None
-    _print_clock(AdminClient(admin_url).advance_clock(duration), output)
+    _print_clock(AdminClient(admin_url, token_file=token_file).advance_clock(duration), output)
 
 
-def metrics(admin_url: UrlArg = DEFAULT_ADMIN_URL) -> None:
+def metrics(admin_url: UrlArg = DEFAULT_ADMIN_URL, token_file: TokenFileArg = None) -> None:
     """The Prometheus metrics, raw."""
-    console.file.write(AdminClient(admin_url).metrics())
+    console.file.write(AdminClient(admin_url, token_file=token_file).metrics())
 
 
 def register(app: typer.Typer) -> None:

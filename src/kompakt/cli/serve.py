@@ -12,9 +12,11 @@ wait for it (``--port 0`` picks a free port and the line names it)::
     kompakt ready: listening on 127.0.0.1:9092, data directory /abs/path (N topics, M partitions), admin http://127.0.0.1:9192
 
 The admin HTTP endpoint (JSON operations and ``/metrics``, see ``kompakt.server.admin_http``)
-listens on ``--admin-host`` (loopback by default: it has no authentication) and ``--admin-port``
-(default 9192; 0 picks a free port, and is the default when ``--port`` is 0 so that test brokers
-never collide; -1 runs no endpoint).
+listens on ``--admin-host`` (loopback by default) and ``--admin-port`` (default 9192; 0 picks a
+free port, and is the default when ``--port`` is 0 so that test brokers never collide; -1 runs no
+endpoint). Bound beyond loopback it needs a bearer token (``admin.auth.token`` or
+``admin.auth.token.file``) and refuses to start without one; ``admin.ssl.keystore.*`` makes it
+HTTPS (see ``kompakt.server.admin_access``).
 
 ``--clock manual`` is a testing mode: the wall-clock time of log and cleaner rules (segment rolls,
 retention, compaction lags, tombstone delete horizons, LogAppendTime) starts at the real time and
@@ -131,9 +133,9 @@ def build_settings(
     else:
         advertised_host = socket.getfqdn() if bind_host in _WILDCARD_HOSTS else bind_host
         advertised_port = 0  # the bound port, filled in once listening
-    from kompakt.server.app import AppSettings
+    from kompakt.server.app import AppSettings, admin_security
 
-    return AppSettings(
+    settings = AppSettings(
         data_dir=data_dir.resolve(),
         broker_config=config,
         host=bind_host,
@@ -143,6 +145,12 @@ def build_settings(
         admin_host=admin_host or DEFAULT_ADMIN_HOST,
         admin_port=None if admin_port == -1 else admin_port,
     )
+    if settings.admin_port is not None:
+        try:
+            admin_security(settings)  # no token where one is needed, an unreadable key: before any disk
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+    return settings
 
 
 def build_clock(mode: str) -> Clock:

@@ -39,7 +39,10 @@ def serve_command(
     ] = None,
     admin_host: Annotated[
         str | None,
-        typer.Option("--admin-host", help="Admin endpoint address (default 127.0.0.1; it has no auth)."),
+        typer.Option(
+            "--admin-host",
+            help="Admin endpoint address (default 127.0.0.1; beyond loopback it needs admin.auth.token).",
+        ),
     ] = None,
     clock: Annotated[
         str,

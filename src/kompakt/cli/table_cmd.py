@@ -39,6 +39,14 @@ table_app = typer.Typer(help="A compacted topic as a table: look up, scan, count
 UrlOpt = Annotated[
     str, typer.Option("--admin-url", envvar="KOMPAKT_ADMIN_URL", help="The running broker's admin endpoint.")
 ]
+TokenFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--admin-token-file",
+        envvar="KOMPAKT_ADMIN_TOKEN_FILE",
+        help="A file with the admin endpoint's bearer token (or set $KOMPAKT_ADMIN_TOKEN).",
+    ),
+]
 LogDirOpt = Annotated[
     Path | None,
     typer.Option("--log-dir", help="Read a log directory on disk instead (kompakt or Apache Kafka)."),
@@ -215,6 +223,7 @@ def get_command(
     ] = None,
     as_of: AsOfOpt = None,
     admin_url: UrlOpt = DEFAULT_ADMIN_URL,
+    token_file: TokenFileOpt = None,
     log_dir: LogDirOpt = None,
     bootstrap: BootstrapOpt = None,
     timeout_s: TimeoutOpt = 30.0,
@@ -268,7 +277,7 @@ def get_command(
         except LookupError as exc:
             raise CliError(f"{topic}: {exc}") from None
     else:
-        data = AdminClient(admin_url).table_get(
+        data = AdminClient(admin_url, token_file=token_file).table_get(
             topic, key_bytes, partition=partition, partitioner=partitioner, as_of=as_of_ms
         )
     if output is OutputFormat.JSON:
@@ -364,6 +373,7 @@ def scan_command(
     limit: Annotated[int | None, typer.Option("--limit", help="At most this many rows.")] = None,
     as_of: AsOfOpt = None,
     admin_url: UrlOpt = DEFAULT_ADMIN_URL,
+    token_file: TokenFileOpt = None,
     log_dir: LogDirOpt = None,
     bootstrap: BootstrapOpt = None,
     timeout_s: TimeoutOpt = 30.0,
@@ -386,7 +396,7 @@ def scan_command(
         rows = _local_rows(local, prefix_bytes, include_tombstones, as_of_ms)
     else:
         rows = _remote_rows(
-            AdminClient(admin_url),
+            AdminClient(admin_url, token_file=token_file),
             topic,
             partition=partition,
             prefix=base64.b64encode(prefix_bytes).decode() if prefix_bytes else None,
@@ -416,6 +426,7 @@ def counts_command(
     topic: Annotated[str, typer.Argument(help="The topic.")],
     partition: PartitionOpt = None,
     admin_url: UrlOpt = DEFAULT_ADMIN_URL,
+    token_file: TokenFileOpt = None,
     log_dir: LogDirOpt = None,
     bootstrap: BootstrapOpt = None,
     timeout_s: TimeoutOpt = 30.0,
@@ -437,7 +448,7 @@ def counts_command(
         local = [t for t in _offline(log_dir, topic) if partition is None or t.partition == partition]
         data = service.counts(topic, local)
     else:
-        data = AdminClient(admin_url).table_counts(topic, partition)
+        data = AdminClient(admin_url, token_file=token_file).table_counts(topic, partition)
     if output is OutputFormat.JSON:
         emit_json(data)
         return
@@ -471,6 +482,7 @@ def export_command(
     partition: PartitionOpt = None,
     as_of: AsOfOpt = None,
     admin_url: UrlOpt = DEFAULT_ADMIN_URL,
+    token_file: TokenFileOpt = None,
     log_dir: LogDirOpt = None,
     bootstrap: BootstrapOpt = None,
     timeout_s: TimeoutOpt = 30.0,
@@ -508,7 +520,7 @@ def export_command(
             )
         else:
             rows = _remote_rows(
-                AdminClient(admin_url),
+                AdminClient(admin_url, token_file=token_file),
                 topic,
                 partition=partition,
                 prefix=base64.b64encode(prefix.encode()).decode() if prefix else None,

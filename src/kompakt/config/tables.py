@@ -26,7 +26,7 @@ from kompakt.config.log_defs import (
     TOPIC_NAME_OF_BROKER_SYNONYM,
     TopicConfigDef,
 )
-from kompakt.config.server_defs import SERVER_BROKER_DEFS
+from kompakt.config.server_defs import ADMIN_BROKER_DEFS, SERVER_BROKER_DEFS
 from kompakt.config.txn_defs import TXN_BROKER_DEFS
 
 __all__ = [
@@ -55,6 +55,7 @@ KOMPAKT_BROKER_CONFIGS: dict[str, ConfigDef] = {
         *LOG_BROKER_DEFS,
         *TXN_BROKER_DEFS,
         *SERVER_BROKER_DEFS,
+        *ADMIN_BROKER_DEFS,
         *GROUP_BROKER_DEFS,
     )
 }

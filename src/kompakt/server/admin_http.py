@@ -3,8 +3,9 @@
 HTTP parsing is ``h11`` (sans-IO) over asyncio streams, so the endpoint needs no framework and
 shares the broker's loop; every operation runs in a worker thread (``asyncio.to_thread``) because
 all of them read segment metadata under partition locks and some rewrite segments. It listens on
-loopback by default (``kompakt serve --admin-host``): it can compact, roll and move the clock, and
-has no authentication.
+loopback by default (``kompakt serve --admin-host``). It can compact, roll and move the clock, so
+:mod:`kompakt.server.admin_access` decides first who may send what: no cross-site page, no
+rebound host name, and beyond loopback only a bearer token's holder; optionally over TLS.
 
 Routes (query parameters; ``POST`` bodies may instead be a JSON object with the same names):
 
@@ -18,6 +19,7 @@ Routes (query parameters; ``POST`` bodies may instead be a JSON object with the 
 ``GET  /v1/clock``                         the manual clock (409 on the system clock)
 ``POST /v1/clock/advance?by=25h`` or ``?ms=N``  move the manual clock forward
 ``GET  /metrics``                          Prometheus text exposition
+``GET  /healthz``                          ``{"status": "ok"}``: no token, any Host
 ``GET  /``                                 the log map page (HTML; polls the two routes below)
 ``GET  /v1/map[?topic=T]``                 every partition as the map draws it, cleaning order
 ``GET  /v1/map/partition?topic=T&partition=P``  one partition's detail, with record samples
@@ -34,7 +36,9 @@ answers 200, not 404: the log map asks so); scans take ``prefix`` (in the same
 encodings, ``prefix_encoding``), ``include_tombstones``, ``partition``, ``limit``, the cursor
 ``from_partition``/``from_offset`` and ``as_of``.
 
-Errors are ``{"error": "..."}`` with a 4xx/5xx status.
+A ``POST`` needs ``Content-Type: application/json``; its body, when not empty, is one JSON object
+of strings, numbers and booleans, at most :data:`MAX_BODY_BYTES` (a larger, nested or malformed
+one is a 400). Errors are ``{"error": "..."}`` with a 4xx/5xx status.
 """
 
 from __future__ import annotations
@@ -44,12 +48,14 @@ import contextlib
 import functools
 import json
 import logging
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, unquote_to_bytes, urlsplit
 
 from kompakt.lazy_import import LazyModule
+from kompakt.server.admin_access import AccessRefused, AdminAccess
 from kompakt.server.admin_api import AdminApi, AdminApiError
 from kompakt.server.listener import Listener
 from kompakt.server.manual_clock import parse_duration_ms
@@ -65,8 +71,13 @@ else:  # loaded by the first admin request: ~13 ms of broker start-up otherwise
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 1024 * 1024
+#: The largest request body: a POST's parameters are a few names and values.
+MAX_BODY_BYTES = 64 * 1024
 _READ_SIZE = 64 * 1024
+#: After refusing a request whose body it did not read, how much more of it the endpoint reads and
+#: discards (and for how long) so that the client, still sending, gets the answer and not a reset.
+_DISCARD_BYTES = 4 * 1024 * 1024
+_DISCARD_S = 2.0
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 HTML_CONTENT_TYPE = "text/html; charset=utf-8"
 
@@ -76,14 +87,15 @@ class HttpResponse:
     status: int
     body: bytes
     content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 def json_response(status: int, data: Any) -> HttpResponse:
     return HttpResponse(status, (json.dumps(data, default=str) + "\n").encode())
 
 
-def error_response(status: int, message: str) -> HttpResponse:
-    return json_response(status, {"error": message})
+def error_response(status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> HttpResponse:
+    return HttpResponse(status, (json.dumps({"error": message}) + "\n").encode(), headers=headers)
 
 
 class Params:
@@ -120,16 +132,33 @@ class Params:
 
 
 def parse_params(query: str, body: bytes) -> Params:
-    """Query string, then the JSON body's members on top (values turned into strings)."""
+    """Query string, then the JSON body's members on top (values turned into strings).
+
+    Only a flat object is a parameter set: a nested value is refused by name, and nesting too deep
+    for the parser (``[[[[…``, which makes ``json`` raise RecursionError) is a 400 like any other
+    malformed body, not a failed request.
+    """
     values = dict(parse_qsl(query, keep_blank_values=True))
     if body.strip():
+        if len(body) > MAX_BODY_BYTES:
+            raise AdminApiError(
+                400, f"the request body is {len(body)} bytes; at most {MAX_BODY_BYTES} are accepted"
+            )
         try:
             data = json.loads(body)
+        except RecursionError:
+            raise AdminApiError(400, "the request body is not JSON: it is nested too deeply") from None
         except ValueError as exc:
             raise AdminApiError(400, f"the request body is not JSON: {exc}") from None
         if not isinstance(data, dict):
             raise AdminApiError(400, "the request body must be a JSON object")
         for key, value in data.items():
+            if isinstance(value, dict | list):
+                raise AdminApiError(
+                    400,
+                    f"parameter {key!r} must be a string, number or boolean, not a JSON "
+                    + ("object" if isinstance(value, dict) else "array"),
+                )
             if value is not None:
                 values[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
     return Params(values)
@@ -181,6 +210,10 @@ def _clock_advance(api: AdminApi, p: Params) -> HttpResponse:
     except ValueError as exc:
         raise AdminApiError(400, str(exc)) from None
     return json_response(200, api.clock_advance(ms))
+
+
+def _healthz(api: AdminApi, p: Params) -> HttpResponse:
+    return json_response(200, {"status": "ok"})
 
 
 def _metrics(api: AdminApi, p: Params) -> HttpResponse:
@@ -305,6 +338,7 @@ ROUTES: dict[str, dict[str, Route]] = {
     "/v1/clock": {"GET": _clock},
     "/v1/clock/advance": {"POST": _clock_advance},
     "/metrics": {"GET": _metrics},
+    "/healthz": {"GET": _healthz},
     "/": {"GET": _index},
     "/v1/map": {"GET": _map},
     "/v1/map/partition": {"GET": _map_partition},
@@ -359,8 +393,26 @@ def _hook_live_map(api: AdminApi) -> None:
     api.compact_hooks.append(first_compact)
 
 
+class _Refused(Exception):
+    """A request answered with an error before it is dispatched (its body possibly unread)."""
+
+    def __init__(self, response: HttpResponse, *, body_unread: bool = False) -> None:
+        super().__init__(response.status)
+        self.response = response
+        self.body_unread = body_unread
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    method: str
+    target: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+
 class AdminHttpServer:
-    """Serves :func:`handle_request` over HTTP/1.1 keep-alive connections on the running loop."""
+    """Serves :func:`handle_request` over HTTP/1.1 keep-alive connections on the running loop,
+    after :class:`~kompakt.server.admin_access.AdminAccess` has let each request through."""
 
     def __init__(
         self,
@@ -369,11 +421,15 @@ class AdminHttpServer:
         port: int = DEFAULT_ADMIN_PORT,
         *,
         dispatch: Callable[[Callable[[], HttpResponse]], Awaitable[HttpResponse]] | None = None,
+        access: AdminAccess | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.api = api
         _hook_live_map(api)  # so the first compact-now already keeps record samples for the map
         self.host = host
         self.port = port
+        self.access = access or AdminAccess.for_endpoint(host, tls=ssl_context is not None)
+        self.ssl_context = ssl_context
         self._dispatch = dispatch or asyncio.to_thread
         self._server: Listener | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -381,14 +437,14 @@ class AdminHttpServer:
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{self.access.scheme}://{host}:{self.port}"
 
     async def start(self, listener: Listener | None = None) -> None:
         """Bind (port 0 picks a free port, then :attr:`port` names it; unless ``listener`` is
-        already bound) and start accepting. Raises :class:`~kompakt.server.listener.BindError`
-        for an address it cannot listen on."""
+        already bound, with this server's TLS context) and start accepting. Raises
+        :class:`~kompakt.server.listener.BindError` for an address it cannot listen on."""
         if listener is None:
-            listener = await Listener.bind(self.host, self.port, "admin")
+            listener = await Listener.bind(self.host, self.port, "admin", ssl_context=self.ssl_context)
         self._server = listener
         self.port = listener.port
         await listener.serve(self._accept)
@@ -413,15 +469,24 @@ class AdminHttpServer:
             self._connections.discard(task)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = h11.Connection(h11.SERVER)
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_READ_SIZE)
         try:
             while True:
-                request = await self._read_request(conn, reader)
+                try:
+                    request = await self._read_request(conn, reader)
+                except _Refused as refused:
+                    await self._send(conn, writer, refused.response)
+                    if refused.body_unread:
+                        await self._discard(reader, writer)
+                        return
+                    if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
+                        return
+                    conn.start_next_cycle()
+                    continue
                 if request is None:
                     return
-                method, target, body = request
                 response = await self._dispatch(
-                    functools.partial(handle_request, self.api, method, target, body)
+                    functools.partial(handle_request, self.api, request.method, request.target, request.body)
                 )
                 await self._send(conn, writer, response)
                 if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
@@ -431,18 +496,20 @@ class AdminHttpServer:
             if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
                 with contextlib.suppress(h11.LocalProtocolError, ConnectionError):
                     await self._send(conn, writer, error_response(exc.error_status_hint, str(exc)))
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
             pass
         finally:
             writer.close()
             with contextlib.suppress(ConnectionError, OSError):
                 await writer.wait_closed()
 
-    async def _read_request(
-        self, conn: h11.Connection, reader: asyncio.StreamReader
-    ) -> tuple[str, str, bytes] | None:
-        """The next request's method, target and body; None when the peer closed."""
+    async def _read_request(self, conn: h11.Connection, reader: asyncio.StreamReader) -> _Request | None:
+        """The next request; None when the peer closed. Raises :class:`_Refused` for one the access
+        rules refuse (decided on its headers; its body, within :data:`MAX_BODY_BYTES`, is read so
+        that the connection can go on) or whose body is too large (not read)."""
         method = target = ""
+        headers: tuple[tuple[str, str], ...] = ()
+        refusal: HttpResponse | None = None
         body = bytearray()
         while True:
             event = conn.next_event()
@@ -451,25 +518,75 @@ class AdminHttpServer:
                 conn.receive_data(data)
                 continue
             if isinstance(event, h11.Request):
-                method, target = event.method.decode(), event.target.decode()
+                method, target = event.method.decode(), event.target.decode("ascii", errors="replace")
+                headers = tuple(
+                    (name.decode("latin-1"), value.decode("latin-1")) for name, value in event.headers
+                )
+                refusal = self._refusal(method, target, headers)
+                if _declared_length(headers) > MAX_BODY_BYTES:
+                    raise _Refused(refusal or _too_large(), body_unread=True)
             elif isinstance(event, h11.Data):
                 body += event.data
                 if len(body) > MAX_BODY_BYTES:
-                    raise h11.RemoteProtocolError("request body too large", error_status_hint=413)
+                    raise _Refused(refusal or _too_large(), body_unread=True)
             elif isinstance(event, h11.EndOfMessage):
-                return method, target, bytes(body)
+                if refusal is not None:
+                    raise _Refused(refusal)
+                return _Request(method, target, headers, bytes(body))
             elif isinstance(event, h11.ConnectionClosed):
                 return None
             else:  # PAUSED cannot happen before a response; anything else is a protocol bug
                 return None
+
+    def _refusal(self, method: str, target: str, headers: tuple[tuple[str, str], ...]) -> HttpResponse | None:
+        """The answer to a request the access rules refuse; None for one they let through."""
+        try:
+            self.access.check(method, target, headers)
+        except AccessRefused as refused:
+            log.info("admin request %s %s refused: %s", method, target, refused.message)
+            return error_response(refused.status, refused.message, refused.headers)
+        return None
+
+    async def _discard(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Close our side and read what the client still sends, within bounds: closing a socket
+        with unread data resets the connection, and the client would lose the answer."""
+        with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+            if writer.can_write_eof():
+                writer.write_eof()
+        deadline = asyncio.get_running_loop().time() + _DISCARD_S
+        discarded = 0
+        with contextlib.suppress(OSError, TimeoutError):
+            while discarded < _DISCARD_BYTES:
+                remaining = deadline - asyncio.get_running_loop().time()
+                if remaining <= 0:
+                    return
+                data = await asyncio.wait_for(reader.read(_READ_SIZE), remaining)
+                if not data:
+                    return
+                discarded += len(data)
 
     async def _send(self, conn: h11.Connection, writer: asyncio.StreamWriter, response: HttpResponse) -> None:
         headers = [
             ("Content-Type", response.content_type),
             ("Content-Length", str(len(response.body))),
             ("Server", "kompakt"),
+            # The answers are data, not pages or scripts: a browser must not guess otherwise.
+            ("X-Content-Type-Options", "nosniff"),
+            *response.headers,
         ]
         writer.write(conn.send(h11.Response(status_code=response.status, headers=headers)) or b"")
         writer.write(conn.send(h11.Data(data=response.body)) or b"")
         writer.write(conn.send(h11.EndOfMessage()) or b"")
         await writer.drain()
+
+
+def _declared_length(headers: tuple[tuple[str, str], ...]) -> int:
+    """The Content-Length a request declares (0 when none; h11 has checked that it is a number)."""
+    for name, value in headers:
+        if name.lower() == "content-length" and value.strip().isdigit():
+            return int(value)
+    return 0
+
+
+def _too_large() -> HttpResponse:
+    return error_response(400, f"the request body is larger than {MAX_BODY_BYTES} bytes")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from kompakt.log.manager import LogManager
 from kompakt.log.metadata_files import read_meta_properties
 from kompakt.log.segments import ManualScheduler
 from kompakt.protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from kompakt.server.admin_access import AdminAccess, admin_access_from_config, admin_ssl_context
 from kompakt.server.admin_api import AdminApi
 from kompakt.server.admin_http import AdminHttpServer
 from kompakt.server.connection import Connection, connection_factory
@@ -257,6 +259,10 @@ class AppSettings:
     #: The admin HTTP endpoint (``admin_http.py``); None runs none, 0 picks a free port.
     admin_host: str = "127.0.0.1"
     admin_port: int | None = None
+    #: Whether the Kafka listeners require authentication: the admin endpoint then requires its
+    #: bearer token even on loopback, so that it is no way around them. kompakt's listeners are
+    #: PLAINTEXT without SASL today, so nothing sets it yet.
+    listeners_require_auth: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -288,6 +294,16 @@ class ServerSettings:
             ),
             log_retention_check_interval_ms=config.get_int("log.retention.check.interval.ms"),
         )
+
+
+def admin_security(settings: AppSettings) -> tuple[AdminAccess, ssl.SSLContext | None]:
+    """The admin endpoint's access rules and TLS context from the broker config; raises
+    :class:`~kompakt.errors.ConfigError` (no token where one is required, an unreadable key)."""
+    config = settings.broker_config
+    access = admin_access_from_config(
+        config, settings.admin_host, listeners_require_auth=settings.listeners_require_auth
+    )
+    return access, admin_ssl_context(config)
 
 
 class CleanerService:
@@ -433,9 +449,13 @@ class BrokerApp:
         settings = self.settings
         kafka_listener = await Listener.bind(settings.host, settings.port, "kafka")
         admin_listener: Listener | None = None
+        security = None
         try:
             if settings.admin_port is not None:
-                admin_listener = await Listener.bind(settings.admin_host, settings.admin_port, "admin")
+                security = admin_security(settings)
+                admin_listener = await Listener.bind(
+                    settings.admin_host, settings.admin_port, "admin", ssl_context=security[1]
+                )
             broker = await asyncio.to_thread(self._open)
         except BaseException:
             await _close_listeners(kafka_listener, admin_listener)
@@ -454,7 +474,7 @@ class BrokerApp:
             )
             await server.start(kafka_listener)
             self.server = server
-            await self._start_admin(broker, admin_listener)
+            await self._start_admin(broker, admin_listener, security)
         except BaseException:
             if self.server is not None:
                 await self.server.close()
@@ -468,7 +488,12 @@ class BrokerApp:
         self._start_background(broker)
         return server
 
-    async def _start_admin(self, broker: Broker, listener: Listener | None) -> None:
+    async def _start_admin(
+        self,
+        broker: Broker,
+        listener: Listener | None,
+        security: tuple[AdminAccess, ssl.SSLContext | None] | None,
+    ) -> None:
         """The admin operations always exist (the pytest fixture uses them in-process); the HTTP
         endpoint listens only when ``settings.admin_port`` is set (``listener`` is its address)."""
         self.admin = AdminApi(
@@ -478,7 +503,11 @@ class BrokerApp:
             log_dir=str(self.settings.data_dir),
         )
         if listener is not None:
-            admin_server = AdminHttpServer(self.admin, self.settings.admin_host, listener.port)
+            assert security is not None
+            access, ssl_context = security
+            admin_server = AdminHttpServer(
+                self.admin, self.settings.admin_host, listener.port, access=access, ssl_context=ssl_context
+            )
             await admin_server.start(listener)
             self.admin_server = admin_server
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ssl
 from collections.abc import Awaitable, Callable
 
 from kompakt.errors import OperatorError
@@ -48,12 +49,17 @@ class Listener:
         self._factory: ProtocolFactory | None = None
 
     @classmethod
-    async def bind(cls, host: str, port: int, listener: str) -> Listener:
-        """Bind ``host:port`` (0 picks a free port; :attr:`port` names it) without accepting yet."""
+    async def bind(
+        cls, host: str, port: int, listener: str, *, ssl_context: ssl.SSLContext | None = None
+    ) -> Listener:
+        """Bind ``host:port`` (0 picks a free port; :attr:`port` names it) without accepting yet;
+        with ``ssl_context`` every connection is TLS."""
         bound = cls(host, listener)
         loop = asyncio.get_running_loop()
         try:
-            bound._server = await loop.create_server(bound._protocol, host, port, start_serving=False)
+            bound._server = await loop.create_server(
+                bound._protocol, host, port, start_serving=False, ssl=ssl_context
+            )
         except OSError as exc:
             raise BindError(host, port, listener, exc) from exc
         return bound

@@ -49,8 +49,12 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def _call(broker: BrokerProcess, method: str, path: str) -> Any:
+    post = method == "POST"
     request = urllib.request.Request(
-        f"{broker.admin_url}{path}", method=method, data=b"" if method == "POST" else None
+        f"{broker.admin_url}{path}",
+        method=method,
+        data=b"{}" if post else None,
+        headers={"Content-Type": "application/json"} if post else {},
     )
     with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - loopback admin endpoint
         body = response.read()

@@ -28,7 +28,9 @@ pytestmark = pytest.mark.xdist_group("e2e-txn")
 
 
 def _post(admin_url: str, path: str) -> dict[str, object]:
-    request = urllib.request.Request(f"{admin_url}{path}", method="POST", data=b"")
+    request = urllib.request.Request(
+        f"{admin_url}{path}", method="POST", data=b"{}", headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - loopback admin endpoint
         result: dict[str, object] = json.loads(response.read())
         return result

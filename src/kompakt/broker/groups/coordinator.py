@@ -323,6 +323,18 @@ class GroupCoordinator:
 
     # -- consumer protocol -------------------------------------------------------------------------
 
+    def prepare_consumer_group_heartbeat(self, request: HeartbeatRequest) -> None:
+        """Resolve the subscription regexes a ConsumerGroupHeartbeat will evaluate (its own and
+        its group's members'), outside the lock: the handler calls this in a worker thread, so the
+        heartbeat then finds them resolved and holds the lock only as long as a heartbeat without
+        regexes. Never raises for an invalid regex; the heartbeat answers that."""
+        with self._lock:
+            patterns = self.consumer.subscription_regexes(request.group_id)
+        if request.subscribed_topic_regex:
+            patterns.add(request.subscribed_topic_regex)
+        if patterns:
+            self.consumer.resolve_regexes(patterns)
+
     def consumer_group_heartbeat(self, request: HeartbeatRequest, api_version: int) -> HeartbeatResult:
         """ConsumerGroupHeartbeat; raises a :class:`GroupError` for an error answer. A joining member
         turns a classic group of this id into a consumer group: an empty one is deleted, a live one

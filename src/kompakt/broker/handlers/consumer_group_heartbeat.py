@@ -5,6 +5,11 @@ temporary leave); see :mod:`kompakt.broker.groups.consumer.heartbeat`. v1 (KIP-1
 client to generate its member id. An error answers with the error code and message only, as Kafka's
 ``GroupCoordinatorService`` does; when ``group.coordinator.rebalance.protocols`` leaves out
 ``consumer``, every heartbeat is refused with UNSUPPORTED_VERSION.
+
+A subscription regex is matched against every topic name (RE2, linear time:
+:mod:`kompakt.broker.client_regex`). The handler runs in a worker thread and resolves the group's
+regexes before it takes the coordinator's lock, so a regex over many topics delays neither other
+connections nor the group requests the event loop serves.
 """
 
 from __future__ import annotations
@@ -44,8 +49,10 @@ def handle(ctx: RequestContext, request: m.ConsumerGroupHeartbeatRequest) -> m.C
         client_id=ctx.client_id or "",
         client_host=f"/{ctx.client_host}",
     )
+    groups = ctx.broker.groups
+    groups.prepare_consumer_group_heartbeat(heartbeat)
     try:
-        result = ctx.broker.groups.consumer_group_heartbeat(heartbeat, ctx.api_version)
+        result = groups.consumer_group_heartbeat(heartbeat, ctx.api_version)
     except GroupError as exc:
         return _error(error_code_for(exc), str(exc))
     assignment = None
@@ -65,4 +72,4 @@ def handle(ctx: RequestContext, request: m.ConsumerGroupHeartbeatRequest) -> m.C
     )
 
 
-SPEC = HandlerSpec(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, handle)
+SPEC = HandlerSpec(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, handle, blocking=True)

@@ -4,12 +4,15 @@ Filters: states by name (names that are no state come back in ``unknown_state_fi
 producer ids, v1 ``duration_filter`` (only transactions running longer than it), v2
 ``transactional_id_pattern`` (a regular expression matched against the whole id; one that does
 not compile is INVALID_REGULAR_EXPRESSION). Dead ids are never listed.
+
+The pattern has RE2 syntax and is matched in linear time, as Kafka's RE2J
+(:mod:`kompakt.broker.client_regex`), in a worker thread: listing many ids takes no time from
+the other connections.
 """
 
 from __future__ import annotations
 
-import re
-
+from kompakt.broker.client_regex import RegexSyntaxError
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
@@ -29,7 +32,7 @@ def handle(ctx: RequestContext, request: m.ListTransactionsRequest) -> m.ListTra
             request.duration_filter,
             request.transactional_id_pattern,
         )
-    except re.error:
+    except RegexSyntaxError:
         return m.ListTransactionsResponse(
             error_code=codec.ErrorCode.invalid_regular_expression, transaction_states=[]
         )
@@ -47,4 +50,4 @@ def handle(ctx: RequestContext, request: m.ListTransactionsRequest) -> m.ListTra
     )
 
 
-SPEC = HandlerSpec(ApiKey.LIST_TRANSACTIONS, 0, 2, handle)
+SPEC = HandlerSpec(ApiKey.LIST_TRANSACTIONS, 0, 2, handle, blocking=True)

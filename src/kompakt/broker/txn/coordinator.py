@@ -23,11 +23,11 @@ per-transaction epoch bump of KIP-890 part 2, and so advertises EndTxn only up t
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from kompakt.broker.client_regex import compile_regex
 from kompakt.broker.producer_ids import ProducerIdManager
 from kompakt.broker.txn.markers import TransactionMarkerChannelManager
 from kompakt.broker.txn.metadata import (
@@ -440,12 +440,14 @@ class TransactionCoordinator:
     ) -> tuple[list[ListedTransaction], list[str]]:
         """``handleListTransactions``: the listing and the state filters that name no state.
 
-        Raises :class:`re.error` for a pattern that does not compile (the handler answers
-        INVALID_REGULAR_EXPRESSION, as Kafka does).
+        The pattern has RE2 syntax and matches whole ids in linear time, as Kafka's RE2J pattern
+        (:mod:`kompakt.broker.client_regex`); raises
+        :class:`~kompakt.broker.client_regex.RegexSyntaxError` for one RE2 rejects (the handler
+        answers INVALID_REGULAR_EXPRESSION, as Kafka does).
         """
         unknown = [name for name in state_names if TransactionState.from_name(name) is None]
         states = frozenset(s for name in state_names if (s := TransactionState.from_name(name)) is not None)
-        compiled = re.compile(pattern) if pattern else None
+        compiled = compile_regex(pattern) if pattern else None
         listed = self.state.list_transactions(
             frozenset(producer_ids), states, bool(state_names), duration_ms, compiled
         )

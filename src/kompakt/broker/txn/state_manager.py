@@ -20,11 +20,11 @@ load at start-up.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from kompakt.broker.client_regex import ClientRegex
 from kompakt.broker.groups.records.placement import partition_for
 from kompakt.broker.txn.log_format import (
     TransactionLogFormatError,
@@ -278,7 +278,7 @@ class TransactionStateManager:
         states: frozenset[TransactionState],
         state_filter_given: bool,
         duration_ms: int,
-        pattern: re.Pattern[str] | None,
+        pattern: ClientRegex | None,
     ) -> list[ListedTransaction]:
         """``listTransactionStates``: Dead ids are never listed."""
         now_ms = self._clock.now_ms()
@@ -293,7 +293,7 @@ class TransactionStateManager:
                     continue
                 if duration_ms >= 0 and now_ms - m.txn_start_timestamp_ms <= duration_ms:
                     continue
-                if pattern is not None and pattern.fullmatch(m.transactional_id) is None:
+                if pattern is not None and not pattern.fullmatch(m.transactional_id):
                     continue
                 out.append(ListedTransaction(m.transactional_id, m.producer_id, m.state))
         return out

@@ -59,7 +59,10 @@ async function live(page, config, out) {
   out.searchHits = await page.$$eval("[data-partition]", (els) => els.map((e) => e.dataset.partition));
   await page.fill("#search", "");
 
-  const response = await fetch(config.compactUrl, { method: "POST" });
+  const response = await fetch(config.compactUrl, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", ...(config.token ? { Authorization: "Bearer " + config.token } : {}) },
+  });
   if (!response.ok) fail("compact now answered HTTP " + response.status);
   out.compact = await response.json();
 

@@ -28,13 +28,13 @@ group (:mod:`kompakt.broker.groups.migration`).
 from __future__ import annotations
 
 import logging
-import re
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from kompakt.broker.client_regex import RegexResolutions, RegexSyntaxError, compile_regex
 from kompakt.broker.groups import migration
 from kompakt.broker.groups.config import ConsumerGroupConfig
 from kompakt.broker.groups.consumer.assignors import (
@@ -146,6 +146,10 @@ class ConsumerHeartbeat:
         self.group_config: Callable[[str], GroupResourceConfig | None] = lambda _group_id: None
         self._classic_max_size = classic_max_size
         self._groups: dict[str, ConsumerGroup] = {}
+        #: What each subscribed regex matched, per topic set (``kompakt.broker.client_regex``).
+        self._regexes = RegexResolutions()
+        #: The last topic mapping seen and the names a regex may match in it (see :meth:`_regex_names`).
+        self._last_regex_names: tuple[object, frozenset[str]] | None = None
         self._assignor_names = tuple(ASSIGNOR_CLASS_NAMES.get(a, a) for a in config.assignors)
         unknown = [a for a in self._assignor_names if a not in ASSIGNORS]
         if unknown:
@@ -237,7 +241,7 @@ class ConsumerHeartbeat:
             member, replaced = self._static_member(group, member_id, request, joining, records)
         updated = _updated_member(member, request)
         if updated.subscribed_topic_regex:
-            self._compile(updated.subscribed_topic_regex)
+            self._validate_regex(updated.subscribed_topic_regex)
         updated = self._update_and_reconcile(
             group, member, updated, replaced, request.owned_partitions, records
         )
@@ -507,22 +511,60 @@ class ConsumerHeartbeat:
     # -- subscriptions and the target assignment -----------------------------------------------------
 
     @staticmethod
-    def _compile(regex: str) -> re.Pattern[str]:
+    def _validate_regex(regex: str) -> None:
+        """``throwIfRegularExpressionIsInvalid``: RE2 syntax, as Kafka's RE2J."""
         try:
-            return re.compile(regex)
-        except re.error as exc:
+            compile_regex(regex)
+        except RegexSyntaxError as exc:
             raise InvalidRegularExpressionError(
-                f"SubscribedTopicRegex {regex!r} is not a valid regex: {exc}"
+                f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc.description}."
             ) from None
+
+    def _regex_names(self, topics: Mapping[str, tuple[uuid.UUID, int]]) -> frozenset[str]:
+        """The topics a regex may match (internal ``__`` topics never do), built once per mapping:
+        one heartbeat resolves every member's regex against the same ``topics``."""
+        last = self._last_regex_names
+        if last is not None and last[0] is topics:
+            return last[1]
+        names = frozenset(t for t in topics if not t.startswith("__"))
+        self._last_regex_names = (topics, names)
+        return names
 
     def _member_topics(
         self, member: ConsumerGroupMember, topics: Mapping[str, tuple[uuid.UUID, int]]
     ) -> set[str]:
         names = set(member.subscribed_topic_names)
-        if member.subscribed_topic_regex:
-            pattern = self._compile(member.subscribed_topic_regex)
-            names.update(t for t in topics if not t.startswith("__") and pattern.fullmatch(t))
+        regex = member.subscribed_topic_regex
+        if regex:
+            try:
+                names.update(self._regexes.resolve(regex, self._regex_names(topics)))
+            except RegexSyntaxError as exc:
+                # Only a member replayed from an older log can hold one (heartbeats validate it):
+                # it matches nothing, as Kafka's refreshRegularExpressions ignores such a regex.
+                log.warning(
+                    "consumer group member %s: ignoring regex %r: %s",
+                    member.member_id,
+                    regex,
+                    exc.description,
+                )
         return names
+
+    def subscription_regexes(self, group_id: str) -> set[str]:
+        """The regexes the members of ``group_id`` subscribe with."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return set()
+        return {m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex}
+
+    def resolve_regexes(self, patterns: Iterable[str]) -> None:
+        """Match ``patterns`` against the current topics ahead of the heartbeat that will use them.
+
+        Needs no lock (the topic view and the resolutions are thread-safe): the handler calls it in
+        a worker thread before the coordinator's lock is taken, so the matching blocks neither the
+        event loop nor the group requests waiting for the lock. Invalid patterns are skipped; the
+        heartbeat that sends one is answered with the error.
+        """
+        self._regexes.resolve_valid(patterns, self._regex_names(self.topics()))
 
     def _subscribed_names(
         self, members: Iterable[ConsumerGroupMember], topics: Mapping[str, tuple[uuid.UUID, int]]
