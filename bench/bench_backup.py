@@ -1,20 +1,44 @@
-"""Backup and restore throughput against a local ``kompakt serve``, with zstd and with none.
+"""Backup and restore throughput against a local ``kompakt serve``, each beside its baseline.
 
-Prints one JSON object on its last stdout line:
+Prints one JSON object on its last stdout line. Every rate is MB/s of key and value bytes
+(``records * (1024 + 9)``), so the baselines and the runs they are compared with count the same
+bytes; all of it in one run, against one broker, because this machine is shared and noisy.
 
-* ``produce``: filling the source topic (1 KiB values, 4 partitions), as a baseline of what the
-  broker and librdkafka do on this machine;
-* per codec (``zstd``, ``none``): ``backup`` (snapshot run into a directory: consume, build
-  RecordBatch v2 at the original offsets, compress, sha256, write), ``restore`` (protocol restore
-  into a new topic: read, verify, decode, produce) and ``offline_restore`` (exact restore into a
-  new data directory), each in MB/s of key+value bytes, plus the stored size.
+Baselines:
 
-Environment: ``KOMPAKT_BENCH_BACKUP_MB`` (topic size, default 128; the issue's target is 1024),
-``KOMPAKT_BENCH_DIR`` (where the data goes, default a temporary directory).
+* ``produce``: filling the source topic (1 KiB values, 4 partitions, librdkafka, ``acks=1``);
+* ``produce_acks_all``: the same records again into another topic with the restore's default
+  settings (idempotent, ``acks=all``): what a restore is compared with (``goal``: 0.8 of it);
+* ``consume_rdkafka``: a confluent-kafka consumer reading the whole topic (``read_committed``,
+  the clock started at the first record, no Python per message beyond ``consume``);
+* ``fetch_loop``: kompakt's own Fetch (the backup's data path) reading the whole topic and
+  throwing the bytes away: the most a backup can do over this protocol and broker (``goal``:
+  the backup at 0.8 of it, and of the consumer). It runs again just before each backup, and each
+  backup is compared with that run (``fetch_loop_mb_per_s`` beside it): the load of this shared
+  machine moves the rates by 2x within a minute, so a baseline taken a minute earlier says little;
+* ``disk_write``: the topic's bytes written to the backup's disk as four files and fsynced (what
+  an uncompressed backup must at least do besides reading: a bound when the disk is slower than
+  the fetch, as this shared virtual disk often is).
+
+Per codec (``zstd``, ``none``): ``backup`` (snapshot run into a directory:
+``max_concurrent_partitions`` threads fetch, check CRCs, scan, compress per segment while it pays,
+sha256, write), ``restore`` (through the protocol into a new topic: read, verify, produce the stored
+batches) and ``offline_restore`` (exact restore into a new data directory), plus the stored size,
+per-partition rates and the ratios to the baselines.
+
+Module imports are a tool's start, not its rate: ``kompakt.backup.backup`` is imported at the top,
+and the native scans (``kompakt.records.scan``: numba, 0.3-1.5 s on this machine) before the first
+backup, timed apart as ``import_scan_s`` (a ``kompakt backup`` command pays it once, overlapped
+with its first requests to the cluster).
+
+Environment: ``KOMPAKT_BENCH_BACKUP_MB`` (topic size, default 256), ``KOMPAKT_BENCH_DIR`` (where
+the data goes, default a temporary directory).
 """
 
 from __future__ import annotations
 
+import gc
+import importlib
 import json
 import os
 import re
@@ -28,9 +52,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from kompakt.backup import wire
 from kompakt.backup.backup import run_backup
 from kompakt.backup.config import parse_backup_config, parse_restore_config
 from kompakt.backup.kafka import KAFKA_ADMIN
@@ -40,6 +65,8 @@ from kompakt.backup.restore import run_restore
 READY = re.compile(r"^kompakt ready: listening on (?P<host>[^:]+):(?P<port>\d+),")
 VALUE = 1024
 PARTITIONS = 4
+RECORD_BYTES = VALUE + 9  # the value and a key of "key-NNNNN"
+GOAL = 0.8
 
 
 def start_broker(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
@@ -64,42 +91,170 @@ def start_broker(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
     raise SystemExit("the broker did not start")
 
 
-def fill(bootstrap: str, topic: str, megabytes: int) -> dict[str, Any]:
+def create(bootstrap: str, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([KAFKA_ADMIN.NewTopic(topic, PARTITIONS, 1)]).values():
         future.result(timeout=30)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1_000_000, "acks": 1})
-    count = megabytes * 1024 * 1024 // VALUE
+
+
+def fill(bootstrap: str, topic: str, count: int, *, acks_all: bool) -> dict[str, Any]:
+    """``count`` records of 1 KiB round-robin over the partitions; acks=1, or the restore's
+    defaults (idempotent, acks=all)."""
+    create(bootstrap, topic)
+    settings: dict[str, Any] = {"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1_000_000}
+    settings.update({"acks": "all", "enable.idempotence": True} if acks_all else {"acks": 1})
+    producer = Producer(settings)
     # Distinct hex values (compressible like text, about 2:1), none repeated within a batch.
     values = [os.urandom(VALUE // 2).hex().encode() for _ in range(4096)]
+    keys = [f"key-{i:05d}".encode() for i in range(100_000)]
+    gc.disable()
     started = time.perf_counter()
     for i in range(count):
         while True:
             try:
-                key = f"key-{i % 100_000}".encode()
-                producer.produce(topic, values[i % 4096], key, partition=i % PARTITIONS)
+                producer.produce(topic, values[i % 4096], keys[i % 100_000], partition=i % PARTITIONS)
                 break
             except BufferError:
                 producer.poll(0.01)
     producer.flush(300)
     seconds = time.perf_counter() - started
+    gc.enable()
+    return rate(count, seconds)
+
+
+def rate(records: int, seconds: float) -> dict[str, Any]:
+    mb = records * RECORD_BYTES / 1e6
     return {
-        "records": count,
-        "mb": round(count * VALUE / 1e6, 1),
-        "mb_per_s": round(count * VALUE / 1e6 / seconds, 1),
+        "records": records,
+        "mb": round(mb, 1),
+        "seconds": round(seconds, 3),
+        "mb_per_s": round(mb / seconds, 1),
     }
 
 
+def consume_rdkafka(bootstrap: str, topic: str, count: int) -> dict[str, Any]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-backup-{time.monotonic_ns()}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "fetch.max.bytes": 64 * 1024 * 1024,
+            "max.partition.fetch.bytes": 16 * 1024 * 1024,
+            "fetch.queue.backoff.ms": 0,
+            "queued.max.messages.kbytes": 512 * 1024,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    got = 0
+    gc.disable()
+    deadline = time.perf_counter() + 600
+    started = 0.0
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        error_of = Message.error
+        while got < count:
+            # The clock starts at the first record, as in bench_broker.py: the consumer's start
+            # (connection, offset lookup) is left out, a stricter baseline than the backup gets.
+            batch = consumer.consume(num_messages=1 if got == 0 else 10_000, timeout=1.0)
+            if got == 0 and batch:
+                started = time.perf_counter()
+            if any(map(error_of, batch)):
+                raise RuntimeError("consume error")
+            got += len(batch)
+            if time.perf_counter() > deadline:
+                raise RuntimeError("consume did not finish")
+        seconds = time.perf_counter() - started
+    finally:
+        gc.enable()
+        consumer.close()
+    return rate(got, seconds)
+
+
+def fetch_loop(bootstrap: str, topic: str, count: int) -> dict[str, Any]:
+    """kompakt's own Fetch over every partition from one connection, bytes thrown away."""
+    cluster = wire.Cluster(bootstrap, 10.0, max_response_bytes=128 * 1024 * 1024)
+    cluster.refresh([topic])
+    address = cluster.leader(topic, 0)
+    assert address is not None
+    fetcher = wire.open_fetcher(cluster, address)
+    positions = {(topic, p): 0 for p in range(PARTITIONS)}
+    limits = dict.fromkeys(positions, 16 * 1024 * 1024)
+    ends = dict.fromkeys(positions, -1)
+    received = 0
+    started = time.perf_counter()
+    try:
+        while any(ends[tp] < 0 or positions[tp] < ends[tp] for tp in positions):
+            todo = {tp: o for tp, o in positions.items() if ends[tp] < 0 or o < ends[tp]}
+            correlation = wire.send_fetch(
+                fetcher, todo, max_wait_ms=100, max_bytes=64 * 1024 * 1024, partition_max_bytes=limits
+            )
+            for part in wire.receive_fetch(fetcher, correlation, 100):
+                tp = (part.topic, part.partition)
+                ends[tp] = part.high_watermark
+                data = part.records
+                received += len(data)
+                pos = 0
+                while pos + 12 <= len(data):  # batch headers only: where the next fetch starts
+                    size = int.from_bytes(data[pos + 8 : pos + 12], "big") + 12
+                    if pos + size > len(data):
+                        break
+                    last = int.from_bytes(data[pos : pos + 8], "big") + int.from_bytes(
+                        data[pos + 23 : pos + 27], "big"
+                    )
+                    positions[tp] = last + 1
+                    pos += size
+        seconds = time.perf_counter() - started
+    finally:
+        fetcher.conn.close()
+    return {**rate(count, seconds), "wire_mb": round(received / 1e6, 1)}
+
+
+def disk_write(where: Path, count: int) -> dict[str, Any]:
+    """The topic's bytes (as the fetch returns them, about) written in 1 MiB pieces to one file per
+    partition, each fsynced: the disk's share of an uncompressed backup."""
+    piece = os.urandom(1024 * 1024)
+    per_partition = count * (RECORD_BYTES + 10) // PARTITIONS // len(piece) + 1
+    where.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    for p in range(PARTITIONS):
+        fd = os.open(where / f"p{p}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            for _ in range(per_partition):
+                os.write(fd, piece)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    seconds = time.perf_counter() - started
+    shutil.rmtree(where, ignore_errors=True)
+    return rate(count, seconds)
+
+
+def ratio(value: float, base: float) -> float:
+    return round(value / base, 2) if base else 0.0
+
+
 def main() -> int:
-    megabytes = int(os.environ.get("KOMPAKT_BENCH_BACKUP_MB", "128"))
+    megabytes = int(os.environ.get("KOMPAKT_BENCH_BACKUP_MB", "256"))
     base = Path(os.environ.get("KOMPAKT_BENCH_DIR") or tempfile.mkdtemp(prefix="kompakt-bench-backup-"))
     base.mkdir(parents=True, exist_ok=True)
     proc, bootstrap = start_broker(base / "data")
+    count = megabytes * 1024 * 1024 // VALUE
     result: dict[str, Any] = {"topic_mb": megabytes, "partitions": PARTITIONS, "value_bytes": VALUE}
     try:
-        result["produce"] = fill(bootstrap, "bench-src", megabytes)
+        result["produce"] = fill(bootstrap, "bench-src", count, acks_all=False)
+        result["produce_acks_all"] = fill(bootstrap, "bench-idem", count, acks_all=True)
+        result["consume_rdkafka"] = consume_rdkafka(bootstrap, "bench-src", count)
+        result["fetch_loop"] = fetch_loop(bootstrap, "bench-src", count)
+        result["disk_write"] = disk_write(base / "disk-write", count)
+        consume = result["consume_rdkafka"]["mb_per_s"]
+        produce = result["produce_acks_all"]["mb_per_s"]
+        started = time.perf_counter()
+        importlib.import_module("kompakt.records.scan")
+        result["import_scan_s"] = round(time.perf_counter() - started, 2)
         for codec in ("zstd", "none"):
             store = base / f"store-{codec}"
+            fetch = fetch_loop(bootstrap, "bench-src", count)["mb_per_s"]
             backup = run_backup(
                 parse_backup_config(
                     {
@@ -110,7 +265,7 @@ def main() -> int:
                     }
                 )
             )
-            value_bytes = sum(p["records"] for p in backup.partitions) * (VALUE + 9)
+            records = sum(p["records"] for p in backup.partitions)
             restore = run_restore(
                 parse_restore_config(
                     {
@@ -130,17 +285,33 @@ def main() -> int:
                     }
                 )
             )
+            backup_rate = rate(records, backup.seconds)["mb_per_s"]
+            restore_rate = rate(restore.records, restore.seconds)["mb_per_s"]
             result[codec] = {
                 "records": backup.run.records,
                 "stored_mb": round(backup.run.bytes / 1e6, 1),
-                "backup_mb_per_s": round(value_bytes / 1e6 / backup.seconds, 1),
-                "restore_mb_per_s": round(restore.bytes / 1e6 / restore.seconds, 1),
-                "offline_restore_mb_per_s": round(value_bytes / 1e6 / offline.seconds, 1),
+                "backup_mb_per_s": backup_rate,
+                "backup_mb_per_s_per_partition": round(backup_rate / PARTITIONS, 1),
+                "fetch_loop_mb_per_s": fetch,
+                "backup_vs_fetch_loop": ratio(backup_rate, fetch),
+                "backup_vs_consume_rdkafka": ratio(backup_rate, consume),
+                "backup_vs_disk_write": ratio(backup_rate, result["disk_write"]["mb_per_s"]),
+                "restore_mb_per_s": restore_rate,
+                "restore_mb_per_s_per_partition": round(restore_rate / PARTITIONS, 1),
+                "restore_vs_produce_acks_all": ratio(restore_rate, produce),
+                "restore_vs_produce_acks_1": ratio(restore_rate, result["produce"]["mb_per_s"]),
+                "offline_restore_mb_per_s": rate(records, offline.seconds)["mb_per_s"],
                 "backup_s": round(backup.seconds, 2),
                 "restore_s": round(restore.seconds, 2),
                 "offline_restore_s": round(offline.seconds, 2),
             }
             shutil.rmtree(base / f"offline-{codec}", ignore_errors=True)
+        result["goals"] = {
+            "backup_vs_fetch_loop": GOAL,
+            "backup_vs_consume_rdkafka": GOAL,
+            "restore_vs_produce_acks_all": GOAL,
+            "mb_per_s_per_partition": 100,
+        }
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -258,19 +258,25 @@ def client_loop() -> Iterator[None]:
             gc.enable()
 
 
-def produce(bootstrap: str, topic: str, count: int) -> dict[str, float]:
+def produce(
+    bootstrap: str, topic: str, count: int, security: dict[str, Any] | None = None
+) -> dict[str, float]:
     with client_loop():
-        return _produce(bootstrap, topic, count)
+        return _produce(bootstrap, topic, count, security or {})
 
 
-def consume(bootstrap: str, topic: str, count: int) -> dict[str, float]:
+def consume(
+    bootstrap: str, topic: str, count: int, security: dict[str, Any] | None = None
+) -> dict[str, float]:
     with client_loop():
-        return _consume(bootstrap, topic, count)
+        return _consume(bootstrap, topic, count, security or {})
 
 
-def _produce(bootstrap: str, topic: str, count: int) -> dict[str, float]:
+def _produce(bootstrap: str, topic: str, count: int, security: dict[str, Any]) -> dict[str, float]:
+    """``security``: client settings of the listener (bench_tls.py's ``security.protocol=ssl``)."""
     producer = Producer(
         {
+            **security,
             "bootstrap.servers": bootstrap,
             "acks": 1,
             "linger.ms": 5,
@@ -310,9 +316,10 @@ def _produce(bootstrap: str, topic: str, count: int) -> dict[str, float]:
     }
 
 
-def _consume(bootstrap: str, topic: str, count: int) -> dict[str, float]:
+def _consume(bootstrap: str, topic: str, count: int, security: dict[str, Any]) -> dict[str, float]:
     consumer = Consumer(
         {
+            **security,
             "bootstrap.servers": bootstrap,
             "group.id": f"bench-{time.monotonic_ns()}",
             "enable.auto.commit": False,

@@ -1,15 +1,30 @@
-"""The log cleaner on Kafka's anchor workload, against the page-cache read bandwidth.
+"""The log cleaner on Kafka's anchor workload, against Apache Kafka 4.1's own Cleaner in the same run.
 
 Workload (performance-anchors.md): 5 M records, keys drawn from 100 k (and a second run from
-2 M), 100-byte values, 500-record uncompressed batches, 128 MiB segments, a 128 MiB dedupe
-buffer, one thread, no throttle, one full clean of every non-active segment. The log is written
-through ``PartitionLog`` into a real data directory, so the clean reads segment files, writes
-``.cleaned`` files, fsyncs and swaps them exactly as in production.
+2 M, 37 % kept), 100-byte values, 500-record uncompressed batches, 128 MiB segments, a 128 MiB
+dedupe buffer, load factor 0.9, one cleaner thread, no throttle, one full clean of every
+non-active segment. kompakt writes the log once through ``PartitionLog`` into a real partition
+directory; every clean then starts from the same files.
 
-Baseline, measured in the same run over the same files: reading every segment once from the page
-cache into a reused buffer (``dd if=seg of=/dev/null``-style). Kafka 4.1's cleaner does
-~150 MB/s on this workload on this machine kind (~1.7 % of that bandwidth); 100-110 MB/s with
-2 M keys. Prints one JSON object.
+Each round cleans that log three ways, one after the other:
+
+* **Kafka**: Kafka 4.1's ``Cleaner`` (``bench_cleaner_kafka.java``, one JVM for the whole run, so
+  it is warm after its warm-up clean), on a copy of the directory;
+* **kompakt in process**: :class:`Cleaner` on another copy, the way a broker's cleaner thread
+  runs it (one ``Cleaner`` kept across rounds, as the thread keeps it);
+* **command**: ``kompakt log compact`` on a third copy, timed from the process start to its exit
+  (Python start, imports, kernel load, opening the directory, the clean, closing).
+
+The copies hard-link the segment ``.log`` files (a clean never writes into them: it writes
+``.cleaned`` files and renames) and copy the small files, so every clean reads the same page-cache
+pages and no copy leaves dirty pages that would slow the next clean's writes. The first round also
+checks that Kafka and kompakt wrote byte-identical segments.
+
+Kafka's figures need a Kafka 4.1 build (``../shared/realkafka/build.sh``): ``KAFKA_BUILD`` names it
+(its ``classpath`` file), else ``../rk/build`` or ``../../rk/build`` beside the repository is used.
+Without one, the ratios are against the anchor's figures for this machine kind (150 and 105 MB/s)
+and say so. Also measured: reading the same segment files once from the page cache (the bound of
+any cleaner). Prints one JSON object; figures are MiB of dirty log per second of wall time.
 """
 
 from __future__ import annotations
@@ -19,10 +34,12 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,18 +54,22 @@ from kompakt.records.batch import iter_batches  # noqa: E402
 from workload import build_log  # noqa: E402
 
 MIB = 1024 * 1024
-KAFKA_MB_PER_S = {100_000: 150.0, 2_000_000: 105.0}
+SEGMENT_BYTES = 128 * MIB
+DEDUPE_BYTES = 128 * MIB
+KAFKA_ANCHOR_MB_PER_S = {100_000: 150.0, 2_000_000: 105.0}
+GOAL_VS_KAFKA = {100_000: 8.0, 2_000_000: 6.0}
+GOAL_COMMAND_VS_IN_PROCESS = 0.9
+TOPIC_CONFIG = {
+    "cleanup.policy": "compact",
+    "segment.bytes": str(SEGMENT_BYTES),
+    "segment.index.bytes": str(10 * MIB),
+}
+HERE = Path(__file__).resolve().parent
 
 
 def write_log(directory: Path, records: int, keys: int, segment_bytes: int) -> PartitionLog:
     buf, _ = build_log(records * 125, 500, keys, seed=7)
-    config = LogConfig.from_overrides(
-        {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(segment_bytes),
-            "segment.index.bytes": str(10 * MIB),
-        }
-    )
+    config = LogConfig.from_overrides({**TOPIC_CONFIG, "segment.bytes": str(segment_bytes)})
     log_dir = directory / "anchor-0"
     log_dir.mkdir(parents=True)
     log = PartitionLog(log_dir, "anchor", 0, config, SystemClock())
@@ -60,68 +81,206 @@ def write_log(directory: Path, records: int, keys: int, segment_bytes: int) -> P
     return log
 
 
-def read_bandwidth(log: PartitionLog) -> float:
+def read_bandwidth(paths: list[Path]) -> float:
     """Seconds to read every non-active segment once from the page cache (best of 3)."""
-    segments = log.segments.values()[:-1]
     buf = np.empty(16 * MIB, dtype=np.uint8)
     times = []
     for _ in range(3):
         start = time.perf_counter()
-        for segment in segments:
-            fd = os.open(segment.log_path, os.O_RDONLY)
+        for path in paths:
+            fd = os.open(path, os.O_RDONLY)
             pos = 0
-            while pos < segment.size:
-                n = os.preadv(fd, [buf.data], pos)
-                if n <= 0:
-                    break
+            while (n := os.preadv(fd, [buf.data], pos)) > 0:
                 pos += n
             os.close(fd)
         times.append(time.perf_counter() - start)
     return min(times)
 
 
-def warm_up_jit(directory: Path) -> float:
-    """Load (or compile) the numba kernels on a tiny log so the timed clean excludes JIT."""
+def copy_partition(src: Path, dst_data_dir: Path) -> Path:
+    """A fresh partition directory with ``src``'s files: ``.log`` files hard-linked, the rest copied."""
+    if dst_data_dir.exists():
+        shutil.rmtree(dst_data_dir)
+    dst = dst_data_dir / src.name
+    dst.mkdir(parents=True)
+    for f in src.iterdir():
+        if f.suffix == ".log" and f.stat().st_size > 0:
+            os.link(f, dst / f.name)
+        else:
+            shutil.copy2(f, dst / f.name)
+    return dst
+
+
+def segment_bytes(partition: Path) -> dict[str, bytes]:
+    return {f.name: f.read_bytes() for f in sorted(partition.glob("*.log"))}
+
+
+def kafka_build() -> Path | None:
+    named = os.environ.get("KAFKA_BUILD")
+    beside = [HERE.parent.parent / "rk" / "build", HERE.parent.parent.parent / "rk" / "build"]
+    candidates = [Path(named)] if named else beside
+    return next((c for c in candidates if (c / "classpath").is_file()), None)
+
+
+class KafkaCleaner:
+    """Kafka 4.1's Cleaner in one JVM, driven line by line (see bench_cleaner_kafka.java)."""
+
+    def __init__(self, build: Path) -> None:
+        classpath = (build / "classpath").read_text().strip()
+        self.proc = subprocess.Popen(
+            ["java", "-Xmx2G", "-cp", classpath, str(HERE / "bench_cleaner_kafka.java")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._answer()
+
+    def _answer(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the Kafka cleaner JVM exited ({self.proc.wait()})")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def clean(self, partition: Path) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"clean {partition}\n")
+        self.proc.stdin.flush()
+        return self._answer()
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("quit\n")
+        self.proc.stdin.close()
+        self.proc.wait(60)
+
+
+def clean_in_process(cleaner: Cleaner, partition: Path) -> dict[str, Any]:
+    log = PartitionLog(partition, "anchor", 0, LogConfig.from_overrides(TOPIC_CONFIG), SystemClock())
+    try:
+        end = log.active_segment.base_offset
+        start = time.perf_counter()
+        result = cleaner.clean(log, 0, end)
+        total = time.perf_counter() - start
+        assert result.end_offset == end, (result.end_offset, end)
+        return {
+            "clean_seconds": total,
+            "map_pass_seconds": result.stats.elapsed_index_secs,
+            "bytes_written": result.stats.bytes_written,
+            "messages_read": result.stats.messages_read,
+            "map_utilization": result.stats.buffer_utilization,
+        }
+    finally:
+        log.close()
+
+
+def compact_command(partition: Path) -> dict[str, Any]:
+    """``kompakt log compact`` on ``partition``, timed from process start to exit."""
+    kompakt = Path(sys.executable).with_name("kompakt")
+    argv = [str(kompakt), "log", "compact", str(partition), "-o", "json"]
+    for name, value in TOPIC_CONFIG.items():
+        argv += ["--config", f"{name}={value}"]
     start = time.perf_counter()
-    log = write_log(directory / "warm", 20_000, 1_000, 1 * MIB)
-    Cleaner(0, HashedOffsetMap(1 * MIB, 0.9), SystemClock()).clean(log, 0, log.active_segment.base_offset)
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"kompakt log compact failed: {proc.stderr.strip()[-2000:]}")
+    (row,) = json.loads(proc.stdout)
+    return {"wall_seconds": wall, "clean_seconds": float(row["seconds"])}
+
+
+def median(runs: list[dict[str, Any]], key: str) -> float:
+    return float(statistics.median(r[key] for r in runs))
+
+
+def mb_s(nbytes: int, seconds: float) -> float:
+    return round(nbytes / MIB / seconds, 1)
+
+
+def run(
+    directory: Path, records: int, keys: int, rounds: int, kafka: KafkaCleaner | None, command: bool
+) -> dict[str, object]:
+    log = write_log(directory / "source", records, keys, SEGMENT_BYTES)
+    source = log.directory
+    dirty = [s.log_path for s in log.segments.values()[:-1]]
+    dirty_bytes = sum(p.stat().st_size for p in dirty)
     log.close()
-    return time.perf_counter() - start
-
-
-def run(directory: Path, records: int, keys: int) -> dict[str, object]:
-    log = write_log(directory, records, keys, 128 * MIB)
-    dirty_bytes = sum(s.size for s in log.segments.values()[:-1])
-    read_s = read_bandwidth(log)
-    offset_map = HashedOffsetMap(128 * MIB, 0.9)
-    cleaner = Cleaner(0, offset_map, SystemClock())
-    start = time.perf_counter()
-    result = cleaner.clean(log, 0, log.active_segment.base_offset)
-    total_s = time.perf_counter() - start
-    stats = result.stats
-    assert result.end_offset == log.active_segment.base_offset, (result.end_offset, log.log_end_offset)
-    mb_s = stats.bytes_read / MIB / total_s
-    read_mb_s = dirty_bytes / MIB / read_s
-    out = {
+    read_s = read_bandwidth(dirty)
+    cleaner = Cleaner(0, HashedOffsetMap(DEDUPE_BYTES, 0.9), SystemClock())
+    kafka_runs: list[dict[str, Any]] = []
+    kompakt_runs: list[dict[str, Any]] = []
+    command_runs: list[dict[str, Any]] = []
+    identical: bool | None = None
+    for r in range(rounds):
+        if kafka is not None:
+            kafka_runs.append(kafka.clean(copy_partition(source, directory / "kafka")))
+        in_process = copy_partition(source, directory / "kompakt")
+        kompakt_runs.append(clean_in_process(cleaner, in_process))
+        if command:
+            command_runs.append(compact_command(copy_partition(source, directory / "command")))
+        if r == 0 and kafka is not None:
+            identical = segment_bytes(in_process) == segment_bytes(directory / "kafka" / source.name)
+    for f in dirty:  # the source must not have changed under the cleans
+        assert f.stat().st_size > 0 and f.stat().st_nlink >= 1
+    kompakt_s = statistics.median(r["clean_seconds"] for r in kompakt_runs)
+    out: dict[str, object] = {
         "records": records,
         "unique_keys": keys,
         "log_bytes": dirty_bytes,
-        "bytes_written": stats.bytes_written,
-        "clean_seconds": round(total_s, 3),
-        "map_pass_seconds": round(stats.elapsed_index_secs, 3),
-        "copy_pass_seconds": round(total_s - stats.elapsed_index_secs, 3),
-        "mb_per_s": round(mb_s, 1),
-        "records_per_s": round(stats.messages_read / total_s),
-        "page_cache_read_mb_per_s": round(read_mb_s, 1),
-        "ratio_to_read_bandwidth": round(mb_s / read_mb_s, 4),
-        "kafka_anchor_mb_per_s": KAFKA_MB_PER_S.get(keys),
-        "speedup_vs_kafka_anchor": round(mb_s / KAFKA_MB_PER_S[keys], 2) if keys in KAFKA_MB_PER_S else None,
+        "bytes_written": kompakt_runs[0]["bytes_written"],
+        "rounds": rounds,
+        "kompakt_mb_per_s": mb_s(dirty_bytes, kompakt_s),
+        "kompakt_mb_per_s_rounds": [mb_s(dirty_bytes, r["clean_seconds"]) for r in kompakt_runs],
+        "kompakt_clean_seconds": round(kompakt_s, 3),
+        "kompakt_map_pass_seconds": round(statistics.median(r["map_pass_seconds"] for r in kompakt_runs), 3),
+        "kompakt_records_per_s": round(kompakt_runs[0]["messages_read"] / kompakt_s),
+        "page_cache_read_mb_per_s": mb_s(dirty_bytes, read_s),
+        "ratio_to_read_bandwidth": round(read_s / kompakt_s, 4),
         "map_slot_bytes": SLOT_BYTES,
-        "map_bytes_per_key_at_load_factor": round(SLOT_BYTES / 0.9, 2),
-        "map_utilization": round(stats.buffer_utilization, 4),
+        "map_utilization": round(kompakt_runs[0]["map_utilization"], 4),
     }
-    log.close()
-    shutil.rmtree(directory / "anchor-0")
+    goal = GOAL_VS_KAFKA.get(keys)
+    if kafka_runs:
+        kafka_s = statistics.median(r["clean_seconds"] for r in kafka_runs)
+        out.update(
+            {
+                "kafka_mb_per_s": mb_s(dirty_bytes, kafka_s),
+                "kafka_mb_per_s_rounds": [mb_s(dirty_bytes, r["clean_seconds"]) for r in kafka_runs],
+                "kafka_map_pass_seconds": round(median(kafka_runs, "map_pass_seconds"), 3),
+                "kafka_bytes_written": kafka_runs[0]["bytes_written"],
+                "speedup_vs_kafka": round(kafka_s / kompakt_s, 2),
+                "speedup_vs_kafka_rounds": [
+                    round(k["clean_seconds"] / m["clean_seconds"], 2)
+                    for k, m in zip(kafka_runs, kompakt_runs, strict=True)
+                ],
+                "speedup_goal": goal,
+                "identical_segments_to_kafka": identical,
+            }
+        )
+    elif keys in KAFKA_ANCHOR_MB_PER_S:
+        anchor = KAFKA_ANCHOR_MB_PER_S[keys]
+        out.update(
+            {
+                "kafka": "not run (no Kafka build: set KAFKA_BUILD); ratio against the anchor figure",
+                "kafka_anchor_mb_per_s": anchor,
+                "speedup_vs_kafka_anchor": round(dirty_bytes / MIB / kompakt_s / anchor, 2),
+                "speedup_goal": goal,
+            }
+        )
+    if command_runs:
+        wall = statistics.median(r["wall_seconds"] for r in command_runs)
+        out.update(
+            {
+                "command_mb_per_s": mb_s(dirty_bytes, wall),
+                "command_wall_seconds": round(wall, 3),
+                "command_wall_seconds_rounds": [round(r["wall_seconds"], 3) for r in command_runs],
+                "command_clean_seconds": round(median(command_runs, "clean_seconds"), 3),
+                "command_vs_in_process": round(kompakt_s / wall, 3),
+                "command_vs_in_process_goal": GOAL_COMMAND_VS_IN_PROCESS,
+            }
+        )
+    shutil.rmtree(directory)
     return out
 
 
@@ -129,18 +288,34 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=5_000_000)
     parser.add_argument("--keys", type=int, nargs="*", default=[100_000, 2_000_000])
-    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-kafka", action="store_true", help="skip Kafka's cleaner")
+    parser.add_argument("--no-command", action="store_true", help="skip the kompakt log compact runs")
     args = parser.parse_args()
     results: dict[str, object] = {}
+    build = None if args.no_kafka else kafka_build()
     with tempfile.TemporaryDirectory(dir=os.environ.get("KOMPAKT_BENCH_DIR")) as tmp:
-        directory = Path(tmp)
-        results["jit_warmup_seconds"] = round(warm_up_jit(directory), 2)
-        for keys in args.keys:
-            runs = [run(directory, args.records, keys) for _ in range(args.repeat)]
-            best = max(runs, key=lambda r: float(r["mb_per_s"]))  # type: ignore[arg-type]
-            if len(runs) > 1:
-                best["mb_per_s_median"] = statistics.median(float(r["mb_per_s"]) for r in runs)  # type: ignore[arg-type]
-            results[f"keys_{keys}"] = best
+        root = Path(tmp)
+        start = time.perf_counter()
+        warm = write_log(root / "warm" / "source", 20_000, 1_000, 1 * MIB)
+        warm.close()
+        warm_cleaner = Cleaner(0, HashedOffsetMap(1 * MIB, 0.9), SystemClock())
+        clean_in_process(warm_cleaner, copy_partition(warm.directory, root / "warm" / "a"))
+        results["kernel_load_seconds"] = round(time.perf_counter() - start, 2)
+        kafka = None
+        if build is not None:
+            kafka = KafkaCleaner(build)
+            # One clean on the small log loads Kafka's classes before the timed rounds.
+            kafka.clean(copy_partition(warm.directory, root / "warm" / "k"))
+            results["kafka_build"] = str(build)
+        try:
+            for keys in args.keys:
+                results[f"keys_{keys}"] = run(
+                    root / f"keys-{keys}", args.records, keys, args.rounds, kafka, not args.no_command
+                )
+        finally:
+            if kafka is not None:
+                kafka.close()
     print(json.dumps(results))
 
 

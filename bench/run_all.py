@@ -21,6 +21,7 @@ BENCHES: list[str | tuple[str, str, dict[str, str]]] = [
     ("bench_kernels_jit", "bench_kernels.py", {"KOMPAKT_KERNELS": "jit"}),
     "bench_cleaner.py",
     "bench_broker.py",
+    "bench_tls.py",
     "bench_recovery.py",
     "bench_backup.py",
     "bench_protocol.py",
@@ -29,6 +30,8 @@ BENCHES: list[str | tuple[str, str, dict[str, str]]] = [
     "bench_throttle.py",
     "bench_readers.py",
     "bench_connections.py",
+    "bench_sasl.py",
+    "bench_replay_check.py",
 ]
 
 

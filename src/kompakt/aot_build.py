@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 KERNEL_MODULES = (
     "kompakt.records.scan",
+    "kompakt.records.rebuild",
     "kompakt.cleaner.kernels.hashing",
     "kompakt.cleaner.kernels.offset_table",
     "kompakt.cleaner.kernels.rewrite",

@@ -92,7 +92,7 @@ def test_backup_restore_commands(broker: BrokerProcess, tmp_path: Path) -> None:
             "restore": {"topic_mapping": {"cli-src": "cli-dst"}, "create_topics": True},
         },
     )
-    code, out = run("backup", "validate-restore", "--config", str(restore_yaml))
+    code, out = run("validate-restore", "--config", str(restore_yaml))
     assert code == 0 and "ok: the restore can run" in out, out
     code, out = run("restore", "--config", str(restore_yaml), "-o", "json")
     assert code == 0, out
@@ -104,8 +104,12 @@ def test_backup_restore_commands(broker: BrokerProcess, tmp_path: Path) -> None:
         (b"c", b"3"),
     ]
     # Now the target exists: validation says so; a second restore would duplicate, which is allowed.
-    code, out = run("backup", "validate-restore", "-c", str(restore_yaml), "-o", "json")
-    assert code == 0 and json.loads(out)["topics"][0]["action"] == "existing"
+    # The old spelling still works (issue 28), says the new one on stderr, and is not listed.
+    old = CliRunner().invoke(APP, ["backup", "validate-restore", "-c", str(restore_yaml), "-o", "json"])
+    assert old.exit_code == 0 and json.loads(old.stdout)["topics"][0]["action"] == "existing"
+    assert "'kompakt backup validate-restore' is now 'kompakt validate-restore'" in old.stderr
+    listed = CliRunner().invoke(APP, ["backup", "--help"], env={"COLUMNS": "200"})
+    assert "list" in listed.stdout and "validate-restore" not in listed.stdout
 
     # Offline restore through the CLI into a fresh directory.
     offline_yaml = _write(

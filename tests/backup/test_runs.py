@@ -14,7 +14,7 @@ from kompakt.backup.config import parse_restore_config
 from kompakt.backup.errors import BackupError, StorageError
 from kompakt.backup.manifest import load_manifest
 from kompakt.backup.reader import RestoreSource
-from kompakt.backup.storage import FilesystemStorage
+from kompakt.backup.storage import FilesystemStorage, StagedObject
 from tests.support.serve import BrokerProcess
 
 from .conftest import COMPACT_CONFIGS, backup_config, create_topic, produce
@@ -154,3 +154,49 @@ def test_registering_as_a_reader_waits_for_a_coordinator_that_moves(
     result = run_backup(backup_config(broker, tmp_path, "moving", topics=["moving"]))
     assert result.manifest.status == "complete" and refusals["left"] == 0
     assert result.manifest.partitions[("moving", 0)].records == 1
+
+
+class _FullDisk(StagedObject):
+    """A staged segment file whose seventh write (in the second file) fails, as on a full disk,
+    after writing half of it."""
+
+    writes = 0
+
+    def write(self, *pieces: bytes | bytearray | memoryview) -> None:
+        _FullDisk.writes += 1
+        if _FullDisk.writes == 7:
+            super().write(bytes(pieces[-1])[: len(pieces[-1]) // 2])
+            raise StorageError(f"cannot write {self.path}: No space left on device")
+        super().write(*pieces)
+
+
+class FullDiskStorage(FilesystemStorage):
+    def stage(self, key: str) -> StagedObject:
+        return _FullDisk(self._path(key))
+
+
+def test_a_write_failing_inside_a_segment_commits_none_of_it(broker: BrokerProcess, tmp_path: Path) -> None:
+    """The backup writes a segment as it grows (issue 33): a write that fails half way through
+    the file leaves nothing of that segment, no temporary file, and a run that resumes."""
+    create_topic(broker, "fulldisk", 1)
+    produce(broker, "fulldisk", [(f"f{i}".encode(), b"z" * 2000) for i in range(300)])
+    config = backup_config(
+        broker,
+        tmp_path,
+        "fulldisk",
+        topics=["fulldisk"],
+        backup={"compression": "none", "segment_max_bytes": 100_000, "batch_max_bytes": 20_000},
+    )
+    with pytest.raises(StorageError, match="No space left"):
+        run_backup(config, storage=FullDiskStorage(tmp_path))
+    storage = FilesystemStorage(tmp_path)
+    manifest = load_manifest(storage, "fulldisk")
+    assert manifest.status == "incomplete" and manifest.runs[-1].status == "failed"
+    entry = manifest.partitions[("fulldisk", 0)]
+    assert entry.files and entry.records == entry.end_offset == sum(f.records for f in entry.files) < 300
+    assert sorted(storage.list("fulldisk/topics/")) == sorted(f"fulldisk/{f.path}" for f in entry.files)
+    assert not list(tmp_path.rglob("*.tmp"))
+
+    result = run_backup(config, storage=storage)
+    entry = result.manifest.partitions[("fulldisk", 0)]
+    assert (result.manifest.status, entry.records, entry.end_offset, entry.gaps) == ("complete", 300, 300, [])

@@ -175,7 +175,7 @@ def test_delete_records_trims_a_compact_only_topic_and_compaction_carries_on(
     dispatcher: Dispatcher, log_manager: LogManager, clock: FakeClock
 ) -> None:
     """Issue 16: DeleteRecords works on compacted topics (Kafka answers POLICY_VIOLATION)."""
-    fill(log_manager, "changelog", 30, {"cleanup.policy": "compact", "segment.bytes": "200"})
+    fill(log_manager, "changelog", 30, {"cleanup.policy": "compact", "internal.segment.bytes": "200"})
     partition_log = log_manager.get_log("changelog", 0)
     assert len(partition_log.segments) > 3
     assert delete_records(dispatcher, [("changelog", 0, 20)]) == [(0, 20, E.none)]

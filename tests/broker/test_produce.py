@@ -273,7 +273,7 @@ def test_log_append_time_topic(dispatcher: Dispatcher, log_manager: LogManager, 
 
 
 def test_record_list_too_large(dispatcher: Dispatcher, log_manager: LogManager) -> None:
-    log_manager.create_topic("tiny-segments", 1, {"segment.bytes": "100"})
+    log_manager.create_topic("tiny-segments", 1, {"internal.segment.bytes": "100"})
     batch = build_batch([rec(b"k", b"x" * 100)])
     answer = produce(dispatcher, "tiny-segments", batch)
     assert answer.error_code == E.record_list_too_large

@@ -44,7 +44,7 @@ IO_BUFFER = 64 * 1024
 
 LCT: dict[str, Any] = {
     "cleanup_policy": frozenset({"compact"}),
-    "segment_bytes": 1024,
+    "internal_segment_bytes": 1024,
     "segment_index_bytes": 1024,
 }
 

@@ -88,7 +88,7 @@ def _multi_record_workload(log: PartitionLog, codec: Compression) -> None:
 def test_multi_record_batches_keep_codec_and_offsets(tmp_path: Path, codec: Compression) -> None:
     logs = []
     for hashed in (False, True):
-        log = lct_log(tmp_path, FakeClock(), name=f"t-{int(hashed)}", segment_bytes=2048)
+        log = lct_log(tmp_path, FakeClock(), name=f"t-{int(hashed)}", internal_segment_bytes=2048)
         _multi_record_workload(log, codec)
         before = all_records(log)
         last_offsets = set(B(log))
@@ -107,7 +107,7 @@ def test_multi_record_batches_keep_codec_and_offsets(tmp_path: Path, codec: Comp
 @pytest.mark.parametrize("codec", CODECS, ids=[c.name for c in CODECS])
 def test_duplicate_check_after_cleaning_per_codec(tmp_path: Path, codec: Compression) -> None:
     """Kafka's ``LogCleanerTest.testDuplicateCheckAfterCleaning`` (reference scenario S17)."""
-    log = lct_log(tmp_path, FakeClock(), segment_bytes=2048)
+    log = lct_log(tmp_path, FakeClock(), internal_segment_bytes=2048)
     p1 = producer_batch(log, 1, (1, 2, 3), transactional=False, compression=codec)
     p2 = producer_batch(log, 2, (3, 1, 4), transactional=False, compression=codec)
     p3 = producer_batch(log, 3, (1, 4), transactional=False, compression=codec)

@@ -152,7 +152,7 @@ def test_build_offset_map(tmp_path: Path, clock: FakeClock, hashed: bool) -> Non
 
 def test_build_offset_map_fake_large(tmp_path: Path, clock: FakeClock) -> None:
     """Kafka's ``LogCleanerTest.testBuildOffsetMapFakeLarge`` (reference scenario S8)."""
-    log = lct_log(tmp_path, clock, segment_bytes=120, segment_index_bytes=120)
+    log = lct_log(tmp_path, clock, internal_segment_bytes=120, segment_index_bytes=120)
     append_at(log, 0, 0, 0)
     append_at(log, 7206178, 1, 1)
     offset_map = make_map()

@@ -43,7 +43,11 @@ from ._harness import (
     txn,
 )
 
-CFG: dict[str, Any] = {"segment_bytes": 300, "index_interval_bytes": 64, "delete_retention_ms": 1_000}
+CFG: dict[str, Any] = {
+    "internal_segment_bytes": 300,
+    "index_interval_bytes": 64,
+    "delete_retention_ms": 1_000,
+}
 
 
 class CrashingOps(OsFileOps):

@@ -19,7 +19,7 @@ from kompakt.records.batch import iter_batches
 from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.record import decode_records
 
-COMPACT = {"cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.01"}
+COMPACT = {"cleanup.policy": "compact", "internal.segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.01"}
 
 
 @pytest.fixture
@@ -178,7 +178,9 @@ def test_compact_now_ignores_the_ratio_and_removes_expired_tombstones(
     manager: LogManager, clock: FakeClock
 ) -> None:
     manager.create_topic(
-        "now", 1, {"cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.99"}
+        "now",
+        1,
+        {"cleanup.policy": "compact", "internal.segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.99"},
     )
     log = manager.get_log("now", 0)
     write_dups(log, clock, keys=10, dups=2)

@@ -37,8 +37,8 @@ def records_on_disk(partition_dir: Path) -> list[tuple[int, bytes | None, bytes 
 def make_kompakt_dir(data: Path, clock: FakeClock) -> None:
     manager = LogManager(data, BrokerConfig.from_properties({}), clock)
     manager.open()
-    manager.create_topic("users", 1, {"cleanup.policy": "compact", "segment.bytes": "1024"})
-    manager.create_topic("events", 1, {"cleanup.policy": "delete", "segment.bytes": "1024"})
+    manager.create_topic("users", 1, {"cleanup.policy": "compact", "internal.segment.bytes": "1024"})
+    manager.create_topic("events", 1, {"cleanup.policy": "delete", "internal.segment.bytes": "1024"})
     for name in ("users", "events"):
         log = manager.get_log(name, 0)
         for i in range(60):

@@ -23,7 +23,7 @@ HOUR_MS = 3_600_000
 
 
 def _six_single_record_segments() -> FakeLog:
-    # segment.bytes=100 with 94-byte batches: one record per segment, the sixth is active.
+    # internal.segment.bytes=100 with 94-byte batches: one record per segment, the sixth is active.
     segments = [segment(i, [-1], record_size=94) for i in range(6)]
     return FakeLog("t", 0, FakeConfig(), segments)
 

@@ -58,7 +58,7 @@ def _duplicate(log: PartitionLog, raw: bytes) -> tuple[int, int]:
 
 def test_duplicate_check_after_cleaning(tmp_path: Path, clock: FakeClock) -> None:
     """Kafka's ``LogCleanerTest.testDuplicateCheckAfterCleaning`` (reference scenario S17)."""
-    log = lct_log(tmp_path, clock, segment_bytes=2048)
+    log = lct_log(tmp_path, clock, internal_segment_bytes=2048)
     p1 = producer_batch(log, 1, (1, 2, 3), transactional=False)
     p2 = producer_batch(log, 2, (3, 1, 4), transactional=False)
     p3 = producer_batch(log, 3, (1, 4), transactional=False)
@@ -140,7 +140,7 @@ def test_rebuild_producer_id_map_with_compacted_data(tmp_path: Path, clock: Fake
 
 def test_basic_transaction_aware_cleaning(tmp_path: Path, clock: FakeClock) -> None:
     """Kafka's ``LogCleanerTest.testBasicTransactionAwareCleaning`` (reference scenario S20)."""
-    log = lct_log(tmp_path, clock, segment_bytes=2048)
+    log = lct_log(tmp_path, clock, internal_segment_bytes=2048)
     assert txn(log, 1, 1, 2) == (0, 1)
     assert txn(log, 2, 2, 3) == (2, 3)
     assert txn(log, 1, 3, 4) == (4, 5)
@@ -233,7 +233,7 @@ def test_multi_pass_segment_cleaning_with_aborted_transactions(tmp_path: Path, c
 
 def test_commit_marker_removal(tmp_path: Path, clock: FakeClock) -> None:
     """Kafka's ``LogCleanerTest.testCommitMarkerRemoval`` (reference scenario S23)."""
-    log = lct_log(tmp_path, clock, segment_bytes=256)
+    log = lct_log(tmp_path, clock, internal_segment_bytes=256)
     txn(log, 1, 1)
     txn(log, 1, 2, 3)
     commit(log, 1)
@@ -257,7 +257,7 @@ def test_commit_marker_removal(tmp_path: Path, clock: FakeClock) -> None:
 
 def test_deleted_batches_with_no_messages_read(tmp_path: Path, clock: FakeClock) -> None:
     """Kafka's ``LogCleanerTest.testDeletedBatchesWithNoMessagesRead`` (reference scenario S24)."""
-    log = lct_log(tmp_path, clock, max_message_bytes=100, segment_bytes=1000)
+    log = lct_log(tmp_path, clock, max_message_bytes=100, internal_segment_bytes=1000)
     txn(log, 1, 1)
     abort(log, 1)
     txn(log, 1, 2)
@@ -272,7 +272,7 @@ def test_deleted_batches_with_no_messages_read(tmp_path: Path, clock: FakeClock)
 
 def test_commit_marker_retention_with_empty_batch(tmp_path: Path, clock: FakeClock) -> None:
     """Kafka's ``LogCleanerTest.testCommitMarkerRetentionWithEmptyBatch`` (reference scenario S25)."""
-    log = lct_log(tmp_path, clock, segment_bytes=256)
+    log = lct_log(tmp_path, clock, internal_segment_bytes=256)
     txn(log, 1, 2, 3)
     roll(log)
     txn(log, 2, 2, 3)
@@ -297,7 +297,7 @@ def test_commit_marker_retention_with_empty_batch(tmp_path: Path, clock: FakeClo
 
 def test_clean_empty_control_batch(tmp_path: Path, clock: FakeClock) -> None:
     """Kafka's ``LogCleanerTest.testCleanEmptyControlBatch`` (reference scenario S26)."""
-    log = lct_log(tmp_path, clock, segment_bytes=256)
+    log = lct_log(tmp_path, clock, internal_segment_bytes=256)
     commit(log, 1)
     append_kv(log, 2, 2)
     append_kv(log, 3, 3)
@@ -310,7 +310,7 @@ def test_clean_empty_control_batch(tmp_path: Path, clock: FakeClock) -> None:
 
 def test_committed_transaction_spanning_segments(tmp_path: Path, clock: FakeClock) -> None:
     """Kafka's ``LogCleanerTest.testCommittedTransactionSpanningSegments`` (reference scenario S27)."""
-    log = lct_log(tmp_path, clock, segment_bytes=128)
+    log = lct_log(tmp_path, clock, internal_segment_bytes=128)
     txn(log, 1, 1)
     roll(log)
     commit(log, 1)
@@ -321,7 +321,7 @@ def test_committed_transaction_spanning_segments(tmp_path: Path, clock: FakeCloc
 
 def test_aborted_transaction_spanning_segments(tmp_path: Path, clock: FakeClock) -> None:
     """Kafka's ``LogCleanerTest.testAbortedTransactionSpanningSegments`` (reference scenario S28)."""
-    log = lct_log(tmp_path, clock, segment_bytes=128)
+    log = lct_log(tmp_path, clock, internal_segment_bytes=128)
     txn(log, 1, 1)
     roll(log)
     abort(log, 1)
@@ -334,7 +334,7 @@ def test_aborted_transaction_spanning_segments(tmp_path: Path, clock: FakeClock)
 
 def test_abort_marker_removal(tmp_path: Path, clock: FakeClock) -> None:
     """Kafka's ``LogCleanerTest.testAbortMarkerRemoval`` (reference scenario S29)."""
-    log = lct_log(tmp_path, clock, segment_bytes=256)
+    log = lct_log(tmp_path, clock, internal_segment_bytes=256)
     txn(log, 1, 1)
     txn(log, 1, 2, 3)
     abort(log, 1)
@@ -349,7 +349,7 @@ def test_abort_marker_removal(tmp_path: Path, clock: FakeClock) -> None:
 
 def test_empty_batch_removal_with_sequence_reuse(tmp_path: Path, clock: FakeClock) -> None:
     """Kafka's ``LogCleanerTest.testEmptyBatchRemovalWithSequenceReuse`` (reference scenario S30)."""
-    log = lct_log(tmp_path, clock, segment_bytes=2048)
+    log = lct_log(tmp_path, clock, internal_segment_bytes=2048)
     now = clock.now_ms()
 
     def data(offset: int, key: int, seq: int) -> bytes:
@@ -381,7 +381,7 @@ def test_empty_batch_removal_with_sequence_reuse(tmp_path: Path, clock: FakeCloc
 
 def test_abort_marker_retention_with_empty_batch(tmp_path: Path, clock: FakeClock) -> None:
     """Kafka's ``LogCleanerTest.testAbortMarkerRetentionWithEmptyBatch`` (reference scenario S31)."""
-    log = lct_log(tmp_path, clock, segment_bytes=256)
+    log = lct_log(tmp_path, clock, internal_segment_bytes=256)
     txn(log, 1, 2, 3)
     abort(log, 1)
     roll(log)

@@ -196,7 +196,7 @@ def test_compaction_matches_model(ops: list[tuple[object, ...]], segment_bytes: 
                 Path(tmp),
                 clock,
                 name=f"t-{i}",
-                segment_bytes=segment_bytes,
+                internal_segment_bytes=segment_bytes,
                 delete_retention_ms=RETENTION_MS,
             )
             for i in range(2)

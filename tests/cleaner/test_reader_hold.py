@@ -65,7 +65,7 @@ def held_log(
             "cleanup.policy": "compact",
             "min.cleanable.dirty.ratio": "0.99",
             "delete.retention.ms": str(DELETE_RETENTION_MS),
-            "segment.bytes": "1024",
+            "internal.segment.bytes": "1024",
             "kompakt.tombstone.retain.for.groups": groups,
             "kompakt.tombstone.max.hold.ms": str(MAX_HOLD_MS),
             **extra,
@@ -214,7 +214,7 @@ def test_a_held_abort_marker_stays_past_its_horizon(tmp_path: Path) -> None:
     """``LogCleanerTest.testAbortMarkerRemoval`` with the hold: the ABORT marker at 3 outlives its
     horizon while the named group has not read past it, and goes once it has."""
     clock = FakeClock()
-    log = lct_log(tmp_path, clock, segment_bytes=256, kompakt_tombstone_retain_for_groups=("g",))
+    log = lct_log(tmp_path, clock, internal_segment_bytes=256, kompakt_tombstone_retain_for_groups=("g",))
     txn(log, 1, 1)
     txn(log, 1, 2, 3)
     abort(log, 1)

@@ -119,7 +119,7 @@ def test_held_compaction_matches_model(ops: list[tuple[object, ...]], segment_by
             Path(tmp),
             clock,
             name="t-0",
-            segment_bytes=segment_bytes,
+            internal_segment_bytes=segment_bytes,
             delete_retention_ms=RETENTION_MS,
             kompakt_tombstone_retain_for_groups=(GROUP,),
             kompakt_tombstone_max_hold_ms=MAX_HOLD_MS,

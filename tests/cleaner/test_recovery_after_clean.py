@@ -36,7 +36,9 @@ EXTS = ("log", "index", "timeindex", "txnindex")
 
 def _cleaned_log(tmp_path: Path) -> tuple[PartitionLog, list[int], list[int]]:
     clock = FakeClock()
-    log = lct_log(tmp_path, clock, segment_bytes=300, index_interval_bytes=1, file_delete_delay_ms=10)
+    log = lct_log(
+        tmp_path, clock, internal_segment_bytes=300, index_interval_bytes=1, file_delete_delay_ms=10
+    )
     while len(log.segments) < 10:
         o = log.log_end_offset
         append_kv(log, o, o)

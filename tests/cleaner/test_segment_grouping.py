@@ -52,7 +52,7 @@ def _check_spans(log: PartitionLog, groups: list[list[LogSegment]]) -> None:
 
 def test_segment_grouping_by_size_and_index_size(tmp_path: Path, clock: FakeClock) -> None:
     """Kafka's ``LogCleanerTest.testSegmentGrouping`` (reference scenario S35)."""
-    log = lct_log(tmp_path, clock, segment_bytes=300, index_interval_bytes=1)
+    log = lct_log(tmp_path, clock, internal_segment_bytes=300, index_interval_bytes=1)
     while len(log.segments) < 10:
         hello(log)
     leo = log.log_end_offset
@@ -70,7 +70,7 @@ def test_segment_grouping_by_size_and_index_size(tmp_path: Path, clock: FakeCloc
 
 def test_segment_grouping_with_sparse_offsets(tmp_path: Path, clock: FakeClock) -> None:
     """Kafka's ``LogCleanerTest.testSegmentGroupingWithSparseOffsets`` (reference scenario S36)."""
-    log = lct_log(tmp_path, clock, segment_bytes=400, index_interval_bytes=1)
+    log = lct_log(tmp_path, clock, internal_segment_bytes=400, index_interval_bytes=1)
     while len(log.segments) < 2:
         hello(log)
     hello_at(log, INT_MAX - 1)
@@ -88,7 +88,7 @@ def test_segment_grouping_with_sparse_offsets(tmp_path: Path, clock: FakeClock) 
 
 def test_segment_grouping_following_load_of_zero_index(tmp_path: Path, clock: FakeClock) -> None:
     """Kafka's ``LogCleanerTest.testSegmentGroupingFollowingLoadOfZeroIndex`` (reference scenario S37)."""
-    log = lct_log(tmp_path, clock, segment_bytes=400, index_interval_bytes=400)
+    log = lct_log(tmp_path, clock, internal_segment_bytes=400, index_interval_bytes=400)
     hello_at(log, 0)
     hello_at(log, 1)
     roll_at(log, 2**30 - 1)
@@ -112,10 +112,10 @@ def test_segment_grouping_with_sparse_offsets_and_empty_segments(tmp_path: Path,
     assert len(log.segments) == 4
     u = log.log_end_offset - 1
     cfg = log.config
-    assert len(grouping(log, cfg.segment_bytes, cfg.segment_index_bytes, u)) == 3
+    assert len(grouping(log, cfg.segment_size, cfg.segment_index_bytes, u)) == 3
     clean(log, 0, uncleanable=u)
     assert len(log.segments) == 4
     assert log.segments.values()[0].size == 0
-    assert len(grouping(log, cfg.segment_bytes, cfg.segment_index_bytes, u)) == 2
+    assert len(grouping(log, cfg.segment_size, cfg.segment_index_bytes, u)) == 2
     clean(log, 0, uncleanable=u)
     assert len(log.segments) == 3

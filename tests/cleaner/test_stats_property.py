@@ -281,7 +281,9 @@ def test_every_statistic_matches_an_independent_count(
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         clock = FakeClock()
-        log = lct_log(Path(tmp), clock, segment_bytes=segment_bytes, delete_retention_ms=RETENTION_MS)
+        log = lct_log(
+            Path(tmp), clock, internal_segment_bytes=segment_bytes, delete_retention_ms=RETENTION_MS
+        )
         model = Model()
         dirty = 0
         tail: list[tuple[object, ...]] = [
@@ -328,7 +330,7 @@ def test_every_statistic_matches_an_independent_count(
 def test_compact_log_reports_the_passes_combined(tmp_path: Path) -> None:
     """``compact_log``'s passes, combined, describe the log before the first and after the last."""
     clock = FakeClock()
-    log = lct_log(tmp_path, clock, segment_bytes=300, delete_retention_ms=RETENTION_MS)
+    log = lct_log(tmp_path, clock, internal_segment_bytes=300, delete_retention_ms=RETENTION_MS)
     model = Model()
     for i in range(40):
         _append(

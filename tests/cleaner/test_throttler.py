@@ -170,7 +170,9 @@ def test_a_real_short_clean_sleeps_for_its_io(tmp_path: Path) -> None:
 
     directory = tmp_path / "t-0"
     directory.mkdir()
-    config = LogConfig.from_overrides({"cleanup.policy": "compact", "segment.bytes": str(256 * 1024)})
+    config = LogConfig.from_overrides(
+        {"cleanup.policy": "compact", "internal.segment.bytes": str(256 * 1024)}
+    )
     log = PartitionLog(directory, "t", 0, config, clock)
     value = b"v" * 1000
     for i in range(1000):

@@ -60,7 +60,7 @@ def stamped_log(manager: LogManager, clock: FakeClock) -> tuple[PartitionLog, Lo
             "cleanup.policy": "compact",
             "min.cleanable.dirty.ratio": "0.99",
             "delete.retention.ms": str(DELETE_RETENTION_MS),
-            "segment.bytes": "1024",
+            "internal.segment.bytes": "1024",
         },
     )
     log = manager.get_log("t", 0)

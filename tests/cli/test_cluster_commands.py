@@ -123,6 +123,30 @@ def test_usage_errors_exit_2(broker: BrokerProcess) -> None:
     assert run(broker, "group", "reset-offsets", "g", "--topic", "x").code == 2
 
 
+def test_bootstrap_server_is_accepted_wherever_a_broker_is_named(broker: BrokerProcess) -> None:
+    """Issue 28: ``--bootstrap-server`` (every kafka-* tool's spelling) works on kompakt's own
+    commands too, ``--bootstrap`` stays as an alias."""
+    ok(broker, "topic", "create", "vocabulary", "--config", "cleanup.policy=compact")
+    for flag in ("--bootstrap-server", "--bootstrap", "-b"):
+        listed = run_cli("topic", "list", flag, broker.bootstrap)
+        assert listed.code == 0 and "vocabulary" in listed.stdout, (flag, listed.stderr)
+    # One URL form for a cluster: kafka://HOST:PORT, as the table commands' sources have it.
+    for command in (("topic", "list"), ("kafka-topics", "--list")):
+        listed = run_cli(*command, "--bootstrap-server", f"kafka://{broker.bootstrap}")
+        assert listed.code == 0 and "vocabulary" in listed.stdout, (command, listed.stderr)
+    refused = run_cli("topic", "list", "--bootstrap-server", f"kafka://{broker.bootstrap}/vocabulary")
+    assert refused.code == 2 and "give kafka://HOST:PORT (no topic)" in refused.stderr
+    produced = run_cli(
+        "produce", "vocabulary", "--bootstrap-server", broker.bootstrap, "-K", ":", stdin="a:1\n"
+    )
+    assert produced.code == 0, produced.stderr
+    consumed = run_cli(
+        "consume", "vocabulary", "--bootstrap-server", broker.bootstrap, "-e", "--from-beginning",
+        "--format", "%k=%s\\n",
+    )  # fmt: skip
+    assert (consumed.code, consumed.stdout) == (0, "a=1\n"), consumed.stderr
+
+
 def test_console_producer_spelling_sends_a_tombstone(broker: BrokerProcess) -> None:
     """Issue 8 item 5: the guide's command as typed; null and empty values print differently."""
     ok(broker, "topic", "create", "guide-users", "--config", "cleanup.policy=compact")

@@ -83,3 +83,16 @@ def test_line_format_usage_errors(props: list[str]) -> None:
 
 def test_read_lines_strips_terminators_only() -> None:
     assert list(read_lines(io.BytesIO(b"a\r\n\nb \nlast"))) == [b"a", b"", b"b ", b"last"]
+
+
+def test_kcat_format_tokens_as_kcat_has_them() -> None:
+    """Issue 28: kcat's ``%s`` is the payload (``%v`` stays as kompakt's old spelling), ``%R`` the
+    payload size as 4 big-endian bytes, and ``\\xXX`` / ``\\xNNN`` any character."""
+    msg = FakeMessage(b"k", b"hello", [])
+    assert RecordFormat.compile("%k=%s\\n", "(null)").render(msg) == b"k=hello\n"
+    assert RecordFormat.compile("%v", "(null)").render(msg) == b"hello"
+    assert RecordFormat.compile("%R%s", "(null)").render(msg) == b"\x00\x00\x00\x05hello"
+    assert RecordFormat.compile("%R", "").render(FakeMessage(b"k", None, [])) == b"\xff\xff\xff\xff"
+    assert RecordFormat.compile("%k\\x09%s\\x044", "").render(msg) == b"k\thello,"
+    with pytest.raises(CliUsageError):
+        RecordFormat.compile("\\xZZ", "")

@@ -53,8 +53,26 @@ def test_add_config_lists_group_commas_in_brackets() -> None:
         ("kafka-topics", ["--describe", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
         (
             "kafka-configs",
-            ["--describe", "--entity-type", "users", "--entity-name", "alice"],
-            "topics and brokers",
+            ["--describe", "--entity-type", "clients", "--entity-name", "alice"],
+            "topics, brokers and users",
+        ),
+        (
+            "kafka-configs",
+            ["--alter", "--user", "alice", "--add-config", "producer_byte_rate=1024"],
+            "SCRAM credentials only",
+        ),
+        (
+            "kafka-configs",
+            [
+                "--alter",
+                "--entity-type",
+                "users",
+                "--entity-name",
+                "a",
+                "--add-config",
+                "SCRAM-SHA-256=[iterations=8192]",
+            ],
+            "password is required",
         ),
         ("kafka-configs", ["--alter", "--entity-type", "topics", "--entity-name", "t"], "needs --add-config"),
         (
@@ -109,6 +127,7 @@ def test_help_lists_kafkas_flags_and_the_sh_alias_runs_the_same_tool() -> None:
         "kafka-console-consumer",
         "kafka-consumer-groups",
         "kafka-dump-log",
+        "kafka-acls",
     }
 
 

@@ -22,7 +22,7 @@ GUIDE_SERVER_PROPERTIES = """\
 process.roles=broker,controller
 node.id=1
 listeners=PLAINTEXT://:9092,CONTROLLER://:9093
-sasl.enabled.mechanisms=PLAIN
+sasl.kerberos.service.name=kafka
 log.cleanup.policy=compact
 log.cleaner.dedupe.bufer.size=134217728
 log.cleaner.threads=2
@@ -109,7 +109,9 @@ def test_settings_kompakt_does_not_use_are_skipped_with_a_note(
     )
     assert result.code == 0, result.err
     # Kafka's own names that change nothing here, and then a typo, which is not silently ignored.
-    assert "ignored 2 setting(s) kompakt does not use: process.roles, sasl.enabled.mechanisms" in result.err
+    assert (
+        "ignored 2 setting(s) kompakt does not use: process.roles, sasl.kerberos.service.name" in result.err
+    )
     assert (
         "ignored 1 setting(s) unknown to Kafka 4.1: log.cleaner.dedupe.bufer.size "
         "(did you mean log.cleaner.dedupe.buffer.size?)" in result.err

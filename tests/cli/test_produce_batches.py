@@ -46,7 +46,7 @@ def _dump(path: Path) -> list[dict[str, Any]]:
 
 def test_many_lines_into_a_small_segment_topic(broker: InProcessBroker) -> None:
     bootstrap = broker.bootstrap_servers
-    assert run(bootstrap, "topic", "create", "small", "--config", "segment.bytes=1024").code == 0
+    assert run(bootstrap, "topic", "create", "small", "--config", "internal.segment.bytes=1024").code == 0
     produced = run(bootstrap, "produce", "small", *KEYED, "--output", "json", stdin=LINES)
     assert produced.code == 0, produced.stderr
     assert json.loads(produced.stdout)["sent"] == 500
@@ -57,14 +57,17 @@ def test_many_lines_into_a_small_segment_topic(broker: InProcessBroker) -> None:
 
 def test_a_larger_batch_size_is_capped_with_a_note(broker: InProcessBroker) -> None:
     bootstrap = broker.bootstrap_servers
-    assert run(bootstrap, "topic", "create", "small-2", "--config", "segment.bytes=2048").code == 0
+    assert run(bootstrap, "topic", "create", "small-2", "--config", "internal.segment.bytes=2048").code == 0
     produced = run(
         bootstrap, "produce", "small-2", *KEYED,
         "--producer-property", "batch.size=65536", "--producer-property", "linger.ms=20",
         stdin=LINES,
     )  # fmt: skip
     assert produced.code == 0, produced.stderr
-    assert "note: batch.size 65536 is more than the topic's segment.bytes=2048: using 2048" in produced.stderr
+    assert (
+        "note: batch.size 65536 is more than the topic's internal.segment.bytes=2048: using 2048"
+        in produced.stderr
+    )
     assert len(broker.records("small-2")) == 500
 
 

@@ -20,7 +20,7 @@ def _damaged_flushed_dir(build: Any) -> tuple[Path, Path, bytes]:
     """Three segments of four single-record batches, closed cleanly (recovery point 12), then a
     crash-style restart finds the first batch of the last segment, flushed data, damaged."""
     b = build()
-    log = b.topic("t", segment_bytes="300")
+    log = b.topic("t", internal_segment_bytes="300")
     for i in range(12):
         b.put(log, [(f"k{i}".encode(), f"v{i}".encode())])
     assert [s.base_offset for s in log.segments] == [0, 4, 8]
@@ -127,7 +127,7 @@ def test_repair_execute_refuses_a_directory_in_use_but_a_dry_run_reads_it(build:
 
 def test_repair_moves_later_segments_and_rejects_a_segment_file(build: Any, cli: Any) -> None:
     b = build()
-    log = b.topic("t", segment_bytes="300")
+    log = b.topic("t", internal_segment_bytes="300")
     b.put(log, keys(1))
     for i in range(11):
         b.put(log, [(f"k{i}".encode(), b"v")])

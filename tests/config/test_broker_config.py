@@ -37,7 +37,7 @@ def resolved(props: dict[str, str], overrides: dict[str, str] | None = None) -> 
         ({"log.retention.hours": "-1"}, "retention_ms", -1),
         ({"log.retention.minutes": "-5"}, "retention_ms", -1),
         ({"log.cleanup.policy": "compact"}, "cleanup_policy", frozenset({"compact"})),
-        ({"log.segment.bytes": "2048"}, "segment_bytes", 2048),
+        ({"log.segment.bytes": "2097152"}, "segment_bytes", 2_097_152),
         ({"log.index.size.max.bytes": "4096"}, "segment_index_bytes", 4096),
         ({"log.index.interval.bytes": "10"}, "index_interval_bytes", 10),
         ({"log.cleaner.min.cleanable.ratio": "0.1"}, "min_cleanable_dirty_ratio", 0.1),
@@ -70,16 +70,17 @@ def test_topic_override_beats_broker_synonym() -> None:
 
 def test_dynamic_layers_win_over_static() -> None:
     broker = BrokerConfig(
-        static={"log.segment.bytes": "1000"},
-        dynamic_default={"log.segment.bytes": "2000"},
-        dynamic={"log.segment.bytes": "3000"},
+        static={"log.segment.bytes": "1100000"},
+        dynamic_default={"log.segment.bytes": "2200000"},
+        dynamic={"log.segment.bytes": "3300000"},
     )
-    assert broker.lookup("log.segment.bytes") == (3000, ConfigSource.DYNAMIC_BROKER_CONFIG)
-    assert LogConfig.from_overrides({}, broker).segment_bytes == 3000
+    assert broker.lookup("log.segment.bytes") == (3_300_000, ConfigSource.DYNAMIC_BROKER_CONFIG)
+    assert LogConfig.from_overrides({}, broker).segment_bytes == 3_300_000
     without_broker_layer = broker.with_dynamic({"log.segment.bytes": None})
-    assert LogConfig.from_overrides({}, without_broker_layer).segment_bytes == 2000
+    assert LogConfig.from_overrides({}, without_broker_layer).segment_bytes == 2_200_000
     assert (
-        LogConfig.from_overrides({}, BrokerConfig(static={"log.segment.bytes": "1000"})).segment_bytes == 1000
+        LogConfig.from_overrides({}, BrokerConfig(static={"log.segment.bytes": "1100000"})).segment_bytes
+        == 1_100_000
     )
 
 
@@ -181,6 +182,11 @@ def test_log_cleaner_enable_is_deprecated() -> None:
     warnings = BrokerConfig.from_properties({"log.cleaner.enable": "false"}).deprecation_warnings()
     assert len(warnings) == 1
     assert warnings[0].startswith("log.cleaner.enable is deprecated (Kafka 4.4)")
+
+
+def test_log_cleaner_enable_true_does_not_warn() -> None:
+    """A seed's server.properties line ``log.cleaner.enable=true`` is the default: no warning."""
+    assert BrokerConfig.from_properties({"log.cleaner.enable": "true"}).deprecation_warnings() == []
 
 
 def test_dynamic_updates() -> None:

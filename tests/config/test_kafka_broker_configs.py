@@ -9,6 +9,7 @@ from kompakt.config.broker import BrokerConfig
 from kompakt.config.defs import ConfigSource, ConfigType
 from kompakt.config.describe import describe_broker_config, describe_topic_config
 from kompakt.config.kafka import NOT_ACTED_ON, kafka_broker_configs, validator_from
+from kompakt.config.server_defs import ADMIN_BROKER_DEFS
 from kompakt.config.tables import (
     BROKER_CONFIGS,
     INERT_BROKER_CONFIGS,
@@ -27,12 +28,15 @@ def test_every_kafka_broker_config_is_known() -> None:
         "log.message.format.version",  # kept from Kafka 3.9
         "kompakt.tombstone.retain.for.groups",  # kompakt's own (the reader hold)
         "kompakt.tombstone.max.hold.ms",
+        *(definition.name for definition in ADMIN_BROKER_DEFS),  # kompakt's admin endpoint
+        "super.users",  # StandardAuthorizer's own configs, read from the broker's properties
+        "allow.everyone.if.no.acl.found",
     }
     for name in (
         "sasl.kerberos.min.time.before.relogin",
         "num.io.threads",
         "process.roles",
-        "ssl.keystore.type",
+        "ssl.engine.factory.class",
     ):
         assert name in INERT_BROKER_CONFIGS and BROKER_CONFIGS[name].doc.startswith(NOT_ACTED_ON)
     assert (

@@ -128,7 +128,7 @@ def small_segment_offsets_topic(data_dir: Path) -> None:
     manager = LogManager(data_dir, BrokerConfig(), SystemClock())
     manager.open()
     try:
-        manager.create_topic(OFFSETS_TOPIC, 50, {**OFFSETS_TOPIC_CONFIGS, "segment.bytes": "2048"})
+        manager.create_topic(OFFSETS_TOPIC, 50, {**OFFSETS_TOPIC_CONFIGS, "internal.segment.bytes": "2048"})
     finally:
         manager.close()
 

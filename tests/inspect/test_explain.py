@@ -6,12 +6,16 @@ Every directory is written with a FakeClock so record timestamps are known, and 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from kompakt.cleaner.offline import compact_directory
 from kompakt.clock import FakeClock
 from kompakt.inspect.explain import iso_ms
+from kompakt.inspect.explain_report import human_bytes
 from kompakt.log.checkpoint import CLEANER_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
 from kompakt.records.builder import SimpleRecord, build_batch
 from tests.support.log_dirs import DAY, HOUR, T0, kafka_dir, keys
@@ -82,6 +86,8 @@ def test_only_active_segment(build: Any, cli: Any) -> None:
     assert r["verdict"].startswith("nothing to clean: all dirty data is in the active segment, which rolls ")
     assert f"at the first append after {iso_ms(T0 + HOUR)}" in r["verdict"]
     assert r["active"]["time_roll_ms"] == T0 + HOUR and r["active"]["age_ms"] == 1000
+    # sizes a person reads (issue 28), not "when 1073741524 more bytes arrive"
+    assert "when 1.0 GiB more arrive (segment.bytes 1.0 GiB)" in r["verdict"]
     assert r["dirty_ratio"] == 0.0
 
 
@@ -96,6 +102,7 @@ def test_ratio_below_threshold(build: Any, cli: Any) -> None:
     assert r["verdict"].startswith(f"not eligible: dirty ratio {ratio:.2f} <= min.cleanable.dirty.ratio 0.6")
     ratio_cfg = next(c for c in r["configs"] if c["name"] == "min.cleanable.dirty.ratio")
     assert ratio_cfg["source"] == "topic override (--config)"
+    assert re.search(r"\(\d+ B more dirty data must roll\)$", r["verdict"]), r["verdict"]
     # the strict >: at exactly the ratio it is still not eligible
     r = explain(cli, path, "--now", str(T0 + 1000), "--config", f"min.cleanable.dirty.ratio={ratio!r}")
     assert not r["eligible"]
@@ -236,3 +243,12 @@ def test_bad_config_and_unreachable_cluster(tmp_path: Path, cli: Any) -> None:
     assert cli("log", "explain", str(root), "--now", "yesterday").code == 2
     down = cli("log", "explain", str(root), "--bootstrap", "127.0.0.1:1", "--bootstrap-timeout", "1")
     assert down.code == 1 and "cannot reach the cluster at 127.0.0.1:1" in down.err
+
+
+@pytest.mark.parametrize(
+    ("count", "shown"),
+    [(0, "0 B"), (104, "104 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (18_415_269, "17.6 MiB"),
+     (1_073_741_824 - 300, "1.0 GiB"), (134_217_728, "128.0 MiB")],
+)  # fmt: skip
+def test_human_bytes(count: int, shown: str) -> None:
+    assert human_bytes(count) == shown

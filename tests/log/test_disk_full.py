@@ -31,7 +31,7 @@ from kompakt.records.record import decode_records
 from .full_disk import FullDisk
 
 NOW = 1_700_000_000_000
-COMPACT = {"cleanup.policy": "compact", "segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01"}
+COMPACT = {"cleanup.policy": "compact", "internal.segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01"}
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from .log_helpers import LogHarness, all_records, config, kv
 
 def test_a_fault_model_sees_every_mutation_of_its_own_log_and_none_of_another(tmp_path: Path) -> None:
     ops = FaultInjectingFileOps(armed=False)
-    faulty = LogHarness(tmp_path / "a-0", config(segment_bytes=3 * len(kv(0))), file_ops=ops)
-    plain = LogHarness(tmp_path / "b-0", config(segment_bytes=3 * len(kv(0))))
+    faulty = LogHarness(tmp_path / "a-0", config(internal_segment_bytes=3 * len(kv(0))), file_ops=ops)
+    plain = LogHarness(tmp_path / "b-0", config(internal_segment_bytes=3 * len(kv(0))))
     with ops.armed():
         for i in range(4):
             plain.log.append(kv(i))

@@ -66,7 +66,9 @@ def blocked_flush(log: PartitionLog, ops: BlockingFsync) -> tuple[threading.Thre
 
 
 def test_append_and_roll_complete_while_a_flush_is_inside_fsync(tmp_path: Path, ops: BlockingFsync) -> None:
-    log = PartitionLog(tmp_path / "t-0", "t", 0, config(segment_bytes=1024), FakeClock(0), file_ops=ops)
+    log = PartitionLog(
+        tmp_path / "t-0", "t", 0, config(internal_segment_bytes=1024), FakeClock(0), file_ops=ops
+    )
     for i in range(20):
         log.append(kv(i))
     assert len(log.segments) > 1
@@ -90,7 +92,7 @@ def test_append_and_roll_complete_while_a_flush_is_inside_fsync(tmp_path: Path, 
 
 def test_segments_deleted_during_the_fsync_do_no_harm(tmp_path: Path, ops: BlockingFsync) -> None:
     clock = FakeClock(0)
-    cfg = config(segment_bytes=1024, retention_bytes=1, file_delete_delay_ms=0)
+    cfg = config(internal_segment_bytes=1024, retention_bytes=1, file_delete_delay_ms=0)
     log = PartitionLog(tmp_path / "t-0", "t", 0, cfg, clock, file_ops=ops)
     for i in range(20):
         log.append(kv(i))
@@ -111,7 +113,9 @@ def test_segments_deleted_during_the_fsync_do_no_harm(tmp_path: Path, ops: Block
 def test_a_truncation_during_the_fsync_keeps_the_recovery_point_down(
     tmp_path: Path, ops: BlockingFsync
 ) -> None:
-    log = PartitionLog(tmp_path / "t-0", "t", 0, config(segment_bytes=1024), FakeClock(0), file_ops=ops)
+    log = PartitionLog(
+        tmp_path / "t-0", "t", 0, config(internal_segment_bytes=1024), FakeClock(0), file_ops=ops
+    )
     for i in range(20):
         log.append(kv(i))
     flusher, errors = blocked_flush(log, ops)

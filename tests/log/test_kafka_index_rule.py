@@ -33,7 +33,7 @@ def fixture_config() -> LogConfig:
     return dataclasses.replace(
         LogConfig.defaults(),
         cleanup_policy=frozenset({"compact"}),
-        segment_bytes=2048,
+        internal_segment_bytes=2048,
         index_interval_bytes=300,
     )
 

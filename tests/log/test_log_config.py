@@ -115,7 +115,7 @@ def test_minus_one_rejected_for_at_least_zero_configs(name: str) -> None:
 @pytest.mark.parametrize(
     ("name", "value", "minimum"),
     [
-        ("segment.bytes", "13", "14"),
+        ("segment.bytes", "1048575", "1048576"),
         ("segment.ms", "0", "1"),
         ("segment.index.bytes", "3", "4"),
         ("retention.ms", "-2", "-1"),
@@ -153,8 +153,8 @@ def test_bad_types(name: str, value: str, reason: str) -> None:
 
 
 def test_values_are_trimmed_and_booleans_case_insensitive() -> None:
-    config = LogConfig.from_overrides({"segment.bytes": " 1024 ", "preallocate": "TRUE"})
-    assert config.segment_bytes == 1024
+    config = LogConfig.from_overrides({"segment.bytes": " 2097152 ", "preallocate": "TRUE"})
+    assert config.segment_bytes == 2097152
     assert config.preallocate is True
 
 
@@ -222,9 +222,9 @@ def test_remote_storage_rejected() -> None:
 
 
 def test_with_overrides_applies_on_top() -> None:
-    base = LogConfig.from_overrides({"cleanup.policy": "compact", "segment.bytes": "1024"})
+    base = LogConfig.from_overrides({"cleanup.policy": "compact", "internal.segment.bytes": "1024"})
     changed = base.with_overrides({"min.cleanable.dirty.ratio": "0.01", "cleanup.policy": "compact,delete"})
-    assert changed.segment_bytes == 1024
+    assert changed.segment_size == 1024
     assert changed.min_cleanable_dirty_ratio == 0.01
     assert changed.cleanup_policy == frozenset({"compact", "delete"})
     assert base.cleanup_policy == frozenset({"compact"})
@@ -278,3 +278,27 @@ def test_lag_rule_model(min_lag: int, max_lag: int) -> None:
     else:
         config = LogConfig.from_overrides(overrides)
         assert config.min_compaction_lag_ms <= config.effective_max_compaction_lag_ms
+
+
+# ------------------------------------------------------------------ segment.bytes (KIP-1030)
+
+
+def test_segment_bytes_below_one_mib_is_refused_with_kafkas_message() -> None:
+    """Kafka 4.1 refuses segment.bytes below 1 MiB (KIP-1030), so a topic that works on kompakt
+    also works in production."""
+    with pytest.raises(ConfigError) as info:
+        LogConfig.from_overrides({"segment.bytes": "16384"})
+    assert str(info.value) == (
+        "Invalid value 16384 for configuration segment.bytes: Value must be at least 1048576"
+    )
+    assert LogConfig.from_overrides({"segment.bytes": "1048576"}).segment_size == 1_048_576
+
+
+def test_internal_segment_bytes_overrides_segment_bytes_for_tests() -> None:
+    """Kafka 4.1's internal.segment.bytes: no floor, and it wins over segment.bytes."""
+    config = LogConfig.from_overrides({"internal.segment.bytes": "300", "segment.bytes": "2097152"})
+    assert config.segment_size == 300
+    assert config.segment_bytes == 2_097_152
+    assert LogConfig.defaults().segment_size == 1_073_741_824
+    assert "internal.segment.bytes" not in LogConfig.defaults().to_strings()
+    assert config.to_strings()["internal.segment.bytes"] == "300"

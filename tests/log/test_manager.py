@@ -28,10 +28,10 @@ def manager(data_dir: Path, clock: FakeClock | None = None) -> LogManager:
 
 def test_create_append_close_reopen(tmp_path: Path) -> None:
     m = manager(tmp_path)
-    meta = m.create_topic("orders", 2, {"cleanup.policy": "compact", "segment.bytes": "1000"})
+    meta = m.create_topic("orders", 2, {"cleanup.policy": "compact", "internal.segment.bytes": "1000"})
     assert read_partition_metadata(tmp_path / "orders-1") == meta.topic_id
     log0 = m.get_log("orders", 0)
-    assert log0.config.compact and log0.config.segment_bytes == 1000
+    assert log0.config.compact and log0.config.segment_size == 1000
     for i in range(5):
         log0.append(kv(i))
     log0.increment_log_start_offset(2)

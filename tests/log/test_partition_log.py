@@ -67,7 +67,7 @@ def test_log_append_time(tmp_path: Path) -> None:
 
 
 def test_offset_for_timestamp(tmp_path: Path) -> None:
-    h = LogHarness(tmp_path / "t-0", config(segment_bytes=200, index_interval_bytes=1))
+    h = LogHarness(tmp_path / "t-0", config(internal_segment_bytes=200, index_interval_bytes=1))
     for i in range(10):
         h.log.append(kv(i, timestamp=100 + 10 * i))
     assert len(h.log.segments) > 1
@@ -94,7 +94,7 @@ def test_increment_log_start_offset(tmp_path: Path) -> None:
 
 
 def test_truncate_to_and_reopen(tmp_path: Path) -> None:
-    h = LogHarness(tmp_path / "t-0", config(segment_bytes=200))
+    h = LogHarness(tmp_path / "t-0", config(internal_segment_bytes=200))
     for i in range(12):
         h.log.append(kv(i))
     assert len(h.log.segments) > 2
@@ -125,7 +125,7 @@ def test_flush_messages_moves_recovery_point(tmp_path: Path) -> None:
 
 
 def test_preallocate(tmp_path: Path) -> None:
-    h = LogHarness(tmp_path / "t-0", config(preallocate=True, segment_bytes=1000))
+    h = LogHarness(tmp_path / "t-0", config(preallocate=True, internal_segment_bytes=1000))
     h.log.roll()
     h.log.append(kv(0))
     h.log.roll()

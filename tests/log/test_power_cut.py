@@ -38,7 +38,11 @@ from tests.support.log_dirs import CliResult
 
 TopicPartition = tuple[str, int]
 TRIALS = 12
-TOPIC_CONFIGS = {"segment.bytes": "12000", "segment.index.bytes": "4096", "index.interval.bytes": "1024"}
+TOPIC_CONFIGS = {
+    "internal.segment.bytes": "12000",
+    "segment.index.bytes": "4096",
+    "index.interval.bytes": "1024",
+}
 BROKER = BrokerConfig.from_properties({})
 
 

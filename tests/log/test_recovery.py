@@ -24,7 +24,8 @@ SIZE = len(kv(0))
 
 def make_log(tmp_path: Path, n: int = 25) -> LogHarness:
     h = LogHarness(
-        tmp_path / "t-0", config(segment_bytes=5 * SIZE, index_interval_bytes=1, file_delete_delay_ms=10)
+        tmp_path / "t-0",
+        config(internal_segment_bytes=5 * SIZE, index_interval_bytes=1, file_delete_delay_ms=10),
     )
     for i in range(n):
         h.log.append(kv(i))
@@ -76,7 +77,7 @@ def test_crash_at_every_file_operation_of_a_swap(tmp_path: Path) -> None:
         ops = FaultInjectingFileOps(fail_at=k, armed=False)
         h = LogHarness.__new__(LogHarness)
         LogHarness.__init__(
-            h, work / "t-0", config(segment_bytes=5 * SIZE, index_interval_bytes=1), file_ops=ops
+            h, work / "t-0", config(internal_segment_bytes=5 * SIZE, index_interval_bytes=1), file_ops=ops
         )
         olds = h.log.segments.values()[:2]
         news = build_cleaned(h.log, olds)

@@ -13,7 +13,7 @@ from .log_helpers import LogHarness, config, kv
 
 def filled(tmp_path: Path, n: int = 15, timestamp: int = 10, **overrides: object) -> LogHarness:
     size = len(kv(0, timestamp=timestamp))
-    h = LogHarness(tmp_path / "t-0", config(segment_bytes=5 * size, **overrides))
+    h = LogHarness(tmp_path / "t-0", config(internal_segment_bytes=5 * size, **overrides))
     for i in range(n):
         h.log.append(kv(i, timestamp=timestamp))
     return h
@@ -79,7 +79,7 @@ def test_open_deletes_obsolete_files(tmp_path: Path) -> None:
     """``LogLoaderTest.testOpenDeletesObsoleteFiles`` (reference scenario S41)."""
     h = LogHarness(tmp_path / "t-0", config(retention_ms=999))
     size = len(kv(0))
-    h.log.update_config(config(retention_ms=999, segment_bytes=5 * size))
+    h.log.update_config(config(retention_ms=999, internal_segment_bytes=5 * size))
     ts = h.clock.now_ms() - 1000
     for i in range(100):
         h.log.append(kv(i, timestamp=ts))

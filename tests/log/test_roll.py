@@ -53,7 +53,7 @@ def test_time_based_roll_jitter(tmp_path: Path) -> None:
 
 def test_size_based_roll(tmp_path: Path) -> None:
     size = len(kv(0))
-    h = LogHarness(tmp_path / "t-0", config(segment_bytes=10 * (size - 1)))
+    h = LogHarness(tmp_path / "t-0", config(internal_segment_bytes=10 * (size - 1)))
     for i in range(11):
         h.log.append(kv(i))
     assert len(h.log.segments) == 2

@@ -6,7 +6,7 @@ from .log_helpers import LogHarness, config, kv, read_offsets
 
 
 def test_append_read_reopen(tmp_path: Path) -> None:
-    h = LogHarness(tmp_path / "t-0", config(segment_bytes=300, index_interval_bytes=1))
+    h = LogHarness(tmp_path / "t-0", config(internal_segment_bytes=300, index_interval_bytes=1))
     for i in range(20):
         info = h.log.append(kv(i))
         assert info.first_offset == i

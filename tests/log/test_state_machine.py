@@ -25,7 +25,7 @@ class PartitionLogMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="kompakt-sm-"))
-        self.h = LogHarness(self.tmp / "t-0", config(segment_bytes=400, index_interval_bytes=100))
+        self.h = LogHarness(self.tmp / "t-0", config(internal_segment_bytes=400, index_interval_bytes=100))
         self.batches: list[tuple[int, int, int]] = []  # (base offset, last offset, size in bytes)
         self.counter = 0
 

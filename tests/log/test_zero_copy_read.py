@@ -81,7 +81,7 @@ def test_slice_is_a_private_descriptor(tmp_path: Path) -> None:
 
 
 def test_partition_read_slice_matches_read_across_segments(tmp_path: Path) -> None:
-    h = LogHarness(tmp_path / "t-0", config(segment_bytes=300_000))
+    h = LogHarness(tmp_path / "t-0", config(internal_segment_bytes=300_000))
     rng = random.Random(7)
     for _ in range(40):
         h.log.append(batch(*[rng.randbytes(rng.choice((50, 30_000))) for _ in range(rng.randint(1, 3))]))

@@ -56,6 +56,15 @@ TIER_1_APIS = {
     ApiKey.LIST_TRANSACTIONS: (0, 2),
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    # SASL and SCRAM credential administration (issue 27): Kafka 4.1's ranges
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    # ACLs (issue 27): Kafka 4.1's ranges (v0 went with KIP-896)
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.CREATE_ACLS: (1, 3),
+    ApiKey.DELETE_ACLS: (1, 3),
 }
 
 TOPICS = [{"name": "t", "partition_indexes": [0]}]

@@ -139,6 +139,22 @@ def test_precompiled_and_jit_kernels_agree_on_cleans_tables_and_the_offset_map(
     keep = np.ones(len(offsets), dtype=np.bool_)
     written = rewrite_records(buf, table.position, table.length, table.timestamp, keep, 0, out)
     assert written > 0
+    # The same batch renumbered with original-offset headers (backup and restore, issue 33).
+    from kompakt.records.rebuild import HEADER_ORIGINAL_OFFSET, rebuild_records
+
+    value_end = table.value_start + np.maximum(table.value_len, 0)
+    n = len(offsets)
+    section = rebuild_records(
+        buf,
+        table.position,
+        table.length,
+        value_end,
+        np.arange(n),
+        table.timestamp,
+        original_offset=offsets,
+        headers=HEADER_ORIGINAL_OFFSET,
+    )
+    assert len(section) > written
     # The table index's per-record apply, growing past its first capacity (a rehash).
     index = KeyIndex()
     index.apply(keys.hash_hi, keys.hash_lo, offsets, table.key_len, table.value_len)

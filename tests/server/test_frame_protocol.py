@@ -15,6 +15,9 @@ class FakeTransport:
         self.paused = False
         self.pauses = 0
 
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return default  # a plaintext transport: no ssl_object
+
     def pause_reading(self) -> None:
         self.paused = True
         self.pauses += 1

@@ -23,8 +23,11 @@ from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
 
 READY = re.compile(
-    r"^kompakt ready: listening on (?P<host>[^:]+):(?P<port>\d+), data directory (?P<dir>.+) \("
+    r"^kompakt ready: listening on (?:(?P<name>[A-Z0-9_]+)://)?(?P<host>[^:,\s]+):(?P<port>\d+)"
+    r"(?:, [A-Z0-9_]+://[^,\s]+)*, data directory (?P<dir>.+) \("
 )
+#: One ``NAME://host:port`` of a ready line naming several listeners.
+LISTENER = re.compile(r"(?P<name>[A-Z0-9_]+)://(?P<host>[^:,\s\]]+|\[[^\]]+\]):(?P<port>\d+)")
 ADMIN_URL = re.compile(r", admin (?P<url>https?://[^,\s]+)")
 START_DEADLINE_S = 30.0
 COMPACTED = "compacted"
@@ -41,6 +44,12 @@ class BrokerProcess:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def listener_ports(self) -> dict[str, int]:
+        """Each named listener's bound port, from the ready line (``SSL://127.0.0.1:40123``)."""
+        head = self.ready_line.split(", data directory ")[0]
+        return {m["name"]: int(m["port"]) for m in LISTENER.finditer(head)}
 
     @property
     def admin_url(self) -> str:

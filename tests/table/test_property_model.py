@@ -155,7 +155,7 @@ def _config(segment_bytes: int) -> LogConfig:
     return dataclasses.replace(
         LogConfig.defaults(),
         cleanup_policy=frozenset({"compact"}),
-        segment_bytes=segment_bytes,
+        internal_segment_bytes=segment_bytes,
         segment_index_bytes=1024,
         delete_retention_ms=RETENTION_MS,
     )

@@ -1,4 +1,4 @@
-"""The example of docs/pytest-plugin.md, verbatim."""
+"""The example of docs/pytest.md, verbatim."""
 
 from __future__ import annotations
 

@@ -71,3 +71,16 @@ def test_records_keep_headers_and_timestamps(kompakt_broker: InProcessBroker) ->
     assert (record.offset, record.key, record.value, record.timestamp) == (0, b"k", b"", 1234)
     assert record.headers == (("h", b"1"), ("n", None))
     assert not record.is_tombstone
+
+
+def test_small_segments_take_internal_segment_bytes_as_in_kafka(kompakt_broker: InProcessBroker) -> None:
+    """Issue 28: ``segment.bytes`` below 1 MiB is refused with Kafka 4.1's message, so a test that
+    passes here does not fail in production; Kafka's internal ``internal.segment.bytes`` gives a
+    test its small segments (and is listed by DescribeConfigs only on a topic that sets it)."""
+    with pytest.raises(BrokerOperationError, match="Value must be at least 1048576"):
+        kompakt_broker.create_topic("tiny", segment_bytes=16384)
+    kompakt_broker.create_topic(TOPIC, cleanup_policy="compact", internal_segment_bytes=200)
+    for i in range(6):  # one batch each: a segment rolls before the batch that would overfill it
+        produce(kompakt_broker.bootstrap_servers, [(b"k%d" % i, b"v" * 100)])
+    (partition,) = kompakt_broker.partitions(TOPIC)
+    assert partition["segment_count"] >= 5

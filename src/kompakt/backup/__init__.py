@@ -9,6 +9,9 @@ gaps, plus topic configs and consumer-group offsets. The storage format is speci
 * :mod:`~kompakt.backup.storage`: filesystem and S3 backends with atomic writes;
 * :mod:`~kompakt.backup.manifest`: the versioned manifest;
 * :mod:`~kompakt.backup.segment`: backup segment files (building and verifying batches);
+* :mod:`~kompakt.backup.batches`: a Fetch answer's batches made into backup batches, and backup
+  batches made into Produce batches, without decoding records;
+* :mod:`~kompakt.backup.wire`: the data path's Fetch and Produce over kompakt's own connection;
 * :mod:`~kompakt.backup.backup`: copying from a cluster (snapshot, continuous, incremental);
 * :mod:`~kompakt.backup.restore`: the protocol restore and its dry run;
 * :mod:`~kompakt.backup.offline`: the exact restore into a stopped data directory;

@@ -9,8 +9,9 @@ reference is accepted, so an OSO file runs as it is:
   ``reset_consumer_offsets``, ``consumer_group_strategy``, ``include_original_offset_header``
   with OSO's binary ``x-original-*`` headers, rate limits, ``produce_*``, ``dry_run``,
   ``offset_report``, ``security``, ``fetch_max_bytes``, ``segment_max_records`` ...);
-* keys that only tune OSO's own engine (``max_concurrent_partitions``, ``checkpoint_state``,
-  ``offset_storage``, ``metrics`` ...) are accepted with a note saying they have no effect;
+* keys that only tune OSO's own engine (``checkpoint_state``, ``offset_storage``, ``metrics``,
+  the restore's ``max_concurrent_partitions`` ...) are accepted with a note saying they have no
+  effect (the backup's ``max_concurrent_partitions`` acts: that many partitions are read at once);
 * a value kompakt cannot honour (``storage.backend: azure``, ``start_offset: specific``,
   ``purge_topics: true``, ``repartitioning``) is an error, never silently ignored;
 * an unknown key is an error with a "did you mean" hint (OSO only warns, which lets a typo
@@ -291,6 +292,8 @@ class BackupConfig:
     fetch_max_bytes: int | None = None
     segment_max_records: int | None = None
     source_cluster_id: str | None = None
+    max_concurrent_partitions: int = 4
+    """Partitions read at the same time (OSO's key): each by its own thread and connection."""
     notes: tuple[str, ...] = ()
     """What the file asked for that has no effect here (OSO keys), for the CLI to print."""
 
@@ -343,6 +346,7 @@ def parse_backup_config(raw: Mapping[str, Any]) -> BackupConfig:
             "fetch_max_bytes",
             "source_cluster_id",
             "register_reader",
+            "max_concurrent_partitions",
         },
         "backup",
         inert={
@@ -351,7 +355,6 @@ def parse_backup_config(raw: Mapping[str, Any]) -> BackupConfig:
             "sync_interval_secs": "the manifest is written at every checkpoint",
             "include_offset_headers": "a backup keeps every record at its original offset (the files are "
             "Kafka batches), so no header is needed",
-            "max_concurrent_partitions": "one consumer reads every partition",
         },
         notes=notes,
     )
@@ -388,6 +391,9 @@ def parse_backup_config(raw: Mapping[str, Any]) -> BackupConfig:
     records_max = _get(section, "segment_max_records", "backup", int, None)
     if records_max is not None and records_max < 1:
         raise BackupConfigError("backup.segment_max_records must be at least 1")
+    concurrent = int(_get(section, "max_concurrent_partitions", "backup", int, 4))
+    if concurrent < 1:
+        raise BackupConfigError("backup.max_concurrent_partitions must be at least 1")
     client_config = _client_config(source, "source", notes)
     return BackupConfig(
         backup_id=_backup_id(raw),
@@ -409,6 +415,7 @@ def parse_backup_config(raw: Mapping[str, Any]) -> BackupConfig:
         fetch_max_bytes=_get(section, "fetch_max_bytes", "backup", int, None),
         segment_max_records=records_max,
         source_cluster_id=_get(section, "source_cluster_id", "backup", str, None),
+        max_concurrent_partitions=concurrent,
         notes=tuple(notes),
     )
 
@@ -511,7 +518,8 @@ class RestoreConfig:
     erasure: ErasureConfig = field(default_factory=ErasureConfig)
     allow_policy_mismatch: bool = False
     allow_incomplete: bool = False
-    producer_compression: str = "none"
+    producer_compression: str | None = None
+    """None: batches are produced with the codec they were stored with; a codec: with that one."""
     produce_batch_size: int | None = None
     produce_acks: int = -1
     produce_timeout_ms: int | None = None
@@ -733,8 +741,14 @@ def parse_restore_config(raw: Mapping[str, Any], base_dir: Path | None = None) -
     start, end = _time_ms(section, "time_window_start"), _time_ms(section, "time_window_end")
     if start is not None and end is not None and end < start:
         raise BackupConfigError("restore.time_window_end is before restore.time_window_start")
-    producer_compression = _get(section, "producer_compression", "restore", str, "none")
-    if producer_compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
+    producer_compression = _get(section, "producer_compression", "restore", str, None)
+    if producer_compression is not None and producer_compression not in (
+        "none",
+        "gzip",
+        "snappy",
+        "lz4",
+        "zstd",
+    ):
         raise BackupConfigError(f"restore.producer_compression: unknown codec {producer_compression!r}")
     topics = _get(section, "topics", "restore", list, [])
     partitions, partition_mapping, acks, oso_headers = _restore_numbers(section, data_dir, notes)

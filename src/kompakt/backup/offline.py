@@ -295,7 +295,7 @@ def _restore_partition(
         log.truncate_fully_and_start_at(entry.start_offset)
     part_filter = source.record_filter.for_partition()
     filtering = source.record_filter.active
-    for _file, data, batches in source.iter_batches(entry):
+    for _file, data, batches in source.iter_batches(entry, verified=True):
         if not filtering:
             log.append_with_offsets(data)
             bar.records += sum(b.records_count for b in batches)

@@ -16,9 +16,12 @@ Records are produced to the same partition number with their key, value (null st
 stays empty), headers and timestamp; the target assigns new offsets. With
 ``record_original_offsets`` each record carries its original offset in the header
 ``kompakt.original.offset`` (decimal ASCII). A single idempotent producer keeps each partition's
-order. Committed group offsets from the snapshot are translated: an offset ``C`` maps to the new
-offset of the first restored record whose original offset is ``>= C`` (so a consumer resumes at
-the same record), or to the end of the restored partition when there is none.
+order: kompakt's own (:mod:`kompakt.backup.wire`), which produces the stored batches themselves
+(:func:`kompakt.backup.batches.for_produce`), or confluent-kafka's, record by record, for a
+target that needs TLS or SASL. Committed group offsets from the snapshot are translated: an
+offset ``C`` maps to the new offset of the first restored record whose original offset is
+``>= C`` (so a consumer resumes at the same record), or to the end of the restored partition when
+there is none.
 """
 
 from __future__ import annotations
@@ -26,22 +29,36 @@ from __future__ import annotations
 import functools
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kompakt.backup import wire
+from kompakt.backup.batches import HEADER_ORIGINAL_OFFSET, HEADER_OSO, ProduceBatch, for_produce
 from kompakt.backup.config import OSO_OFFSET_HEADERS, RestoreConfig
-from kompakt.backup.erasure import FilterCounts
+from kompakt.backup.erasure import FilterCounts, PartitionFilter
 from kompakt.backup.errors import BackupError
 from kompakt.backup.kafka import KAFKA, KAFKA_ADMIN, Client
+from kompakt.backup.manifest import PartitionEntry
 from kompakt.backup.progress import NoProgress, PartitionProgress, Progress
 from kompakt.backup.reader import RestoreSource, policy_set
 from kompakt.backup.storage import Storage
 from kompakt.cleaner.throttler import Throttler
 from kompakt.clock import SystemClock
+from kompakt.records.batch import RecordBatchView
+from kompakt.records.builder import SimpleRecord, build_batch
+from kompakt.records.compression import Compression
 from kompakt.records.record import Record, decode_records
 
 ORIGINAL_OFFSET_HEADER = "kompakt.original.offset"
+CODECS_BY_NAME = {
+    "none": Compression.NONE,
+    "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY,
+    "lz4": Compression.LZ4,
+    "zstd": Compression.ZSTD,
+}
 PROGRESS_EVERY_S = 0.25
 
 
@@ -290,24 +307,235 @@ class _Deliveries:
             self.anchors[(topic, partition, original)] = msg.offset()
 
 
+@dataclass
+class _Produced:
+    """What the produce phase did, whichever producer did it."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    counts: FilterCounts = field(default_factory=FilterCounts)
+    records: int = 0
+    bytes: int = 0
+    anchor_of: dict[tuple[str, int, int], int] = field(default_factory=dict)
+    """(source topic, partition, committed offset) -> original offset of the first restored record
+    at or after it."""
+    anchors: dict[tuple[str, int, int], int] = field(default_factory=dict)
+    """(source topic, partition, original offset) -> the offset that record got on the target."""
+
+    def add_partition(
+        self, tplan: TopicPlan, entry: PartitionEntry, target: int, bar: PartitionProgress
+    ) -> None:
+        self.records += bar.records
+        self.bytes += bar.bytes
+        self.rows.append(
+            {
+                "topic": tplan.target,
+                "partition": target,
+                "source": f"{tplan.source}-{entry.partition}",
+                "records": bar.records,
+                "bytes": bar.bytes,
+            }
+        )
+
+
 def run_restore(
     config: RestoreConfig, *, storage: Storage | None = None, progress: Progress | None = None
 ) -> RestoreResult:
-    """Check everything (as ``validate-restore`` does), then create topics and produce."""
+    """Check everything (as ``validate-restore`` does), then create topics and produce.
+
+    A target reached in plaintext gets the stored batches through kompakt's own Produce
+    (:func:`_produce_batches`); one that needs TLS or SASL gets every record through a
+    confluent-kafka producer (:func:`_produce_records`)."""
     started = time.monotonic()
     reporter = progress or NoProgress()
     plan, source = plan_restore(config, storage=storage)
     plan.raise_if_problems()
     client = Client(config.bootstrap_servers or "", config.timeout_s, config.client_config)
     _create_topics(client, config, plan, reporter)
+    group_offsets = _committed_by_partition(plan)
+    if wire.plaintext(config.client_config):
+        produced = _produce_batches(config, plan, source, reporter, group_offsets)
+    else:
+        produced = _produce_records(client, config, plan, source, reporter, group_offsets)
+    committing = config.consumer_groups == "snapshot"
+    groups = {}
+    if plan.groups:
+        groups = _restore_groups(
+            client, config, plan, produced.anchors, group_offsets, produced.anchor_of, commit=committing
+        )
+    result = RestoreResult(
+        plan,
+        produced.rows,
+        produced.counts,
+        produced.records,
+        produced.bytes,
+        time.monotonic() - started,
+        groups=groups,
+    )
+    write_offset_report(config, result, committed=committing)
+    return result
+
+
+def _header_mask(config: RestoreConfig) -> int:
+    return (HEADER_ORIGINAL_OFFSET if config.record_original_offsets else 0) | (
+        HEADER_OSO if config.oso_offset_headers else 0
+    )
+
+
+def _produce_batches(
+    config: RestoreConfig,
+    plan: RestorePlan,
+    source: RestoreSource,
+    reporter: Progress,
+    group_offsets: dict[GroupKey, set[int]],
+) -> _Produced:
+    """The stored batches, each produced as it is where the target takes it (see
+    :func:`kompakt.backup.batches.for_produce`), partition after partition. Only a time window or an
+    erasure filter decodes records: those batches are rebuilt from the records they keep."""
+    produced = _Produced()
+    limits = _RateLimits(config)
+    headers = _header_mask(config)
+    codec = None if config.producer_compression is None else CODECS_BY_NAME[config.producer_compression]
+    session = wire.open_session(
+        config.bootstrap_servers or "",
+        config.timeout_s,
+        acks=config.produce_acks,
+        timeout_ms=config.produce_timeout_ms,
+    )
+    states = [(t, e) for t in plan.topics for e in source.partitions(t.source)]
+    bars = [PartitionProgress(t.target, e.partition, e.records) for t, e in states]
+    reporter.begin(bars)
+    try:
+        for (tplan, entry), bar in zip(states, bars, strict=True):
+            target = config.target_partition(entry.partition)
+            pending = sorted(group_offsets.get((tplan.source, entry.partition), set()))
+            part_filter = source.record_filter.for_partition()
+            producer = wire.PartitionProducer(session, tplan.target, target, max(30.0, config.timeout_s * 3))
+            last_report = time.monotonic()
+            for _file, _data, views in source.iter_batches(entry, verified=True):
+                for view in views:
+                    if source.record_filter.active:
+                        out = _filtered(view, part_filter, producer, session, headers, entry.partition, codec)
+                        if out is None:
+                            limits.after_batch(len(view.raw), 0)
+                            continue
+                    else:
+                        out = for_produce(
+                            view.raw,
+                            producer_id=session.producer_id,
+                            producer_epoch=session.producer_epoch,
+                            sequence=producer.next_sequence(view.records_count),
+                            headers=headers,
+                            partition=entry.partition,
+                            compression=codec,
+                        )
+                    on_done = None
+                    if pending and pending[0] <= view.last_offset:
+                        on_done = _anchor(produced, tplan.source, entry.partition, out, pending)
+                    producer.send(out.data, out.records, on_done)
+                    limits.after_batch(len(view.raw), out.records)
+                    bar.records += out.records
+                    bar.bytes += len(out.data)
+                    bar.done = bar.records
+                    now = time.monotonic()
+                    if now - last_report >= PROGRESS_EVERY_S:
+                        last_report = now
+                        reporter.update(bar)
+            producer.close()
+            reporter.update(bar)
+            produced.counts.erased += part_filter.counts.erased
+            produced.counts.tombstoned += part_filter.counts.tombstoned
+            produced.counts.outside_window += part_filter.counts.outside_window
+            produced.add_partition(tplan, entry, target, bar)
+    finally:
+        session.close()
+        reporter.end()
+    return produced
+
+
+def _filtered(
+    view: RecordBatchView,
+    part_filter: PartitionFilter,
+    producer: wire.PartitionProducer,
+    session: wire.ProducerSession,
+    headers: int,
+    partition: int,
+    codec: Compression | None,
+) -> ProduceBatch | None:
+    """A batch through the time window and the erasure filter: unchanged batches go as they are,
+    others are rebuilt from the records they keep (None when they keep none)."""
+    records, changed = part_filter.apply(decode_records(view))
+    if not records:
+        return None
+    if not changed:
+        return for_produce(
+            view.raw,
+            producer_id=session.producer_id,
+            producer_epoch=session.producer_epoch,
+            sequence=producer.next_sequence(view.records_count),
+            headers=headers,
+            partition=partition,
+            compression=codec,
+        )
+    kept = build_batch(
+        [SimpleRecord(r.key, r.value, r.timestamp, r.headers, r.offset - view.base_offset) for r in records],
+        base_offset=view.base_offset,
+        compression=Compression(view.compression) if codec is None else codec,
+    )
+    return for_produce(
+        memoryview(kept),
+        producer_id=session.producer_id,
+        producer_epoch=session.producer_epoch,
+        sequence=producer.next_sequence(len(records)),
+        headers=headers,
+        partition=partition,
+        compression=codec,
+    )
+
+
+def _anchor(
+    produced: _Produced, topic: str, partition: int, out: ProduceBatch, pending: list[int]
+) -> Callable[[int], None] | None:
+    """Match the committed offsets ``pending`` (ascending) that this batch answers: the first
+    record at or after each. Returns what records their new offsets once the batch is written."""
+    import numpy as np
+
+    originals = (
+        out.originals
+        if out.originals is not None
+        else np.arange(out.base_original, out.base_original + out.records, dtype=np.int64)
+    )
+    if not len(originals):
+        return None
+    ordinals: dict[int, int] = {}
+    while pending and pending[0] <= int(originals[-1]):
+        committed = pending.pop(0)
+        ordinal = int(np.searchsorted(originals, committed))
+        original = int(originals[ordinal])
+        produced.anchor_of[(topic, partition, committed)] = original
+        ordinals[original] = ordinal
+
+    def done(base_offset: int) -> None:
+        if base_offset >= 0:
+            for original, ordinal in ordinals.items():
+                produced.anchors[(topic, partition, original)] = base_offset + ordinal
+
+    return done if ordinals else None
+
+
+def _produce_records(
+    client: Client,
+    config: RestoreConfig,
+    plan: RestorePlan,
+    source: RestoreSource,
+    reporter: Progress,
+    group_offsets: dict[GroupKey, set[int]],
+) -> _Produced:
+    """Every record through one confluent-kafka producer (a target that needs TLS or SASL)."""
+    produced = _Produced()
     deliveries = _Deliveries()
     producer = KAFKA.Producer(client.config(**_producer_settings(config, deliveries)))
     limits = _RateLimits(config)
-    counts = FilterCounts()
-    rows: list[dict[str, Any]] = []
-    total_records = total_bytes = 0
-    group_offsets = _committed_by_partition(plan)
-    anchor_of: dict[tuple[str, int, int], int] = {}
+    anchor_of = produced.anchor_of
     states = [(t, e) for t in plan.topics for e in source.partitions(t.source)]
     bars = [PartitionProgress(t.target, e.partition, e.records) for t, e in states]
     reporter.begin(bars)
@@ -318,7 +546,7 @@ def run_restore(
             last_report = time.monotonic()
             produce = producer.produce
             target_partition = config.target_partition(entry.partition)
-            for _file, _data, batches in source.iter_batches(entry):
+            for _file, _data, batches in source.iter_batches(entry, verified=True):
                 for batch in batches:
                     records = decode_records(batch)
                     if source.record_filter.active:
@@ -354,20 +582,10 @@ def run_restore(
                         last_report = now
                         reporter.update(bar)
             reporter.update(bar)
-            counts.erased += part_filter.counts.erased
-            counts.tombstoned += part_filter.counts.tombstoned
-            counts.outside_window += part_filter.counts.outside_window
-            total_records += bar.records
-            total_bytes += bar.bytes
-            rows.append(
-                {
-                    "topic": tplan.target,
-                    "partition": target_partition,
-                    "source": f"{tplan.source}-{entry.partition}",
-                    "records": bar.records,
-                    "bytes": bar.bytes,
-                }
-            )
+            produced.counts.erased += part_filter.counts.erased
+            produced.counts.tombstoned += part_filter.counts.tombstoned
+            produced.counts.outside_window += part_filter.counts.outside_window
+            produced.add_partition(tplan, entry, target_partition, bar)
         remaining = producer.flush(max(30.0, client.timeout_s * 3))
         if remaining:
             raise BackupError(f"{remaining} record(s) were not acknowledged by {client.bootstrap}")
@@ -375,17 +593,8 @@ def run_restore(
             raise BackupError(f"produce failed: {deliveries.error}")
     finally:
         reporter.end()
-    committing = config.consumer_groups == "snapshot"
-    groups = {}
-    if plan.groups:
-        groups = _restore_groups(
-            client, config, plan, deliveries, group_offsets, anchor_of, commit=committing
-        )
-    result = RestoreResult(
-        plan, rows, counts, total_records, total_bytes, time.monotonic() - started, groups=groups
-    )
-    write_offset_report(config, result, committed=committing)
-    return result
+    produced.anchors = deliveries.anchors
+    return produced
 
 
 def _producer_settings(config: RestoreConfig, deliveries: _Deliveries) -> dict[str, Any]:
@@ -399,7 +608,7 @@ def _producer_settings(config: RestoreConfig, deliveries: _Deliveries) -> dict[s
         "batch.size": 1024 * 1024,
         "message.max.bytes": 8 * 1024 * 1024,
         "queue.buffering.max.kbytes": 256 * 1024,
-        "compression.type": config.producer_compression,
+        "compression.type": config.producer_compression or "none",
         "on_delivery": deliveries.on_delivery,
     }
     if config.produce_acks != -1:
@@ -513,7 +722,7 @@ def _restore_groups(
     client: Client,
     config: RestoreConfig,
     plan: RestorePlan,
-    deliveries: _Deliveries,
+    anchors: dict[tuple[str, int, int], int],
     offsets: dict[GroupKey, set[int]],
     anchor_of: dict[tuple[str, int, int], int],
     *,
@@ -541,7 +750,7 @@ def _restore_groups(
             for partition_text, committed in partitions.items():
                 partition = int(partition_text)
                 anchor = anchor_of.get((topic, partition, int(committed)))
-                new = deliveries.anchors.get((topic, partition, anchor)) if anchor is not None else None
+                new = anchors.get((topic, partition, anchor)) if anchor is not None else None
                 if new is None:
                     new = ends[(topic, partition)]
                 moved = config.target_partition(partition)

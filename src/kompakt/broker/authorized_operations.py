@@ -1,30 +1,21 @@
-"""KIP-430 authorized operations, as Kafka reports them without an authorizer.
+"""KIP-430 authorized operations: what the caller may do on a topic, a group or the cluster.
 
 Metadata, DescribeCluster and DescribeGroups can ask which operations the caller may perform on a
-topic, the cluster or a group. kompakt has no authorizer, and Kafka without one
-(``AuthHelper.authorizedOperations``) allows every operation its ACLs know for the resource type
-(``AclEntry.supportedOperations``), encoded as a bit field with bit ``1 << op.code`` per operation
-(``Utils.to32BitField``). Not asked for, the field keeps its schema default ``Integer.MIN_VALUE``.
+topic, the cluster or a group. Kafka (``AuthHelper.authorizedOperations``) asks its authorizer
+about every operation its ACLs know for the resource type (``AclEntry.supportedOperations``) and
+reports those allowed; without an authorizer, all of them. The answer is a bit field with bit
+``1 << op.code`` per operation (``Utils.to32BitField``). Not asked for, the field keeps its schema
+default ``Integer.MIN_VALUE``.
 """
 
 from __future__ import annotations
 
-import enum
+from typing import TYPE_CHECKING
 
+from kompakt.broker.acl.model import CLUSTER_NAME, AclOperation, ResourceType
 
-class AclOperation(enum.IntEnum):
-    """Kafka's ``AclOperation`` codes."""
-
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
+if TYPE_CHECKING:
+    from kompakt.broker.context import RequestContext
 
 
 #: The schema default of every ``*_authorized_operations`` field: "not requested".
@@ -56,3 +47,23 @@ def bit_field(operations: frozenset[AclOperation]) -> int:
 TOPIC_AUTHORIZED_OPERATIONS = bit_field(TOPIC_OPERATIONS)
 GROUP_AUTHORIZED_OPERATIONS = bit_field(GROUP_OPERATIONS)
 CLUSTER_AUTHORIZED_OPERATIONS = bit_field(CLUSTER_OPERATIONS)
+
+
+_SUPPORTED = {
+    ResourceType.TOPIC: TOPIC_OPERATIONS,
+    ResourceType.GROUP: GROUP_OPERATIONS,
+    ResourceType.CLUSTER: CLUSTER_OPERATIONS,
+}
+
+
+def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name: str) -> int:
+    """The caller's operations on one resource as a bit field (every supported one without an
+    authorizer, as Kafka reports them)."""
+    supported = _SUPPORTED[resource_type]
+    if ctx.broker.authorizer is None:
+        return bit_field(supported)
+    return bit_field(frozenset(op for op in supported if ctx.authorized(op, resource_type, name)))
+
+
+def cluster_authorized_operations(ctx: RequestContext) -> int:
+    return authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)

@@ -21,14 +21,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias
 
+from kompakt.broker.acl.authorizer import Authorizer
+from kompakt.broker.acl.model import CLUSTER_NAME, AclOperation, ResourceType
+from kompakt.broker.acl.store import AclStore
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.fetch_waiters import FetchWaiters
 from kompakt.broker.groups import ConsumerGroupConfig, GroupConfig, GroupCoordinator, GroupLog
 from kompakt.broker.producer_ids import ProducerIdManager
+from kompakt.broker.sasl.service import SaslService
+from kompakt.broker.sasl.store import ScramCredentialStore
 from kompakt.broker.session import KafkaPrincipal, Session
 from kompakt.broker.txn.coordinator import TransactionCoordinator
 from kompakt.cleaner.log_cleaner import LogCleaner
 from kompakt.clock import Clock, SystemClock
+from kompakt.config.authorizer_defs import parse_super_users
 from kompakt.config.broker import BrokerConfig
 from kompakt.config.groups import GroupConfigs
 from kompakt.log.manager import LogManager
@@ -138,7 +144,9 @@ class Broker:
     """Everything the handlers share. One per process.
 
     ``advertised_host``/``advertised_port`` are what FindCoordinator, Metadata and DescribeCluster
-    hand out; the server fills the port in after binding when it was 0. ``log_manager`` is None
+    hand out; the server fills the port in after binding when it was 0. With several listeners,
+    ``listener_endpoints`` holds each one's advertised address and a request is answered with the
+    one of the listener it arrived on (:meth:`endpoint`), as Kafka does. ``log_manager`` is None
     only in group-protocol unit tests that need no storage; every data-path handler requires it.
     """
 
@@ -148,6 +156,8 @@ class Broker:
     cluster_id: str = "kompakt"
     advertised_host: str = "localhost"
     advertised_port: int = 9092
+    #: Advertised ``(host, port)`` per listener name (filled by the server once bound).
+    listener_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
     broker_config: BrokerConfig = field(default_factory=BrokerConfig)
     #: Every group's own configs (GROUP config resources); an alter installs a new object, and the
     #: consumer group coordinator reads it through the accessor :meth:`create` wires.
@@ -170,10 +180,31 @@ class Broker:
     #: The transaction coordinator (None on a broker without storage: transactional requests
     #: are then answered COORDINATOR_NOT_AVAILABLE).
     txn: TransactionCoordinator | None = None
+    #: SASL settings per listener and the SCRAM credentials (in the data directory when the
+    #: broker has one); created in ``__post_init__`` unless given.
+    sasl: SaslService | None = None
+    #: Kafka's StandardAuthorizer when ``authorizer.class.name`` names it; None: every request
+    #: is allowed and the ACL APIs answer SECURITY_DISABLED, as Kafka without an authorizer.
+    authorizer: Authorizer | None = None
 
     def __post_init__(self) -> None:
         if self.timers is None:
             self.timers = ManualTimers(self.clock)
+        if self.sasl is None:
+            data_dir = self.log_manager.data_dir if self.log_manager is not None else None
+            self.sasl = SaslService(lambda: self.broker_config, self.clock, ScramCredentialStore(data_dir))
+
+    @property
+    def sasl_service(self) -> SaslService:
+        """The SASL service (never None after construction)."""
+        assert self.sasl is not None
+        return self.sasl
+
+    def endpoint(self, listener_name: str) -> tuple[str, int]:
+        """The advertised ``(host, port)`` for a client of ``listener_name`` (Kafka answers with the
+        broker's endpoint for the request's listener); the broker-wide one for an unknown name."""
+        found = self.listener_endpoints.get(listener_name)
+        return found if found is not None else (self.advertised_host, self.advertised_port)
 
     @property
     def timer_service(self) -> Timers:
@@ -237,6 +268,7 @@ class Broker:
         coordinator.consumer.group_config = lambda group_id: broker.group_configs.config_of(group_id)
         if timers is not None:
             broker.timers = timers
+        broker.authorizer = authorizer_for(config, log_manager)
         return broker
 
     @property
@@ -265,6 +297,18 @@ class Broker:
                 log.exception("broker config listener %r failed", listener)
 
 
+def authorizer_for(config: BrokerConfig, log_manager: LogManager | None) -> Authorizer | None:
+    """The authorizer ``authorizer.class.name`` asks for (its ACLs in the data directory; in
+    memory for a storage-less test broker), or None when it is unset."""
+    if not (config.get_str("authorizer.class.name") or "").strip():
+        return None
+    return Authorizer(
+        AclStore(log_manager.data_dir) if log_manager is not None else None,
+        super_users=parse_super_users(config.get_str("super.users")),
+        allow_if_no_acl=config.get_bool("allow.everyone.if.no.acl.found"),
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     """What a handler knows about the request besides its body."""
@@ -283,6 +327,26 @@ class RequestContext:
     @property
     def principal(self) -> KafkaPrincipal:
         return self.session.principal
+
+    def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        """Whether the caller may do ``operation`` on the named resource (always, without an
+        authorizer)."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.authorize(str(self.principal), self.client_host, operation, resource_type, name)
+
+    def authorized_cluster(self, operation: AclOperation) -> bool:
+        return self.authorized(operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+    def authorized_by_type(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """Kafka's ``authorizeByResourceType``: allowed on some resource of the type."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.authorize_by_resource_type(
+            str(self.principal), self.client_host, operation, resource_type
+        )
 
 
 #: What the dispatcher hands back: kio's response now, later, or none at all (Produce with acks=0).

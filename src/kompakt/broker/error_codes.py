@@ -32,9 +32,11 @@ request checks of that handler alone, written where Kafka's ``KafkaApis`` writes
 from __future__ import annotations
 
 from kompakt import errors
+from kompakt.broker.acl.store import CorruptAclStoreError
 from kompakt.broker.groups import errors as group_errors
 from kompakt.broker.groups.records.schemas import GroupRecordFormatError
 from kompakt.broker.producer_ids import CorruptProducerIdFileError
+from kompakt.broker.sasl.store import CorruptCredentialStoreError
 from kompakt.broker.txn.log_format import TransactionLogFormatError
 from kompakt.broker.txn.state_manager import TransactionLogAppendError
 from kompakt.log.manager import InvalidPartitionsError
@@ -97,6 +99,8 @@ _ERROR_CODES: dict[type[BaseException], ErrorCode] = {
     errors.CorruptCheckpointError: ErrorCode.kafka_storage_error,
     errors.LogDirectoryError: ErrorCode.kafka_storage_error,
     CorruptTopicStoreError: ErrorCode.kafka_storage_error,
+    CorruptAclStoreError: ErrorCode.kafka_storage_error,  # stops the broker at start-up
+    CorruptCredentialStoreError: ErrorCode.kafka_storage_error,  # stops the broker at start-up
     CorruptProducerIdFileError: ErrorCode.kafka_storage_error,
     CorruptSnapshotError: ErrorCode.kafka_storage_error,  # recovered from (rebuilt), never answered
     # ---- internal: not ApiExceptions in Kafka either, so Errors.forException's default

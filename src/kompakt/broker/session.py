@@ -53,6 +53,12 @@ class Session:
     #: True once the connection may send any API: always on PLAINTEXT/SSL listeners, after a
     #: successful SaslAuthenticate on SASL_* listeners.
     authenticated: bool = True
+    #: The SASL handlers' per-connection state (:class:`kompakt.broker.sasl.state.SaslState`);
+    #: typed loosely so this seam does not depend on the SASL package.
+    sasl: object | None = None
+    #: Set by a handler whose response must be the connection's last (a failed SASL
+    #: authentication, as Kafka closes the channel after sending the failure).
+    close_after_response: bool = False
 
     @property
     def requires_sasl(self) -> bool:

@@ -256,10 +256,10 @@ def validate_produce(
             f"Record offsets in the append to {tp} must be contiguous from 0: record {first_bad} has "
             f"offset delta {int(offsets[first_bad])}"
         )
-    if view.size > config.segment_bytes:
+    if view.size > config.segment_size:
         raise RecordListTooLargeError(
             f"Message batch size is {view.size} bytes in append to partition {tp} which exceeds the "
-            f"maximum configured segment size of {config.segment_bytes}."
+            f"maximum configured segment size of {config.segment_size}."
         )
     return ValidatedBatch(
         batch=data[view.position : view.position + view.size],

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from kompakt.cleaner.dedupe import CleanerIo, build_offset_map
 from kompakt.cleaner.grouping import GroupingInput, group_segments_by_size
 from kompakt.cleaner.offset_map import OffsetMap
+from kompakt.cleaner.pipeline import DEFAULT_WORKERS, ChunkPipeline, Source
 from kompakt.cleaner.readers import ReaderPositions, partition_hold
-from kompakt.cleaner.rewrite import FilterContext, clean_into
+from kompakt.cleaner.rewrite import FilterContext, copy_preparer, write_chunk
 from kompakt.cleaner.segment_reader import DEFAULT_CHUNK_BYTES, ReadBuffer
 from kompakt.cleaner.stats import CleanerStats
 from kompakt.cleaner.throttler import Throttler
@@ -61,13 +62,17 @@ class Cleaner:
         read_buffer_bytes: int = DEFAULT_CHUNK_BYTES,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         readers: ReaderPositions | None = None,
+        workers: int = DEFAULT_WORKERS,
     ) -> None:
+        """``workers``: threads that read ahead and do the per-chunk native work of both passes
+        (:mod:`kompakt.cleaner.pipeline`); 0 does everything in the calling thread."""
         self.thread_id = thread_id
         self.offset_map = offset_map
         self.clock = clock
         self.throttler = throttler
         self._check_abort = check_abort
         self.read_buffer = ReadBuffer(read_buffer_bytes)
+        self.pipeline = ChunkPipeline(read_buffer_bytes, workers)
         self.workspace = Workspace()
         self.producer_id_expiration_ms = producer_id_expiration_ms
         #: Where the readers a tombstone must wait for are (None: nothing holds, as in Kafka).
@@ -76,8 +81,10 @@ class Cleaner:
     def _io(self, log: PartitionLog) -> CleanerIo:
         check = self._check_abort
         if check is None:
-            return CleanerIo(self.read_buffer, self.throttler)
-        return CleanerIo(self.read_buffer, self.throttler, lambda: check(log.topic, log.partition))
+            return CleanerIo(self.read_buffer, self.throttler, pipeline=self.pipeline)
+        return CleanerIo(
+            self.read_buffer, self.throttler, lambda: check(log.topic, log.partition), self.pipeline
+        )
 
     def clean(
         self,
@@ -138,7 +145,7 @@ class Cleaner:
         ]
         config = log.config
         return group_segments_by_size(
-            inputs, config.segment_bytes, config.segment_index_bytes, first_uncleanable_offset
+            inputs, config.segment_size, config.segment_index_bytes, first_uncleanable_offset
         )
 
     def clean_segments(
@@ -147,13 +154,7 @@ class Cleaner:
         """Rewrite ``group`` into one ``.cleaned`` segment and swap it in (``Cleaner.cleanSegments``)."""
         dest = log.create_segment(group[0].base_offset)
         try:
-            for idx, source in enumerate(group):
-                upper = group[idx + 1].base_offset if idx + 1 < len(group) else self._next_base(log, source)
-                ctx.tracker.add_aborted(log.collect_aborted_transactions(source.base_offset, upper))
-                ctx.reindex.clear()
-                clean_into(source, dest, ctx, io)
-                for txn in ctx.reindex:
-                    dest.txn_index.append(txn)
+            self._copy_group(log, group, dest, ctx, io)
             dest.on_become_inactive()
             dest.flush()
             dest.set_mtime(group[-1].last_modified_ms)
@@ -166,6 +167,41 @@ class Cleaner:
                 dest.close_handlers()
                 dest.delete_files()
             raise
+
+    def _copy_group(
+        self, log: PartitionLog, group: list[LogSegment], dest: LogSegment, ctx: FilterContext, io: CleanerIo
+    ) -> None:
+        """``Cleaner.cleanInto`` for each segment of ``group`` in turn, in one walk (chunks of the
+        next segment are read and filtered ahead while this one is written). Entering a segment
+        gives the tracker the transactions aborted in it; leaving it indexes the aborted
+        transactions the rewrite kept."""
+        uppers = [s.base_offset for s in group[1:]] + [self._next_base(log, group[-1])]
+        sources = [Source(s.log_path, 0, s.size) for s in group]
+        entered = -1
+
+        def move_to(k: int) -> None:
+            nonlocal entered
+            while entered < k:
+                if entered >= 0:
+                    for txn in ctx.reindex:
+                        dest.txn_index.append(txn)
+                entered += 1
+                segment = group[entered]
+                ctx.tracker.add_aborted(
+                    log.collect_aborted_transactions(segment.base_offset, uppers[entered])
+                )
+                ctx.reindex.clear()
+
+        for item in io.walk(sources, copy_preparer(ctx)):
+            k = max(entered, 0)
+            while sources[k] is not item.source:
+                k += 1
+            move_to(k)
+            write_chunk(item, dest, ctx, io)
+        move_to(len(group) - 1)
+        for txn in ctx.reindex:
+            dest.txn_index.append(txn)
+        ctx.reindex.clear()
 
     @staticmethod
     def _next_base(log: PartitionLog, segment: LogSegment) -> int:

@@ -13,16 +13,19 @@ control batches (rare) are handled one at a time, because they feed the transact
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
-from kompakt.cleaner.offset_map import OffsetMap
-from kompakt.cleaner.segment_reader import Chunk, ReadBuffer, iter_chunks
+from kompakt.cleaner.offset_map import HashedOffsetMap, HashedSpans, OffsetMap, SpanPutResult, hash_spans
+from kompakt.cleaner.pipeline import ChunkPipeline, Prepare, Prepared, Source
+from kompakt.cleaner.segment_reader import Chunk, ReadBuffer
 from kompakt.cleaner.stats import CleanerStats
 from kompakt.cleaner.throttler import Throttler
 from kompakt.cleaner.transactions import TransactionTracker
+from kompakt.errors import CompressionError, CorruptRecordError
 from kompakt.log.partition_log import PartitionLog
 from kompakt.log.segment import LogSegment
 from kompakt.records.batch import (
@@ -34,23 +37,34 @@ from kompakt.records.batch import (
 )
 from kompakt.records.compression import decompress
 from kompakt.records.control import control_type_of
-from kompakt.records.native import I64Array, U8Array
+from kompakt.records.native import I64Array, U8Array, Workspace
 from kompakt.records.scan import BatchTable, Spans
 
 _PLAIN_RAW, _PLAIN_COMPRESSED, _SPECIAL = 0, 1, 2
 
+T = TypeVar("T")
+
 
 @dataclass(slots=True)
 class CleanerIo:
-    """Per-thread resources of a cleaning pass."""
+    """Per-thread resources of a cleaning pass. Without a ``pipeline`` the pass reads through
+    ``read_buffer`` and does all its work in the calling thread."""
 
     read_buffer: ReadBuffer
     throttler: Throttler | None = None
     check_abort: Callable[[], None] = lambda: None
+    pipeline: ChunkPipeline | None = None
 
     def throttle(self, size_bytes: int) -> None:
         if self.throttler is not None:
             self.throttler.maybe_throttle(size_bytes)
+
+    def walk(self, sources: Sequence[Source], prepare: Prepare[T]) -> Iterator[Prepared[T]]:
+        """The chunks of ``sources`` in order, each with ``prepare``'s result (see ``ChunkPipeline``)."""
+        pipeline = self.pipeline
+        if pipeline is None:
+            pipeline = self.pipeline = ChunkPipeline.inline(self.read_buffer)
+        return pipeline.walk(sources, prepare)
 
 
 def batch_kinds(table: BatchTable) -> I64Array:
@@ -89,20 +103,65 @@ def decompressed_spans(buf: U8Array, table: BatchTable, first: int, end: int) ->
 
 
 def _put_run(
-    offset_map: OffsetMap, buf: U8Array, spans: Spans, last_offsets: I64Array, start: int
+    result: SpanPutResult, offset_map: OffsetMap, counts: I64Array, last_offsets: I64Array, start: int
 ) -> tuple[bool, int]:
-    """Put one run; return ``(full, records consumed in the run)``; keeps latest_offset right."""
-    result = offset_map.put_spans(buf, spans, start)
+    """After putting one run: ``(full, records consumed in the run)``; keeps latest_offset right."""
     if not result.full:
         if len(last_offsets) and int(last_offsets[-1]) >= start:
             offset_map.update_latest_offset(int(last_offsets[-1]))
-        return False, int(spans.records_count.sum())
+        return False, int(counts.sum())
     s = result.span
     latest = offset_map.latest_offset
     if s > 0 and int(last_offsets[s - 1]) >= start:
         latest = max(latest, int(last_offsets[s - 1]))
     offset_map.update_latest_offset(latest)
-    return True, int(spans.records_count[:s].sum()) + result.records_done
+    return True, int(counts[:s].sum()) + result.records_done
+
+
+@dataclass(slots=True)
+class _MapWork:
+    """What a worker prepared for one chunk of the map pass: its runs of batch kinds and, with a
+    hashed map, each plain run's records parsed and hashed, or the error that stopped it (by the
+    run's first batch; raised only if the pass gets to that run, as the serial pass would)."""
+
+    runs: list[tuple[int, int, int]]
+    hashed: dict[int, HashedSpans | Exception] = field(default_factory=dict)
+
+
+def _first_to_map(table: BatchTable, first: int, end: int, start: int) -> int:
+    """The first batch of run ``first:end`` with anything at or above ``start`` (batches wholly
+    below it hold nothing to put and do not move latest_offset)."""
+    return first + int(np.searchsorted(table.last_offset[first:end], start, side="left"))
+
+
+def _map_preparer(offset_map: OffsetMap, start: int) -> Prepare[_MapWork]:
+    """The worker's part of the map pass: everything per chunk that needs no map (decompressing,
+    parsing and hashing the plain batches' records)."""
+    hashed_map = isinstance(offset_map, HashedOffsetMap)
+
+    def prepare(chunk: Chunk, workspace: Workspace) -> _MapWork:
+        table = chunk.table
+        work = _MapWork(runs(batch_kinds(table)))
+        if not hashed_map:
+            return work
+        for kind, first, end in work.runs:
+            rel = _first_to_map(table, first, end, start)
+            if kind == _SPECIAL or rel == end:
+                continue
+            # The workspace holds one run's arrays; a chunk mixing kinds of batches gets fresh
+            # arrays for its later runs.
+            scratch = None if work.hashed else workspace
+            try:
+                if kind == _PLAIN_COMPRESSED:
+                    buf, spans = decompressed_spans(chunk.buf, table, rel, end)
+                else:
+                    buf, spans = chunk.buf, Spans.of_batches(table, np.arange(rel, end, dtype=np.int64))
+                work.hashed[first] = hash_spans(buf, spans, start, scratch)
+            except (CompressionError, CorruptRecordError) as exc:
+                work.hashed[first] = exc
+        return work
+
+    return prepare
 
 
 def _map_special(
@@ -120,7 +179,10 @@ def _map_special(
             buf, spans = decompressed_spans(chunk.buf, table, i, i + 1)
         else:
             buf, spans = chunk.buf, Spans.of_batches(table, np.array([i], dtype=np.int64))
-        full, consumed = _put_run(offset_map, buf, spans, table.last_offset[i : i + 1], start)
+        result = offset_map.put_spans(buf, spans, start)
+        full, consumed = _put_run(
+            result, offset_map, spans.records_count, table.last_offset[i : i + 1], start
+        )
         if full:
             return True, consumed
     if last_offset >= start:
@@ -129,11 +191,16 @@ def _map_special(
 
 
 def _map_chunk(
-    offset_map: OffsetMap, chunk: Chunk, start: int, tracker: TransactionTracker, stats: CleanerStats
+    offset_map: OffsetMap,
+    chunk: Chunk,
+    work: _MapWork,
+    start: int,
+    tracker: TransactionTracker,
+    stats: CleanerStats,
 ) -> bool:
     table = chunk.table
     last_offsets = table.last_offset
-    for kind, first, end in runs(batch_kinds(table)):
+    for kind, first, end in work.runs:
         if kind == _SPECIAL:
             for i in range(first, end):
                 full, consumed = _map_special(offset_map, chunk, i, start, tracker)
@@ -141,36 +208,27 @@ def _map_chunk(
                 if full:
                     return True
             continue
-        # Batches wholly below ``start`` hold nothing to put and do not move latest_offset.
-        rel = first + int(np.searchsorted(last_offsets[first:end], start, side="left"))
+        rel = _first_to_map(table, first, end, start)
         stats.index_messages_read(int(table.records_count[first:rel].sum()))
         if rel == end:
             continue
-        if kind == _PLAIN_COMPRESSED:
-            buf, spans = decompressed_spans(chunk.buf, table, rel, end)
+        hashed = work.hashed.get(first)
+        if isinstance(hashed, Exception):
+            raise hashed
+        if hashed is not None:
+            assert isinstance(offset_map, HashedOffsetMap)
+            result = offset_map.put_hashed(hashed)
         else:
-            buf, spans = chunk.buf, Spans.of_batches(table, np.arange(rel, end, dtype=np.int64))
-        full, consumed = _put_run(offset_map, buf, spans, last_offsets[rel:end], start)
+            if kind == _PLAIN_COMPRESSED:
+                buf, spans = decompressed_spans(chunk.buf, table, rel, end)
+            else:
+                buf, spans = chunk.buf, Spans.of_batches(table, np.arange(rel, end, dtype=np.int64))
+            result = offset_map.put_spans(buf, spans, start)
+        full, consumed = _put_run(
+            result, offset_map, table.records_count[rel:end], last_offsets[rel:end], start
+        )
         stats.index_messages_read(consumed)
         if full:
-            return True
-    return False
-
-
-def _map_segment(
-    segment: LogSegment,
-    start: int,
-    offset_map: OffsetMap,
-    tracker: TransactionTracker,
-    stats: CleanerStats,
-    io: CleanerIo,
-) -> bool:
-    position = segment.offset_index.lookup(start)[1] if start > segment.base_offset else 0
-    for chunk in iter_chunks(segment.log_path, position, segment.size, io.read_buffer):
-        io.check_abort()
-        stats.index_bytes_read(chunk.length)
-        io.throttle(chunk.length)
-        if _map_chunk(offset_map, chunk, start, tracker, stats):
             return True
     return False
 
@@ -183,9 +241,29 @@ def build_offset_map(
     dirty = [s for s in log.segments.values(start, end) if s.base_offset < end]
     tracker = TransactionTracker()
     tracker.add_aborted(log.collect_aborted_transactions(start, end))
-    for idx, segment in enumerate(dirty):
-        next_start = dirty[idx + 1].base_offset if idx + 1 < len(dirty) else end
-        if _map_segment(segment, start, offset_map, tracker, stats, io):
-            break
+    sources = [Source(s.log_path, _map_position(s, start), s.size) for s in dirty]
+    done = 0  # segments walked to their end
+
+    def segment_done() -> None:
+        nonlocal done
+        next_start = dirty[done + 1].base_offset if done + 1 < len(dirty) else end
         offset_map.update_latest_offset(next_start - 1)
+        done += 1
+
+    for item in io.walk(sources, _map_preparer(offset_map, start)):
+        while sources[done] is not item.source:
+            segment_done()
+        io.check_abort()
+        stats.index_bytes_read(item.chunk.length)
+        io.throttle(item.chunk.length)
+        if _map_chunk(offset_map, item.chunk, item.value, start, tracker, stats):
+            break
+    else:
+        while done < len(dirty):
+            segment_done()
     stats.buffer_utilization = offset_map.utilization
+    offset_map.seal(start)
+
+
+def _map_position(segment: LogSegment, start: int) -> int:
+    return segment.offset_index.lookup(start)[1] if start > segment.base_offset else 0

@@ -28,10 +28,12 @@ from kompakt.cleaner.kernels.hashing import hash_key, hash_keys
 from kompakt.cleaner.sizing import SLOT_BYTES
 from kompakt.errors import ConfigError, OffsetMapTooSmallError
 from kompakt.records.layout import R_NCOLS
-from kompakt.records.native import BoolArray, I64Array, U8Array, U64Array, Workspace
+from kompakt.records.native import BoolArray, I64Array, U8Array, U64Array, Workspace, take_array
 from kompakt.records.scan import RecordTable, Spans, record_error, scan_records
 
 _HUGE_PAGE: Final = 2 * 1024 * 1024
+_UNSEALED: Final = 2**63 - 1
+_NO_BITS: Final[U8Array] = np.zeros(1, dtype=np.uint8)
 _TOO_SMALL: Final = (
     "offset map is too small to fit in even a single message, so log cleaning will never make "
     "progress. You can increase log.cleaner.dedupe.buffer.size or decrease log.cleaner.threads"
@@ -104,6 +106,40 @@ class SpanRetainResult:
     tombstones_dropped: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class HashedSpans:
+    """The records of some spans parsed and hashed ahead of ``HashedOffsetMap.put_hashed``: per
+    record its offset (-1: not to put) and digest, ``first`` the per-span prefix of record counts,
+    and the record error the parse stopped at (``error`` 0: none; ``done`` spans were parsed)."""
+
+    off: I64Array
+    hi: U64Array
+    lo: U64Array
+    first: I64Array
+    error: int
+    span: int
+    position: int
+    done: int
+
+
+def hash_spans(
+    buf: U8Array, spans: Spans, start_offset: int, workspace: Workspace | None = None
+) -> HashedSpans:
+    """The parse-and-hash half of ``HashedOffsetMap.put_spans``, which touches no map: a map
+    pass runs it in worker threads for the chunks ahead of the one it puts."""
+    arrays = spans.arrays()
+    counts = arrays[4]
+    first = np.zeros(len(spans) + 1, dtype=np.int64)
+    np.cumsum(np.maximum(counts, 0), out=first[1:])
+    n = int(first[-1])
+    off = take_array(workspace, "map_offsets", 0, n, np.int64)
+    digests = take_array(workspace, "map_digests", 2, n, np.uint64)
+    err, span, pos = km.hash_spans(buf, *arrays[:3], counts, start_offset, off, digests[0], digests[1])
+    # A negative count is found before any record is parsed, as ``map_spans`` checks them first.
+    done = len(spans) if err == 0 else (0 if err == 1 else int(span))
+    return HashedSpans(off, digests[0], digests[1], first, int(err), int(span), int(pos), done)
+
+
 class OffsetMap(Protocol):
     """What the cleaner needs from a dedupe map; see the module docstring for the semantics."""
 
@@ -121,6 +157,7 @@ class OffsetMap(Protocol):
     def get(self, key: bytes) -> int: ...
     def clear(self) -> None: ...
     def update_latest_offset(self, offset: int) -> None: ...
+    def seal(self, first_offset: int) -> None: ...
     def put_records(self, keys: RecordKeys, offsets: I64Array, start_offset: int) -> PutResult: ...
     def get_many(self, keys: RecordKeys) -> I64Array: ...
     def retain_mask(
@@ -128,7 +165,13 @@ class OffsetMap(Protocol):
     ) -> RetainResult: ...
     def put_spans(self, buf: U8Array, spans: Spans, start_offset: int) -> SpanPutResult: ...
     def retain_spans(
-        self, buf: U8Array, spans: Spans, tombstone_may_be_kept: BoolArray, workspace: Workspace | None = None
+        self,
+        buf: U8Array,
+        spans: Spans,
+        tombstone_may_be_kept: BoolArray,
+        workspace: Workspace | None = None,
+        *,
+        all_put: bool = False,
     ) -> SpanRetainResult: ...
 
 
@@ -200,6 +243,10 @@ class HashedOffsetMap:
         self._size = 0
         self._latest = -1
         self._dirty = False  # any put since the last clear; lets clear() skip the sweep
+        #: Every put since the clear came through ``put_hashed`` with offsets rising (see ``seal``).
+        self._ordered = True
+        self._last_put = -1
+        self._unseal()
 
     @property
     def slots(self) -> int:
@@ -223,6 +270,8 @@ class HashedOffsetMap:
 
     def put(self, key: bytes, offset: int) -> None:
         """Single put; like Kafka's ``put`` it does not itself enforce ``max_keys_per_pass``."""
+        self._unseal()
+        self._ordered = False
         if self._size >= self._slots and self.get(key) < 0:
             raise OverflowError("offset map has no free slot")
         if offset < 0:
@@ -236,6 +285,30 @@ class HashedOffsetMap:
         self._dirty = True
         self._latest = offset
 
+    def _unseal(self) -> None:
+        self._bits = _NO_BITS
+        self._bit_base = _UNSEALED
+
+    def seal(self, first_offset: int) -> None:
+        """Declare the map complete for the copy pass: every keyed record at offsets
+        ``[first_offset, latest_offset]`` (outside discarded batches) went through a put, in offset
+        order, as ``build_offset_map`` does. When every put since the clear also came through
+        ``put_hashed`` with rising offsets (the map checks), such a record is its key's latest
+        exactly when its offset is one the map holds, so ``retain_spans`` decides those records
+        from a bitmap of the held offsets, without hashing the key or probing the table (the copy
+        pass's cost on a table larger than the caches). The bitmap costs one bit per offset of the
+        range and is only built when that is at most a quarter of the map's memory; any later put
+        drops it."""
+        self._unseal()
+        span = self._latest - first_offset + 1
+        if not self._ordered or first_offset < 0 or span <= 0:
+            return
+        if span // 8 + 1 > max(1 << 20, self._slots * SLOT_BYTES // 4):
+            return
+        bits = np.zeros(span // 8 + 1, dtype=np.uint8)
+        if km.latest_offsets_bitmap(self._table, self._cap, first_offset, self._latest, bits) >= 0:
+            self._bits, self._bit_base = bits, first_offset
+
     def get(self, key: bytes) -> int:
         hi, lo = hash_key(key)
         return int(km.lookup(self._table, self._cap, np.uint64(hi), np.uint64(lo)))
@@ -246,19 +319,25 @@ class HashedOffsetMap:
         return self._cap
 
     def clear(self) -> None:
+        self._unseal()
         if self._dirty:
             self._table[: self._cap] = 0
         self._cap = self._initial_cap
         self._dirty = False
+        self._ordered = True
+        self._last_put = -1
         self._size = 0
         self._latest = -1
 
     def update_latest_offset(self, offset: int) -> None:
+        self._unseal()
         self._latest = offset
 
     def put_records(self, keys: RecordKeys, offsets: I64Array, start_offset: int) -> PutResult:
         """Bulk map build (``Cleaner.buildOffsetMapForSegment``) over records in offset order; see
         ``PutResult``."""
+        self._unseal()
+        self._ordered = False
         offs = _i64(offsets)
         _check_lengths(len(offs), keys.key_len, keys.hash_hi, keys.hash_lo)
         consumed, size, full, last_put, cap = km.put_records(
@@ -312,6 +391,8 @@ class HashedOffsetMap:
         control and aborted batches and moves ``latest_offset`` to batch ends itself
         (``Cleaner.buildOffsetMapForSegment``).
         """
+        self._unseal()
+        self._ordered = False  # its puts' offsets are not checked
         arrays = spans.arrays()
         status, span, done, size, last_put, pos, cap = km.map_spans(
             buf, *arrays[:3], arrays[4], self._table, self._cap, start_offset, self._size, self._max_keys
@@ -325,12 +406,51 @@ class HashedOffsetMap:
             raise record_error(int(status), int(span), int(pos))
         return SpanPutResult(status == km.FULL, int(span), int(done))
 
+    def put_hashed(self, hashed: HashedSpans) -> SpanPutResult:
+        """``put_spans`` over spans that ``hash_spans`` parsed and hashed already: the same
+        records put, the same result, and the same record error raised after the same puts."""
+        self._unseal()
+        stop = int(hashed.first[hashed.done])
+        status, record, size, last_put, cap, ordered = km.put_hashed(
+            self._table,
+            self._cap,
+            hashed.off,
+            hashed.hi,
+            hashed.lo,
+            0,
+            stop,
+            self._size,
+            self._max_keys,
+            self._last_put,
+        )
+        self._size = int(size)
+        self._cap = int(cap)
+        self._ordered = self._ordered and bool(ordered)
+        if last_put >= 0:
+            self._dirty = True
+            self._latest = self._last_put = int(last_put)
+        if status == km.FULL:
+            span = int(np.searchsorted(hashed.first, record, side="right")) - 1
+            return SpanPutResult(True, span, int(record) - int(hashed.first[span]))
+        if hashed.error:
+            raise record_error(hashed.error, hashed.span, hashed.position)
+        return SpanPutResult(False, len(hashed.first) - 1, 0)
+
     def retain_spans(
-        self, buf: U8Array, spans: Spans, tombstone_may_be_kept: BoolArray, workspace: Workspace | None = None
+        self,
+        buf: U8Array,
+        spans: Spans,
+        tombstone_may_be_kept: BoolArray,
+        workspace: Workspace | None = None,
+        *,
+        all_put: bool = False,
     ) -> SpanRetainResult:
         """``retain_mask`` fused with full record parsing and hashing; returns only kept records.
 
         ``tombstone_may_be_kept`` is per span. Spans must be non-control, non-discarded batches.
+        ``all_put``: the caller knows that the map pass put every keyed record of these spans at
+        or above the sealed first offset (non-transactional batches, which no transaction state
+        can have kept out of the map), so a sealed map may answer those from its bitmap.
         """
         arrays = spans.arrays()
         total = int(np.maximum(arrays[4], 0).sum())
@@ -339,7 +459,16 @@ class HashedOffsetMap:
         tomb = np.ascontiguousarray(tombstone_may_be_kept, dtype=np.bool_)
         _check_lengths(len(spans), tomb)
         err, span, pos, invalid, tombstones = km.retain_spans(
-            buf, *arrays, tomb, self._table, self._cap, self._latest, kept, kept_first
+            buf,
+            *arrays,
+            tomb,
+            self._table,
+            self._cap,
+            self._latest,
+            self._bits,
+            self._bit_base if all_put else _UNSEALED,
+            kept,
+            kept_first,
         )
         if err:
             raise record_error(int(err), int(span), int(pos))
@@ -398,6 +527,9 @@ class ExactOffsetMap:
     def update_latest_offset(self, offset: int) -> None:
         self._latest = offset
 
+    def seal(self, first_offset: int) -> None:
+        """Nothing to prepare: the oracle looks every key up."""
+
     def put_records(self, keys: RecordKeys, offsets: I64Array, start_offset: int) -> PutResult:
         for i, offset in enumerate(offsets.tolist()):
             key = keys.key(i)
@@ -437,7 +569,13 @@ class ExactOffsetMap:
         return SpanPutResult(True, span, res.consumed - int(recs.batch_first[span]))
 
     def retain_spans(
-        self, buf: U8Array, spans: Spans, tombstone_may_be_kept: BoolArray, workspace: Workspace | None = None
+        self,
+        buf: U8Array,
+        spans: Spans,
+        tombstone_may_be_kept: BoolArray,
+        workspace: Workspace | None = None,
+        *,
+        all_put: bool = False,
     ) -> SpanRetainResult:
         recs = scan_records(buf, *spans.arrays())
         keys = RecordKeys.of(buf, recs.key_start, recs.key_len)

@@ -16,6 +16,7 @@ handled one by one because they drive the transaction tracker.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import struct
 from dataclasses import dataclass, field
@@ -26,8 +27,9 @@ import numpy as np
 from kompakt.cleaner.dedupe import CleanerIo, decompressed_spans
 from kompakt.cleaner.kernels.rewrite import rewrite_batches
 from kompakt.cleaner.offset_map import OffsetMap
+from kompakt.cleaner.pipeline import Prepare, Prepared
 from kompakt.cleaner.readers import TombstoneHold
-from kompakt.cleaner.segment_reader import Chunk, iter_chunks
+from kompakt.cleaner.segment_reader import Chunk
 from kompakt.cleaner.stats import CleanerStats
 from kompakt.cleaner.transactions import TransactionTracker
 from kompakt.errors import CompressionError, CorruptRecordError
@@ -215,7 +217,9 @@ def _retained_records(
     else:
         src = chunk.buf
         spans = Spans.of_batches(table, which)
-    result = ctx.offset_map.retain_spans(src, spans, tombstone_ok, ctx.workspace)
+    # Plain batches' keyed records at or above the first dirty offset were all put by the map pass.
+    all_put = not bool((table.attributes[which] & ATTR_TRANSACTIONAL).any())
+    result = ctx.offset_map.retain_spans(src, spans, tombstone_ok, ctx.workspace, all_put=all_put)
     ctx.stats.invalid_messages_read += result.invalid_dropped
     ctx.stats.tombstone_removed(result.tombstones_dropped)
     return src, result.kept
@@ -453,14 +457,35 @@ def _assemble(
     return out
 
 
-def clean_into(source: LogSegment, dest: LogSegment, ctx: FilterContext, io: CleanerIo) -> None:
-    """Filter every batch of ``source`` into ``dest`` (Kafka's ``Cleaner.cleanInto``)."""
-    for chunk in iter_chunks(source.log_path, 0, source.size, io.read_buffer):
-        io.check_abort()
-        io.throttle(chunk.length)
-        output = filter_chunk(chunk, ctx)
-        _append_output(dest, output)
-        io.throttle(sum(output.sizes))
+def copy_preparer(ctx: FilterContext) -> Prepare[tuple[_Output, CleanerStats] | None]:
+    """The worker's part of the copy pass: the whole filter of a chunk without transactional or
+    control batches, which is all the tracker would be asked about (so a worker needs no state
+    another chunk changes). Its counts go to a stats object of its own; ``None`` leaves the chunk
+    to the caller, in order."""
+
+    def prepare(chunk: Chunk, workspace: Workspace) -> tuple[_Output, CleanerStats] | None:
+        if bool(((chunk.table.attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL)) != 0).any()):
+            return None
+        stats = CleanerStats(ctx.stats.clock)
+        output = filter_chunk(chunk, dataclasses.replace(ctx, stats=stats, workspace=workspace, reindex=[]))
+        return output, stats
+
+    return prepare
+
+
+def write_chunk(
+    item: Prepared[tuple[_Output, CleanerStats] | None], dest: LogSegment, ctx: FilterContext, io: CleanerIo
+) -> None:
+    """Append one chunk's output to ``dest``, filtering it here if no worker did."""
+    io.check_abort()
+    io.throttle(item.chunk.length)
+    if item.value is None:
+        output = filter_chunk(item.chunk, ctx)
+    else:
+        output, stats = item.value
+        ctx.stats.add_counts(stats)
+    _append_output(dest, output)
+    io.throttle(sum(output.sizes))
 
 
 def _append_output(dest: LogSegment, output: _Output) -> None:

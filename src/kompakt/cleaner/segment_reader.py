@@ -12,7 +12,7 @@ than parsing the records in it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +21,7 @@ import numpy as np
 from kompakt.errors import CorruptRecordError
 from kompakt.records.batch import LOG_OVERHEAD
 from kompakt.records.native import U8Array
-from kompakt.records.scan import BatchTable, StopReason, batch_crcs_ok, scan_batches
+from kompakt.records.scan import BatchTable, StopReason, first_bad_crc, scan_batches
 
 DEFAULT_CHUNK_BYTES = 16 * 1024 * 1024
 
@@ -63,35 +63,56 @@ def iter_chunks(
     """
     fd = os.open(path, os.O_RDONLY)
     try:
-        pos = start_position
-        while pos < end_position:
-            want = min(len(buffer.buf), end_position - pos)
-            view = buffer.buf[:want].data
-            got = os.preadv(fd, [view], pos)
-            if got < want:
-                raise CorruptRecordError(
-                    f"{path} is shorter than expected: read {got} of {want} bytes at {pos}"
-                )
-            table = scan_batches(buffer.buf, 0, want)
-            if len(table) == 0:
-                _raise_for_stop(path, pos, want, end_position, table, buffer)
-                continue  # the buffer grew to hold one oversized batch; read again
+        for chunk in read_chunks(fd, path, start_position, end_position, lambda: buffer):
             if verify_crc:
-                ok = batch_crcs_ok(buffer.buf, table)
-                if not bool(ok.all()):
-                    bad = int(np.argmin(ok))
-                    raise CorruptRecordError(
-                        f"Record is corrupt (CRC mismatch) in {path} at position "
-                        f"{pos + int(table.position[bad])} (base offset {int(table.base_offset[bad])})"
-                    )
-            consumed = int(table.position[-1] + table.size[-1])
-            yield Chunk(buffer.buf, pos, consumed, table)
-            if table.stop_reason in (StopReason.BAD_SIZE, StopReason.BAD_MAGIC):
-                _raise_for_stop(path, pos + consumed, 0, end_position, table, buffer)
-            pos += consumed
+                check_crcs(path, chunk)
+            yield chunk
     finally:
         os.close(fd)
         buffer.restore()
+
+
+def read_chunks(
+    fd: int, path: Path, start_position: int, end_position: int, next_buffer: Callable[[], ReadBuffer]
+) -> Iterator[Chunk]:
+    """The chunks of ``iter_chunks`` without the CRC check, each read into ``next_buffer()``.
+
+    Reading stays sequential (where a chunk ends is only known once its batch headers are
+    scanned); checking CRCs is left to the caller, who may do it in another thread. A chunk is
+    yielded before the error that follows it is raised, as a reader of the file would meet them.
+    """
+    pos = start_position
+    while pos < end_position:
+        buffer = next_buffer()
+        chunk = _read_chunk(fd, path, pos, end_position, buffer)
+        yield chunk
+        if chunk.table.stop_reason in (StopReason.BAD_SIZE, StopReason.BAD_MAGIC):
+            _raise_for_stop(path, pos + chunk.length, 0, end_position, chunk.table, buffer)
+        pos += chunk.length
+
+
+def _read_chunk(fd: int, path: Path, pos: int, end_position: int, buffer: ReadBuffer) -> Chunk:
+    """The whole batches at ``pos``, as many as fit in ``buffer`` (grown for one oversized batch)."""
+    while True:
+        want = min(len(buffer.buf), end_position - pos)
+        got = os.preadv(fd, [buffer.buf[:want].data], pos)
+        if got < want:
+            raise CorruptRecordError(f"{path} is shorter than expected: read {got} of {want} bytes at {pos}")
+        table = scan_batches(buffer.buf, 0, want)
+        if len(table):
+            return Chunk(buffer.buf, pos, int(table.position[-1] + table.size[-1]), table)
+        _raise_for_stop(path, pos, want, end_position, table, buffer)  # raises, or grows the buffer
+
+
+def check_crcs(path: Path, chunk: Chunk) -> None:
+    """Raise CorruptRecordError naming the first batch of ``chunk`` whose CRC does not match."""
+    bad = first_bad_crc(chunk.buf, chunk.table)
+    if bad >= 0:
+        raise CorruptRecordError(
+            f"Record is corrupt (CRC mismatch) in {path} at position "
+            f"{chunk.file_position + int(chunk.table.position[bad])} "
+            f"(base offset {int(chunk.table.base_offset[bad])})"
+        )
 
 
 def _raise_for_stop(

@@ -90,6 +90,19 @@ class CleanerStats:
         self.aborted_records_removed += records
         self.tombstones_removed += tombstones
 
+    def add_counts(self, other: CleanerStats) -> None:
+        """Add the counters of ``other`` (the part of this clean a worker thread counted)."""
+        self.messages_read += other.messages_read
+        self.bytes_read += other.bytes_read
+        self.messages_written += other.messages_written
+        self.bytes_written += other.bytes_written
+        self.map_messages_read += other.map_messages_read
+        self.map_bytes_read += other.map_bytes_read
+        self.invalid_messages_read += other.invalid_messages_read
+        self.tombstones_removed += other.tombstones_removed
+        self.markers_removed += other.markers_removed
+        self.aborted_records_removed += other.aborted_records_removed
+
     def index_done(self) -> None:
         self.map_complete_ms = self._clock.monotonic_ms()
 

@@ -56,15 +56,26 @@ def warm_up() -> float:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp) / "warmup-0"
         directory.mkdir()
-        config = LogConfig.from_overrides({"cleanup.policy": "compact", "segment.bytes": "4096"})
+        config = LogConfig.from_overrides({"cleanup.policy": "compact", "internal.segment.bytes": "4096"})
         log = PartitionLog(directory, "warmup", 0, config, clock)
-        for i in range(200):
-            codec = Compression.ZSTD if i % 3 == 0 else Compression.NONE
-            value = None if i % 7 == 0 else b"value"
-            batch = [SimpleRecord(str(i % 11).encode(), value, clock.now_ms()), SimpleRecord(b"x", b"y", 0)]
-            log.append(build_batch(batch, compression=codec))
+
+        def append(first: int, end: int) -> None:
+            for i in range(first, end):
+                codec = Compression.ZSTD if i % 3 == 0 else Compression.NONE
+                value = None if i % 7 == 0 else b"value"
+                batch = [
+                    SimpleRecord(str(i % 11).encode(), value, clock.now_ms()),
+                    SimpleRecord(b"x", b"y", 0),
+                ]
+                log.append(build_batch(batch, compression=codec))
+
+        append(0, 200)
         cleaner = Cleaner(0, HashedOffsetMap(1 << 20, 0.9), clock)
         cleaner.clean(log, 0, log.active_segment.base_offset)
+        # A transactional batch (its transaction still open), which the map pass puts on its own.
+        txn = [SimpleRecord(b"t", b"v", clock.now_ms())]
+        log.append(build_batch(txn, producer_id=1, producer_epoch=0, base_sequence=0, is_transactional=True))
+        append(200, 300)
         clock.advance(86_400_001)
         cleaner.clean(log, 0, log.active_segment.base_offset)
         log.close()

@@ -4,8 +4,10 @@
   Ctrl-C); a later run with the same ``backup_id`` copies only new records.
 * ``kompakt restore --config restore.yaml``: through the protocol (``target.bootstrap_servers``)
   or exactly into a stopped data directory (``target.data_dir``).
-* ``kompakt backup validate-restore --config restore.yaml``: every check of a restore, and what it
-  would do, writing nothing; exit 1 when anything would stop the restore.
+* ``kompakt validate-restore --config restore.yaml`` (or ``restore --dry-run``): every check of a
+  restore, and what it would do, writing nothing; exit 1 when anything would stop the restore.
+  Restoring lives in one place, beside ``restore``, as OSO kafka-backup has it; the old spelling
+  ``kompakt backup validate-restore`` is a hidden alias that says the new one.
 * ``kompakt backup list LOCATION`` and ``kompakt backup describe LOCATION/BACKUP_ID``, where a
   location is a directory or ``s3://bucket/prefix``.
 
@@ -159,7 +161,7 @@ def backup_command(
     config: ConfigOpt = None,
     output: OutputOpt = OutputFormat.TABLE,
 ) -> None:
-    """Run a backup described by --config (or use a subcommand: validate-restore, list, describe)."""
+    """Run a backup described by --config (or use a subcommand: list, describe)."""
     if ctx.invoked_subcommand is not None:
         return
     run_backup_command(config, output)
@@ -223,7 +225,6 @@ def _print_plan(plan: Any, output: OutputFormat) -> None:
         console.print(f"PROBLEM: {problem}", markup=False, highlight=False, soft_wrap=True)
 
 
-@backup_app.command("validate-restore")
 def validate_restore_command(config: ConfigOpt = None, output: OutputOpt = OutputFormat.TABLE) -> None:
     """Check everything a restore needs and print what it would do; nothing is written."""
     from kompakt.backup.offline import plan_offline
@@ -239,12 +240,22 @@ def validate_restore_command(config: ConfigOpt = None, output: OutputOpt = Outpu
         console.print("ok: the restore can run", markup=False)
 
 
+@backup_app.command("validate-restore", hidden=True)
+def old_validate_restore_command(config: ConfigOpt = None, output: OutputOpt = OutputFormat.TABLE) -> None:
+    """The old spelling of ``kompakt validate-restore``: still works, and says the new one on
+    stderr (so ``--output json`` on stdout stays parseable)."""
+    err_console.print(
+        "note: 'kompakt backup validate-restore' is now 'kompakt validate-restore'",
+        markup=False,
+        highlight=False,
+    )
+    validate_restore_command(config, output)
+
+
 def restore_command(
     config: ConfigOpt = None,
     output: OutputOpt = OutputFormat.TABLE,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Only validate (as backup validate-restore).")
-    ] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only validate (as validate-restore).")] = False,
 ) -> None:
     """Restore a backup described by --config: through the protocol or into a stopped data directory."""
     cfg = _load_restore(config)

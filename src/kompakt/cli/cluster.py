@@ -38,7 +38,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from kompakt.cli.output import CliError, CliUsageError, OutputFormat, err_console
+from kompakt.cli.output import CliError, CliUsageError, OutputFormat, bootstrap_value, err_console
 from kompakt.clock import parse_time_ms
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -48,10 +48,12 @@ BOOTSTRAP_ENV = "KOMPAKT_BOOTSTRAP"
 BootstrapOption = Annotated[
     str,
     typer.Option(
+        "--bootstrap-server",
         "--bootstrap",
         "-b",
         envvar=BOOTSTRAP_ENV,
-        help="Comma-separated host:port list of the cluster's brokers.",
+        callback=bootstrap_value,
+        help="The cluster's brokers: HOST:PORT[,HOST:PORT...] or kafka://HOST:PORT.",
     ),
 ]
 TimeoutOption = Annotated[
@@ -94,6 +96,8 @@ class Cluster:
     bootstrap: str
     timeout_s: float = DEFAULT_TIMEOUT_S
     errors: list[KafkaError] = field(default_factory=list)
+    #: librdkafka settings for a secured listener (security.protocol, SASL credentials, CA file).
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def timeout_ms(self) -> int:
@@ -111,6 +115,7 @@ class Cluster:
             "socket.timeout.ms": max(10, self.timeout_ms),
             "logger": _librdkafka_logger(),
             "error_cb": self._on_error,
+            **self.extra,
         }
 
     def admin(self) -> Any:

@@ -57,12 +57,23 @@ REGISTRARS += _backup_commands()
 
 def _kafka_tool_commands() -> list[Registrar]:
     """``kafka-topics``, ``kafka-configs``, ``kafka-console-producer`` ...: Kafka's spellings."""
-    from kompakt.cli import kafka_tools
+    from kompakt.cli import kafka_acls, kafka_tools
 
+    del kafka_acls  # imported for its @_tool registration
     return [kafka_tools.register]
 
 
 REGISTRARS += _kafka_tool_commands()
+
+
+def _storage_commands() -> list[Registrar]:
+    """``storage add-scram``: SCRAM users written into a data directory before the broker starts."""
+    from kompakt.cli import scram_cmd
+
+    return [scram_cmd.register]
+
+
+REGISTRARS += _storage_commands()
 
 
 def _table_commands() -> list[Registrar]:

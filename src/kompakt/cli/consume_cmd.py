@@ -2,7 +2,7 @@
 
 On a compacted topic the difference between a null value (a tombstone: the key is being deleted)
 and an empty value (an ordinary value that happens to be empty) is the whole point, and most
-console consumers print both as an empty line. Here the format string (in kcat's spirit) has
+console consumers print both as an empty line. Here the format string (kcat's tokens) has
 ``%S``/``%K`` sizes that are ``-1`` for null, null prints as ``--null-repr`` (``(null)`` by
 default) while empty prints as nothing, and ``--output json`` gives ``null`` versus ``""``.
 
@@ -47,7 +47,7 @@ from kompakt.cli.cluster import (
 )
 from kompakt.cli.output import CliError, CliUsageError, OutputFormat, err_console
 
-DEFAULT_FORMAT = "%v\\n"
+DEFAULT_FORMAT = "%s\\n"
 DEFAULT_NULL_REPR = "(null)"
 _POLL_S = 0.2
 _BATCH = 500
@@ -59,7 +59,22 @@ _FATAL_CODES = (
     KafkaError._UNKNOWN_TOPIC,
 )
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "0": "\0"}
-_FIELDS = "tpokvThSK"
+#: kcat's format tokens (``kcat -h``), plus ``%v``: kompakt's earlier spelling of ``%s``, kept.
+_FIELDS = "tpoksvThSKR"
+
+
+def _hex_escape(text: str, index: int) -> tuple[str, int]:
+    r"""kcat's ``\xXX`` (two hex digits) or ``\xNNN`` (three decimal digits): one character, and
+    the index after it; anything else is a usage error rather than a silent literal."""
+    digits = text[index + 2 : index + 5]
+    if len(digits) == 3 and digits.isdigit() and int(digits) < 256:
+        return chr(int(digits)), index + 5
+    pair = digits[:2]
+    if len(pair) == 2 and all(c in "0123456789abcdefABCDEF" for c in pair):
+        return chr(int(pair, 16)), index + 4
+    raise CliUsageError(
+        f"--format: \\x needs two hex digits or three decimal digits, got {text[index : index + 5]!r}"
+    )
 
 
 class Renderer(Protocol):
@@ -94,12 +109,15 @@ class RecordFormat:
                     parts.append(nxt)
                 else:
                     raise CliUsageError(
-                        f"--format: unknown field %{nxt} (known: %t %p %o %k %v %T %h %S %K %%)"
+                        f"--format: unknown field %{nxt} (kcat's: %s %S %R %k %K %T %h %t %p %o, and %%)"
                     )
                 index += 2
             elif char == "\\" and nxt in _ESCAPES:
                 literal.append(_ESCAPES[nxt])
                 index += 2
+            elif char == "\\" and nxt == "x":
+                code, index = _hex_escape(text, index)
+                literal.append(code)
             else:
                 literal.append(char)
                 index += 1
@@ -119,8 +137,10 @@ class RecordFormat:
         for part in self.parts:
             if isinstance(part, bytes):
                 out.append(part)
-            elif part == "v":
+            elif part in ("s", "v"):
                 out.append(self._nullable(msg.value()))
+            elif part == "R":
+                out.append(_size(msg.value()).to_bytes(4, "big", signed=True))
             elif part == "k":
                 out.append(self._nullable(msg.key()))
             elif part == "t":
@@ -317,8 +337,9 @@ def consume_command(
         typer.Option(
             "--format",
             "-f",
-            help="Per-record format: %t topic, %p partition, %o offset, %k key, %v value, "
-            "%T timestamp, %h headers, %S value size (-1 null), %K key size, %% and \\n \\t escapes.",
+            help="Per-record format, kcat's tokens: %s payload, %S payload size (-1 null), %R payload "
+            "size as 4 big-endian bytes, %k key, %K key size, %T timestamp, %h headers, %t topic, "
+            "%p partition, %o offset; %% and \\n \\r \\t \\xXX escapes (%v = %s).",
         ),
     ] = DEFAULT_FORMAT,
     null_repr: Annotated[

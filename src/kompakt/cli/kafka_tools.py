@@ -30,7 +30,7 @@ from typing import Any, NoReturn
 import typer
 
 from kompakt.cli.cluster import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, DEFAULT_TIMEOUT_S, KAFKA_ADMIN, Cluster
-from kompakt.cli.output import CliError, CliUsageError, OutputFormat, console, emit_json
+from kompakt.cli.output import CliError, CliUsageError, OutputFormat, bootstrap_value, console, emit_json
 
 TOOLS: dict[str, str] = {}
 """Tool name -> one line of help (filled by :func:`_tool`)."""
@@ -53,11 +53,13 @@ def _parser(tool: str, description: str) -> _Parser:
     parser.add_argument(
         "--bootstrap-server",
         default=os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP),
-        help="The broker(s) to connect to, HOST:PORT[,...] (default $KOMPAKT_BOOTSTRAP or 127.0.0.1:9092).",
+        help="The broker(s) to connect to, HOST:PORT[,...] or kafka://HOST:PORT "
+        "(default $KOMPAKT_BOOTSTRAP or 127.0.0.1:9092).",
     )
     parser.add_argument(
         "--command-config",
-        help="Kafka's admin-client properties file: not supported (kompakt's tools connect in plaintext).",
+        help="Kafka's admin-client properties file (SASL, PEM trust store): kafka-configs --entity-type "
+        "users only; kompakt's other tools connect in plaintext.",
     )
     parser.add_argument(
         "--output", choices=["table", "json"], default="table", help="kompakt: table or json."
@@ -70,7 +72,7 @@ def _common(args: argparse.Namespace) -> tuple[str, OutputFormat]:
         raise CliUsageError(
             "--command-config is not supported: kompakt's Kafka-spelled tools connect in plaintext"
         )
-    return str(args.bootstrap_server), OutputFormat(args.output)
+    return str(bootstrap_value(args.bootstrap_server)), OutputFormat(args.output)
 
 
 def _tool(name: str, summary: str) -> Callable[[Callable[[list[str]], None]], Callable[[list[str]], None]]:
@@ -352,31 +354,30 @@ def kafka_configs(argv: list[str]) -> None:
     parser.add_argument("--topic")
     parser.add_argument("--broker")
     parser.add_argument("--broker-defaults", action="store_true")
-    for unsupported in ("client", "user", "ip", "group", "client-metrics", "broker-logger"):
+    parser.add_argument("--user", help="Shortcut for --entity-type users --entity-name USER.")
+    for unsupported in ("client", "ip", "group", "client-metrics", "broker-logger"):
         parser.add_argument(f"--{unsupported}")
     for unsupported in ("client-defaults", "user-defaults", "ip-defaults"):
         parser.add_argument(f"--{unsupported}", action="store_true")
     args = parser.parse_args(argv)
     if args.bootstrap_controller:
         args.bootstrap_server = args.bootstrap_controller
+    command_config, args.command_config = args.command_config, None
     bootstrap, output = _common(args)
     action = _one_action(args, ("alter", "describe"), "kafka-configs")
-    for unsupported in (
-        "client",
-        "user",
-        "ip",
-        "group",
-        "client_metrics",
-        "broker_logger",
-        "client_defaults",
-        "user_defaults",
-        "ip_defaults",
-    ):
-        if getattr(args, unsupported):
-            raise CliUsageError(
-                f"--{unsupported.replace('_', '-')}: kompakt's kafka-configs handles topics and brokers"
-            )
+    _refuse_unsupported_entities(args)
     entity_type, names, default = _entity(args)
+    if entity_type == "users":
+        from kompakt.cli.scram_cmd import client_properties
+
+        extra = client_properties(command_config) if command_config else {}
+        _users(args, Cluster(bootstrap, DEFAULT_TIMEOUT_S, extra=extra), action, names, output)
+        return
+    if command_config:
+        raise CliUsageError(
+            "--command-config is supported for --entity-type users only: kompakt's other Kafka-spelled "
+            "tools connect in plaintext"
+        )
     cluster = Cluster(bootstrap, DEFAULT_TIMEOUT_S)
     if action == "describe":
         if entity_type == "topics":
@@ -412,6 +413,44 @@ def kafka_configs(argv: list[str]) -> None:
     _alter_broker_configs(cluster, names, default, sets, deletes, output)
 
 
+def _refuse_unsupported_entities(args: argparse.Namespace) -> None:
+    for unsupported in (
+        "client",
+        "ip",
+        "group",
+        "client_metrics",
+        "broker_logger",
+        "client_defaults",
+        "user_defaults",
+        "ip_defaults",
+    ):
+        if getattr(args, unsupported):
+            raise CliUsageError(
+                f"--{unsupported.replace('_', '-')}: kompakt's kafka-configs handles topics, brokers "
+                "and users"
+            )
+
+
+def _users(
+    args: argparse.Namespace, cluster: Cluster, action: str, names: list[str], output: OutputFormat
+) -> None:
+    """``--entity-type users``: SCRAM credentials (:mod:`kompakt.cli.scram_cmd`)."""
+    from kompakt.cli import scram_cmd
+
+    if action == "describe":
+        scram_cmd.describe_users(cluster, names, output)
+        return
+    sets = [pair for text in args.add_config for pair in _split_config_list(text)]
+    deletes = [n.strip() for text in args.delete_config for n in text.split(",") if n.strip()]
+    if args.add_config_file:
+        raise CliUsageError("--add-config-file: give SCRAM credentials with --add-config")
+    if not (sets or deletes):
+        raise CliUsageError("kafka-configs --alter needs --add-config or --delete-config")
+    if not names:
+        raise CliUsageError("kafka-configs --alter --entity-type users needs --entity-name")
+    scram_cmd.alter_users(cluster, names, sets, deletes, output)
+
+
 def _entity(args: argparse.Namespace) -> tuple[str, list[str], bool]:
     """``(entity type, names, default?)`` from ``--entity-type/--entity-name`` or the shortcuts."""
     types = list(args.entity_type)
@@ -425,15 +464,18 @@ def _entity(args: argparse.Namespace) -> tuple[str, list[str], bool]:
         names.append(args.broker)
     if args.broker_defaults:
         types.append("brokers")
+    if args.user:
+        types.append("users")
+        names.append(args.user)
     found = sorted(set(types))
     if len(found) != 1:
         raise CliUsageError(
-            "kafka-configs needs one --entity-type (topics or brokers), or --topic / --broker"
+            "kafka-configs needs one --entity-type (topics, brokers or users), or --topic / --broker / --user"
         )
     entity_type = found[0]
-    if entity_type not in ("topics", "brokers"):
+    if entity_type not in ("topics", "brokers", "users"):
         raise CliUsageError(
-            f"--entity-type {entity_type}: kompakt's kafka-configs handles topics and brokers"
+            f"--entity-type {entity_type}: kompakt's kafka-configs handles topics, brokers and users"
         )
     if default and entity_type != "brokers":
         raise CliUsageError("--entity-default applies to brokers here")

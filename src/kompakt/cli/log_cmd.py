@@ -35,6 +35,7 @@ from kompakt.cli.output import (
     CliError,
     CliUsageError,
     OutputFormat,
+    bootstrap_value,
     console,
     emit_json,
     emit_table,
@@ -676,7 +677,12 @@ def explain_command(
     server_properties: ServerPropertiesOpt = None,
     bootstrap: Annotated[
         str | None,
-        typer.Option("--bootstrap", help="Read topic and broker configs from a running cluster (HOST:PORT)."),
+        typer.Option(
+            "--bootstrap-server",
+            "--bootstrap",
+            callback=bootstrap_value,
+            help="Read topic and broker configs from a running cluster (HOST:PORT or kafka://HOST:PORT).",
+        ),
     ] = None,
     bootstrap_timeout: Annotated[
         float, typer.Option("--bootstrap-timeout", help="Seconds to wait for the cluster.")
@@ -1044,6 +1050,112 @@ def compact_command(
     # The table keeps to the columns an operator reads first; JSON has every count.
     shown = [r for r in rows if r["partition"] not in hidden]
     emit_table(shown, columns=list(rows[0])[:10], title=f"compacted {target.path}")
+
+
+@log_app.command("replay-check")
+def replay_check_command(
+    source: Annotated[
+        str,
+        typer.Argument(help="A partition or data directory (kompakt or Kafka), or kafka://HOST:PORT/TOPIC."),
+    ],
+    app: Annotated[str, typer.Option("--app", help="module:function, replay(records) -> state.")],
+    compare: Annotated[
+        str | None, typer.Option("--compare", help="module:function, compare(expected, actual) -> bool.")
+    ] = None,
+    view: Annotated[
+        str, typer.Option("--view", help="read_committed, read_uncommitted or log.")
+    ] = "read_committed",
+    topic: Annotated[str | None, typer.Option("--topic", help="The topic of a data directory.")] = None,
+    partition: Annotated[list[int] | None, typer.Option("--partition", help="Only these partitions.")] = None,
+    variants: Annotated[int, typer.Option("--variants", help="Variants sampled from a large log.")] = 100,
+    seed: Annotated[int, typer.Option("--seed", help="The sample's seed.")] = 0,
+    exhaustive: Annotated[
+        bool, typer.Option("--exhaustive", help="Check every variant, however many.")
+    ] = False,
+    kafka_only: Annotated[
+        bool, typer.Option("--kafka-only", help="Leave out kompakt's re-clean passes.")
+    ] = False,
+    output: OutputOpt = OutputFormat.TABLE,
+) -> None:
+    """Replay an application over legal compactions of a log; exit 1 when its state differs.
+
+    Each partition is checked on its own: the app gets one partition's records (the view's) and
+    returns a state, which must equal the state of the whole log on every variant.
+    """
+    import sys
+
+    from kompakt.testing.replay_check import (
+        CompactionCheckError,
+        check_compaction_safe,
+        load_app,
+        sources_for,
+    )
+
+    if view not in ("read_committed", "read_uncommitted", "log"):
+        raise CliUsageError(f"--view must be read_committed, read_uncommitted or log, got {view!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # --app names a module of the current directory, as python -m does
+    try:
+        replay = load_app(app)
+        compare_fn = load_app(compare) if compare is not None else None
+        sources = sources_for(source, topic=topic, partitions=partition)
+    except CompactionCheckError as exc:
+        raise CliUsageError(str(exc)) from None
+    announce_kernel_compile()
+    reports = []
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(bar_width=20),
+        TaskProgressColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        disable=output is OutputFormat.JSON,
+        transient=True,
+    ) as progress:
+        for log_source in sources:
+            task = progress.add_task(f"{log_source.name} variants", total=None)
+
+            def on_progress(done: int, total: int, task: Any = task) -> None:
+                progress.update(task, completed=done, total=total)
+
+            try:
+                reports.append(
+                    check_compaction_safe(
+                        log_source,
+                        replay,
+                        compare=compare_fn,
+                        view=view,  # type: ignore[arg-type]
+                        max_variants=variants,
+                        exhaustive=True if exhaustive else None,
+                        seed=seed,
+                        kafka_only=kafka_only,
+                        on_progress=on_progress,
+                    )
+                )
+            except CompactionCheckError as exc:
+                raise CliError(str(exc)) from None
+    rows = [
+        {
+            "partition": r.source,
+            "records": r.records,
+            "cut_points": r.cut_points,
+            "mode": r.mode,
+            "variants": r.plans,
+            "replayed": r.checked,
+            "seconds": round(r.seconds, 2),
+            "result": "ok" if r.ok else "DIFFERS",
+        }
+        for r in reports
+    ]
+    failed = [r for r in reports if r.failure is not None]
+    if output is OutputFormat.JSON:
+        emit_json({"ok": not failed, "partitions": rows, "failures": [r.describe() for r in failed]})
+    else:
+        emit_table(rows, title=f"replay-check {source} ({view})")
+        for report in failed:
+            console.print(report.describe(), markup=False, highlight=False)
+    if failed:
+        raise CliError(f"the state differs on a legal compaction of {', '.join(r.source for r in failed)}")
 
 
 __all__ = ["log_app", "register"]

@@ -101,3 +101,18 @@ def emit(
         emit_json(list(rows))
     else:
         emit_table(rows, columns, title)
+
+
+KAFKA_URL_SCHEME = "kafka://"
+
+
+def bootstrap_value(value: str | None) -> str | None:
+    """A cluster named the one way everywhere: ``HOST:PORT[,HOST:PORT...]`` or the URL form
+    ``kafka://HOST:PORT[,...]`` that ``table`` sources use, given to any ``--bootstrap-server``
+    (a topic after the address belongs in the command's own argument, so it is refused)."""
+    if value is None or not value.startswith(KAFKA_URL_SCHEME):
+        return value
+    address, _, rest = value[len(KAFKA_URL_SCHEME) :].partition("/")
+    if not address or rest.strip("/"):
+        raise CliUsageError(f"{value!r}: give kafka://HOST:PORT (no topic) or HOST:PORT")
+    return address

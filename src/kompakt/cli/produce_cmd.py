@@ -304,8 +304,9 @@ def _partitions_creating_if_allowed(cluster: Cluster, topic: str) -> list[int]:
 
 
 def topic_batch_limit(cluster: Cluster, topic: str) -> tuple[int, str] | None:
-    """The largest batch the topic accepts and the config that sets it (``segment.bytes`` or
-    ``max.message.bytes``), from DescribeConfigs; None when the cluster does not say."""
+    """The largest batch the topic accepts and the config that sets it (``segment.bytes``, a
+    test topic's ``internal.segment.bytes`` or ``max.message.bytes``), from DescribeConfigs; None
+    when the cluster does not say."""
     from kompakt.cli.cluster import KAFKA_ADMIN
 
     admin = cluster.admin()
@@ -316,7 +317,7 @@ def topic_batch_limit(cluster: Cluster, topic: str) -> tuple[int, str] | None:
     except CliError:
         return None
     limits = []
-    for name in ("segment.bytes", "max.message.bytes"):
+    for name in ("segment.bytes", "internal.segment.bytes", "max.message.bytes"):
         entry = entries.get(name)
         if entry is not None and entry.value is not None and str(entry.value).isdigit():
             limits.append((int(entry.value), name))

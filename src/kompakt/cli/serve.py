@@ -24,6 +24,12 @@ then moves only through the admin endpoint (``kompakt admin clock advance 25h``)
 timeouts (group sessions, long polls) keep real time. The ready line then ends with
 ``, clock manual``.
 
+``--compaction-chaos SEED`` is a testing mode too: after appends to compacted topics the broker
+rolls and cleans them at random legal moments, seeded, as if months had passed
+(:mod:`kompakt.server.compaction_chaos`); the cleaner threads are off unless the configuration sets
+``log.cleaner.enable``, so every clean is the seed's. The ready line ends with
+``, compaction chaos seed SEED``.
+
 An address that is taken is one line and exit code 1, before the data directory is created::
 
     error: 127.0.0.1:9092 is in use; pass --port to use another port (0 picks a free one)
@@ -35,6 +41,7 @@ stops its services, flushes, writes checkpoints and the clean-shutdown marker, a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import re
 import signal
@@ -80,16 +87,44 @@ def parse_overrides(overrides: list[str]) -> dict[str, str]:
     return result
 
 
-def _listener(value: str | None) -> tuple[str, int] | None:
-    """Host and port of the first ``PLAINTEXT://host:port`` entry of a listeners config."""
-    if not value:
-        return None
-    first = value.split(",")[0].strip()
-    _, _, address = first.rpartition("://")
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise UsageError(f"cannot parse listener {first!r} (expected PLAINTEXT://host:port)")
-    return host.strip("[]"), int(port)
+def _check_sasl(config: BrokerConfig, sasl_listeners: list[str]) -> None:
+    """GSSAPI (Kafka's default mechanism) or a bad JAAS config on a SASL listener stops the
+    broker before it binds, rather than at a client's first handshake."""
+    from kompakt.broker.sasl.service import listener_settings as sasl_settings
+
+    for name in sasl_listeners:
+        try:
+            sasl_settings(config, name)
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+
+
+def _broker_config(
+    config_file: Path | None, overrides: list[str], compaction_chaos: int | None
+) -> BrokerConfig:
+    """The broker config from ``--config`` and ``--override`` (the later wins, as in Kafka)."""
+    props: dict[str, str] = {}
+    if config_file is not None:
+        try:
+            props.update(parse_properties_file(config_file))
+        except OSError as exc:
+            raise UsageError(f"cannot read config file {config_file}: {exc.strerror or exc}") from None
+    props.update(parse_overrides(overrides))
+    if compaction_chaos is not None:
+        # Every clean is the seed's (deterministic), unless the configuration asks for threads too.
+        props.setdefault("log.cleaner.enable", "false")
+    try:
+        return BrokerConfig.from_properties(props)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _configured_data_dir(config: BrokerConfig) -> Path:
+    """The first of ``log.dirs`` (or ``log.dir``), else the embedded default: one broker serves one
+    data directory."""
+    configured_dirs = config.lookup_set("log.dirs") or config.lookup_set("log.dir")
+    dirs = str(configured_dirs[0]).split(",") if configured_dirs is not None else []
+    return Path(dirs[0].strip()) if dirs and dirs[0].strip() else DEFAULT_DATA_DIR
 
 
 def build_settings(
@@ -100,23 +135,28 @@ def build_settings(
     overrides: list[str],
     admin_host: str | None = None,
     admin_port: int | None = None,
+    compaction_chaos: int | None = None,
 ) -> AppSettings:
     """Resolve the broker config, the listener and the admin endpoint, raising UsageError for
     anything invalid."""
-    props: dict[str, str] = {}
-    if config_file is not None:
-        try:
-            props.update(parse_properties_file(config_file))
-        except OSError as exc:
-            raise UsageError(f"cannot read config file {config_file}: {exc.strerror or exc}") from None
-    props.update(parse_overrides(overrides))
+    config = _broker_config(config_file, overrides, compaction_chaos)
+    from kompakt.server.app import AppSettings, admin_security, listener_settings, require_authentication
+
     try:
-        config = BrokerConfig.from_properties(props)
+        listeners = list(listener_settings(config))
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    listener = _listener(config.get_str("listeners") if config.lookup_set("listeners") else None)
-    bind_host = host if host is not None else (listener[0] if listener and listener[0] else DEFAULT_HOST)
-    bind_port = port if port is not None else (listener[1] if listener else DEFAULT_PORT)
+    if not listeners:
+        raise UsageError("listeners has no listener to serve (only controller.listener.names ones)")
+    _check_sasl(
+        config, [listener.name for listener in listeners if listener.security_protocol.startswith("SASL_")]
+    )
+    configured = config.lookup_set("listeners") is not None
+    first = listeners[0]
+    bind_host = host if host is not None else (first.host if configured and first.host else DEFAULT_HOST)
+    if host is None and configured and not first.host:
+        bind_host = "0.0.0.0"  # noqa: S104 - Kafka binds every interface for an empty host
+    bind_port = port if port is not None else (first.port if configured else DEFAULT_PORT)
     if not 0 <= bind_port <= 65535:
         raise UsageError(f"--port must be within 0..65535, got {bind_port}")
     if admin_port is None:
@@ -124,16 +164,23 @@ def build_settings(
     if not -1 <= admin_port <= 65535:
         raise UsageError(f"--admin-port must be within 0..65535 (or -1 for none), got {admin_port}")
     if data_dir is None:
-        configured = config.lookup_set("log.dirs") or config.lookup_set("log.dir")
-        dirs = str(configured[0]).split(",") if configured is not None else []
-        data_dir = Path(dirs[0].strip()) if dirs and dirs[0].strip() else DEFAULT_DATA_DIR
-    advertised = _listener(config.get_str("advertised.listeners"))
-    if advertised is not None:
-        advertised_host, advertised_port = advertised
-    else:
-        advertised_host = socket.getfqdn() if bind_host in _WILDCARD_HOSTS else bind_host
-        advertised_port = 0  # the bound port, filled in once listening
-    from kompakt.server.app import AppSettings, admin_security
+        data_dir = _configured_data_dir(config)
+    # --host/--port move the first listener (the only one unless `listeners` names several).
+    advertised_host = first.advertised_host or (
+        socket.getfqdn() if bind_host in _WILDCARD_HOSTS else bind_host
+    )
+    first = dataclasses.replace(
+        first,
+        host=bind_host,
+        port=bind_port,
+        advertised_host=advertised_host,
+        label="kafka" if not configured or len(listeners) == 1 else first.name,
+    )
+    listeners[0] = first
+    for index, other in enumerate(listeners[1:], start=1):
+        if not other.advertised_host:
+            shown = socket.getfqdn() if other.host in _WILDCARD_HOSTS else other.host
+            listeners[index] = dataclasses.replace(other, advertised_host=shown)
 
     settings = AppSettings(
         data_dir=data_dir.resolve(),
@@ -141,9 +188,12 @@ def build_settings(
         host=bind_host,
         port=bind_port,
         advertised_host=advertised_host,
-        advertised_port=advertised_port,
+        advertised_port=first.advertised_port,
         admin_host=admin_host or DEFAULT_ADMIN_HOST,
         admin_port=None if admin_port == -1 else admin_port,
+        listeners=tuple(listeners),
+        listeners_require_auth=configured and require_authentication(listeners),
+        compaction_chaos_seed=compaction_chaos,
     )
     if settings.admin_port is not None:
         try:
@@ -183,8 +233,10 @@ async def run_broker(settings: AppSettings, clock: Clock | None = None) -> None:
         extra = f", admin {app.admin_server.url}" if app.admin_server is not None else ""
         if isinstance(app.clock, ManualClock):
             extra += ", clock manual"
+        if settings.compaction_chaos_seed is not None:
+            extra += f", compaction chaos seed {settings.compaction_chaos_seed}"
         print(
-            f"kompakt ready: listening on {server.host}:{server.port}, data directory "
+            f"kompakt ready: listening on {server.describe_listeners()}, data directory "
             f"{settings.data_dir} ({topics} topics, {partitions} partitions){extra}",
             flush=True,
         )
@@ -216,6 +268,7 @@ SERVE_OPTIONS: dict[str, tuple[str, Callable[[str], object], bool]] = {
     "--admin-port": ("admin_port", _parse_int, False),
     "--admin-host": ("admin_host", str, False),
     "--clock": ("clock", str, False),
+    "--compaction-chaos": ("compaction_chaos", _parse_int, False),
 }
 
 
@@ -228,10 +281,13 @@ def run_serve(
     admin_port: int | None = None,
     admin_host: str | None = None,
     clock: str = "system",
+    compaction_chaos: int | None = None,
 ) -> None:
     """Run the broker until SIGTERM/SIGINT; a usage error is one ``error:`` line and exit code 2."""
     try:
-        settings = build_settings(data_dir, host, port, config, override or [], admin_host, admin_port)
+        settings = build_settings(
+            data_dir, host, port, config, override or [], admin_host, admin_port, compaction_chaos
+        )
         broker_clock = build_clock(clock)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -263,6 +319,8 @@ def bind_error_line(error: BindError) -> str:
     """``127.0.0.1:9092 is in use; pass --port …``: the address, and the option that moves it."""
     if not error.in_use:
         return str(error)
-    option = _PORT_OPTIONS.get(error.listener, "--port")
+    if error.listener not in _PORT_OPTIONS:  # a listener of `listeners`: its entry moves it
+        return f"{error} (listener {error.listener}); change its port in listeners (0 picks a free one)"
+    option = _PORT_OPTIONS[error.listener]
     extra = ", -1 runs none" if option == "--admin-port" else ""
     return f"{error}; pass {option} to use another port (0 picks a free one{extra})"

@@ -52,6 +52,14 @@ def serve_command(
             "endpoint; protocol timeouts keep real time).",
         ),
     ] = "system",
+    compaction_chaos: Annotated[
+        int | None,
+        typer.Option(
+            "--compaction-chaos",
+            help="SEED: testing mode, roll and clean compacted topics at random legal moments as "
+            "records arrive (deterministic per seed; the cleaner threads are off unless configured).",
+        ),
+    ] = None,
 ) -> None:
     """Run the broker: Kafka's wire protocol on --host:--port, logs in --data-dir."""
-    run_serve(data_dir, host, port, config, override, admin_port, admin_host, clock)
+    run_serve(data_dir, host, port, config, override, admin_port, admin_host, clock, compaction_chaos)

@@ -26,7 +26,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kompakt.admin.client import DEFAULT_ADMIN_URL, AdminClient
-from kompakt.cli.output import CliError, CliUsageError, OutputFormat, console, emit_json, emit_table
+from kompakt.cli.output import (
+    CliError,
+    CliUsageError,
+    OutputFormat,
+    bootstrap_value,
+    console,
+    emit_json,
+    emit_table,
+)
 
 if TYPE_CHECKING:
     from kompakt.table.cluster import ClusterTopic
@@ -60,9 +68,11 @@ EncodingOpt = Annotated[str, typer.Option("--key-encoding", help="How KEY is giv
 BootstrapOpt = Annotated[
     str | None,
     typer.Option(
+        "--bootstrap-server",
         "--bootstrap",
-        help="Read the topic from a Kafka cluster (HOST:PORT) with a read_committed consumer; "
-        "the same as giving the topic as kafka://HOST:PORT/TOPIC.",
+        callback=bootstrap_value,
+        help="Read the topic from a Kafka cluster (HOST:PORT or kafka://HOST:PORT) with a "
+        "read_committed consumer; the same as giving the topic as kafka://HOST:PORT/TOPIC.",
     ),
 ]
 TimeoutOpt = Annotated[

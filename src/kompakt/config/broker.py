@@ -24,6 +24,7 @@ from kompakt.config.defs import (
     parse_properties_file,
 )
 from kompakt.config.group_defs import check_group_rules
+from kompakt.config.listener_defs import LISTENER_PREFIX
 from kompakt.config.log_defs import DYNAMIC_CLEANER_KEYS, check_log_rules
 from kompakt.config.server_defs import check_server_rules
 from kompakt.config.tables import BROKER_CONFIGS, INERT_BROKER_CONFIGS, LISTENER_ONLY_BROKER_NAMES
@@ -38,6 +39,26 @@ def _unknown_broker_config(name: str) -> ConfigError:
     return ConfigError(f"Unknown broker config name: {name}{hint}")
 
 
+def listener_prefixed(name: str) -> ConfigDef | None:
+    """The definition behind a per-listener name (Kafka's ``listener.name.<listener>.<config>``,
+    or ``listener.name.<listener>.<mechanism>.<config>`` for SASL), or None if ``name`` is not one.
+
+    Kafka keeps such names as they are and resolves them per listener; so does kompakt
+    (:mod:`kompakt.config.listeners`). The value is parsed and validated as its base config.
+    """
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    _, sep, rest = name[len(LISTENER_PREFIX) :].partition(".")
+    if not sep:
+        return None
+    definition = BROKER_CONFIGS.get(rest)
+    if definition is None:
+        _, sep, base = rest.partition(".")
+        definition = BROKER_CONFIGS.get(base) if sep else None
+    # Errors name the prefixed config, the line the operator wrote.
+    return dataclasses.replace(definition, name=name) if definition is not None else None
+
+
 def _parse_layer(layer: Mapping[str, str], dynamic: bool) -> dict[str, ConfigValue]:
     """Parse one layer; a dynamic layer takes only what Kafka lets AlterConfigs change
     (``DynamicBrokerConfig.validateConfigs``: dynamic configs, SSL ones only per listener)."""
@@ -45,7 +66,7 @@ def _parse_layer(layer: Mapping[str, str], dynamic: bool) -> dict[str, ConfigVal
     not_dynamic = []
     listener_only = []
     for name, raw in layer.items():
-        definition = BROKER_CONFIGS.get(name)
+        definition = BROKER_CONFIGS.get(name) or listener_prefixed(name)
         if definition is None:
             raise _unknown_broker_config(name)
         if dynamic and name in LISTENER_ONLY_BROKER_NAMES:
@@ -193,9 +214,13 @@ class BrokerConfig:
         return value
 
     def deprecation_warnings(self) -> list[str]:
-        """Human-readable warnings for configs that are set but deprecated."""
+        """Human-readable warnings for configs that are set but deprecated.
+
+        ``log.cleaner.enable=true`` (a line many Kafka server.properties carry) says what the
+        default already does, so it passes silently; only ``false`` changes anything, and only
+        that is worth a warning."""
         warnings = []
-        if self.lookup_set("log.cleaner.enable") is not None:
+        if self.lookup_set("log.cleaner.enable") is not None and not self.log_cleaner_enable:
             warnings.append(
                 "log.cleaner.enable is deprecated (Kafka 4.4) and will be removed; compacted topics "
                 "need the cleaner, and with it disabled they are never compacted or retained."

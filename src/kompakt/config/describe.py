@@ -84,9 +84,16 @@ def _topic_entry(
 def describe_topic_config(
     overrides: Mapping[str, str], broker: BrokerConfig | None = None
 ) -> list[ConfigEntry]:
-    """Every topic config of a topic with ``overrides`` on ``broker``, sorted by name."""
+    """Every topic config of a topic with ``overrides`` on ``broker``, sorted by name.
+
+    An internal config (``internal.segment.bytes``) is listed only when the topic sets it, as
+    Kafka's ``ConfigHelper`` lists a config's originals plus its non-internal values."""
     parse_topic_overrides(overrides)  # reject unknown or invalid overrides before describing
-    return [_topic_entry(tdef, overrides, broker) for tdef in sorted(TOPIC_CONFIG_DEFS, key=lambda d: d.name)]
+    return [
+        _topic_entry(tdef, overrides, broker)
+        for tdef in sorted(TOPIC_CONFIG_DEFS, key=lambda d: d.name)
+        if not tdef.internal or tdef.name in overrides
+    ]
 
 
 def _broker_groups() -> dict[str, tuple[str, ...]]:

@@ -1,7 +1,7 @@
-"""The configuration tables of the README, generated from the config definitions.
+"""The configuration tables of the documentation site, generated from the config definitions.
 
-The README's tables are produced here and a test compares them with the README, so the document
-cannot drift from the code.
+``docs/hooks.py`` renders them into ``docs/configuration.md`` when the site is built, so the
+document cannot drift from the code.
 """
 
 from __future__ import annotations
@@ -29,6 +29,13 @@ _BROKER_SECTION = (
     "transaction.abort.timed.out.transaction.cleanup.interval.ms",
     "transaction.state.log.num.partitions",
     "transaction.partition.verification.enable",
+    "listeners",
+    "advertised.listeners",
+    "listener.security.protocol.map",
+    "ssl.keystore.location",
+    "ssl.truststore.location",
+    "ssl.client.auth",
+    "ssl.principal.mapping.rules",
 )
 
 
@@ -65,24 +72,3 @@ def broker_config_table() -> str:
         dynamic = "yes" if definition.dynamic else "no"
         rows.append(f"| `{name}` | {_default(definition)} | {dynamic} | {_cell(definition.doc)} |")
     return "\n".join(rows)
-
-
-def update_readme(text: str) -> str:
-    """Replace the generated sections of README text with fresh tables."""
-    for name, table in (
-        ("topic-config-table", topic_config_table()),
-        ("broker-config-table", broker_config_table()),
-    ):
-        start_marker, end_marker = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-        head, rest = text.split(start_marker, 1)
-        _old, tail = rest.split(end_marker, 1)
-        text = f"{head}{start_marker}\n{table}\n{end_marker}{tail}"
-    return text
-
-
-if __name__ == "__main__":
-    import sys
-    from pathlib import Path
-
-    path = Path(sys.argv[1] if len(sys.argv) > 1 else "README.md")
-    path.write_text(update_readme(path.read_text()))

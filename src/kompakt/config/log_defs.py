@@ -44,6 +44,10 @@ MS_PER_MINUTE = 60_000
 TOMBSTONE_RETAIN_FOR_GROUPS = "kompakt.tombstone.retain.for.groups"
 TOMBSTONE_MAX_HOLD_MS = "kompakt.tombstone.max.hold.ms"
 MS_PER_HOUR = 3_600_000
+#: Kafka 4.1's floor of segment.bytes and log.segment.bytes (KIP-1030): ``atLeast(1024 * 1024)``.
+SEGMENT_BYTES_MIN = 1_048_576
+#: Kafka 4.1's internal topic config that overrides segment.bytes below that floor, for tests.
+INTERNAL_SEGMENT_BYTES = "internal.segment.bytes"
 
 CLEANUP_POLICIES = ("compact", "delete")
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
@@ -110,6 +114,8 @@ class TopicConfigDef:
 
     definition: ConfigDef
     synonyms: tuple[Synonym, ...]
+    #: Kafka's ``defineInternal``: accepted on a topic, listed by DescribeConfigs only when set.
+    internal: bool = False
 
     @property
     def name(self) -> str:
@@ -123,9 +129,11 @@ def _t(
     doc: str,
     validator: Validator | None = None,
     synonyms: tuple[str | tuple[str, int], ...] = (),
+    *,
+    internal: bool = False,
 ) -> TopicConfigDef:
     syns = tuple(Synonym(s) if isinstance(s, str) else Synonym(s[0], s[1]) for s in synonyms)
-    return TopicConfigDef(ConfigDef(name, kind, default, doc, validator), syns)
+    return TopicConfigDef(ConfigDef(name, kind, default, doc, validator), syns, internal)
 
 
 _compression_doc = "Final codec of the topic's data; 'producer' keeps the producer's codec."
@@ -197,8 +205,9 @@ TOPIC_CONFIG_DEFS: tuple[TopicConfigDef, ...] = (
     _t("retention.ms", LONG, 604_800_000, "Age limit in ms under 'delete'; -1 is no limit.", Range(-1),
        ("log.retention.ms", ("log.retention.minutes", MS_PER_MINUTE),
         ("log.retention.hours", MS_PER_HOUR))),
-    _t("segment.bytes", INT, 1_073_741_824, "Largest segment file size in bytes.", Range(14),
-       ("log.segment.bytes",)),
+    _t("segment.bytes", INT, 1_073_741_824, "Largest segment file size in bytes (at least 1 MiB, "
+       "as Kafka 4.1 has it since KIP-1030; tests use internal.segment.bytes for smaller ones).",
+       Range(SEGMENT_BYTES_MIN), ("log.segment.bytes",)),
     _t("segment.index.bytes", INT, 10_485_760, "Preallocated size in bytes of each index file.",
        Range(4), ("log.index.size.max.bytes",)),
     _t("segment.jitter.ms", LONG, 0, "Random jitter in ms subtracted from each segment's roll time.",
@@ -216,6 +225,11 @@ TOPIC_CONFIG_DEFS: tuple[TopicConfigDef, ...] = (
        "has committed an offset past it on the partition (a group with no offset there holds from "
        "offset 0), or until kompakt.tombstone.max.hold.ms more have passed.", GroupIds(),
        (TOMBSTONE_RETAIN_FOR_GROUPS,)),
+    # Kafka 4.1's internal override of segment.bytes (LogConfig.INTERNAL_SEGMENT_BYTES_CONFIG): no
+    # lower bound, so tests can roll segments of a few hundred bytes; it wins over segment.bytes.
+    _t(INTERNAL_SEGMENT_BYTES, INT, None,
+       "[internal, for tests] The maximum size of a single log file, overriding segment.bytes "
+       "without its 1 MiB minimum (Kafka 4.1's internal.segment.bytes).", internal=True),
     _t(TOMBSTONE_MAX_HOLD_MS, LONG, 604_800_000,
        "[kompakt] Longest time in ms past its delete horizon that a tombstone or marker is kept "
        "for the groups of kompakt.tombstone.retain.for.groups (and for running kompakt backups).",
@@ -268,7 +282,7 @@ LOG_SYNONYM_BROKER_DEFS: tuple[ConfigDef, ...] = (
     define("log.retention.ms", LONG, None, "Default retention.ms; wins over the minutes and hours forms."),
     define("log.retention.minutes", INT, None, "Default retention.ms in minutes; wins over hours."),
     define("log.retention.hours", INT, 168, "Default retention.ms in hours."),
-    define("log.segment.bytes", INT, 1_073_741_824, "Default segment.bytes.", Range(14)),
+    define("log.segment.bytes", INT, 1_073_741_824, "Default segment.bytes.", Range(SEGMENT_BYTES_MIN)),
     define("log.index.size.max.bytes", INT, 10_485_760, "Default segment.index.bytes.", Range(4)),
     define("log.roll.jitter.ms", LONG, None, "Default segment.jitter.ms; wins over the hours form."),
     define("log.roll.jitter.hours", INT, 0, "Default segment.jitter.ms in hours.", Range(0)),

@@ -1,7 +1,8 @@
 """The server's own configs (Kafka's ``ServerConfigs``, ``SocketServerConfigs`` and the node
-identity of ``KRaftConfigs``): listeners, node id, request and response sizes, topic creation;
-and kompakt's admin HTTP endpoint (``admin.*``: which Host names it answers, its bearer token, its
-TLS certificate in Kafka's PEM form; see ``kompakt.server.admin_access``).
+identity of ``KRaftConfigs``): node id, request and response sizes, topic creation; and kompakt's
+admin HTTP endpoint (``admin.*``: which Host names it answers, its bearer token, its TLS
+certificate in Kafka's PEM form; see ``kompakt.server.admin_access``). Listeners and TLS are in
+:mod:`kompakt.config.listener_defs`.
 """
 
 from __future__ import annotations
@@ -16,9 +17,6 @@ SERVER_BROKER_DEFS: tuple[ConfigDef, ...] = (
     define("auto.create.topics.enable", BOOL, True, "Create unknown topics on metadata/produce requests.",
            dynamic=False),
     define("delete.topic.enable", BOOL, True, "Allow DeleteTopics.", dynamic=False),
-    define("listeners", STR, "PLAINTEXT://:9092", "Addresses to listen on.", dynamic=False),
-    define("advertised.listeners", STR, None, "Addresses given to clients; defaults to listeners.",
-           dynamic=False),
     define("node.id", INT, 0, "This broker's node id.", Range(0), dynamic=False),
     define("broker.id", INT, None, "Older name of node.id; must match it when both are set.",
            dynamic=False),

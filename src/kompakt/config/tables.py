@@ -4,7 +4,9 @@ Each owner keeps its definitions (name, type, default, validator, documentation)
 cross-field rules in its own module: :mod:`~kompakt.config.log_defs` (topic configs and their
 ``log.*`` synonyms, the cleaner), :mod:`~kompakt.config.group_defs` (the group coordinator, and the
 configs of one group), :mod:`~kompakt.config.txn_defs` (transactions and producer ids) and
-:mod:`~kompakt.config.server_defs` (listeners, node id, sizes). Every other Kafka 4.1 broker
+:mod:`~kompakt.config.server_defs` (node id, sizes),
+:mod:`~kompakt.config.listener_defs` (listeners, TLS) and :mod:`~kompakt.config.authorizer_defs`
+(the authorizer, super users). Every other Kafka 4.1 broker
 config comes from :mod:`~kompakt.config.kafka`: accepted, described, and without effect.
 
 The typed settings each owner runs with (``CleanerSettings``, ``GroupConfig``, ``TxnConfig``...)
@@ -14,9 +16,11 @@ once, in its table.
 
 from __future__ import annotations
 
+from kompakt.config.authorizer_defs import AUTHORIZER_BROKER_DEFS
 from kompakt.config.defs import ConfigDef, ConfigValue, bool_value, int_value, list_value, str_value
 from kompakt.config.group_defs import GROUP_BROKER_DEFS
 from kompakt.config.kafka import config_def_of, kafka_broker_configs
+from kompakt.config.listener_defs import LISTENER_BROKER_DEFS
 from kompakt.config.log_defs import (
     DYNAMIC_CLEANER_KEYS,
     LOG_BROKER_DEFS,
@@ -26,6 +30,7 @@ from kompakt.config.log_defs import (
     TOPIC_NAME_OF_BROKER_SYNONYM,
     TopicConfigDef,
 )
+from kompakt.config.sasl_defs import SASL_BROKER_DEFS
 from kompakt.config.server_defs import ADMIN_BROKER_DEFS, SERVER_BROKER_DEFS
 from kompakt.config.txn_defs import TXN_BROKER_DEFS
 
@@ -55,8 +60,11 @@ KOMPAKT_BROKER_CONFIGS: dict[str, ConfigDef] = {
         *LOG_BROKER_DEFS,
         *TXN_BROKER_DEFS,
         *SERVER_BROKER_DEFS,
+        *LISTENER_BROKER_DEFS,
+        *SASL_BROKER_DEFS,
         *ADMIN_BROKER_DEFS,
         *GROUP_BROKER_DEFS,
+        *AUTHORIZER_BROKER_DEFS,
     )
 }
 

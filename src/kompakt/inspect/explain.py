@@ -71,6 +71,7 @@ from kompakt.inspect.explain_report import (
     Tombstone,
     Tombstones,
     duration,
+    human_bytes,
     iso_ms,
     resolve_configs,
 )
@@ -564,7 +565,7 @@ def _active(config: LogConfig, active: SegmentInfo, records: int, now_ms: int) -
         if config.compact
         else config.segment_ms
     )
-    left = max(config.segment_bytes - active.size_bytes, 0)
+    left = max(config.segment_size - active.size_bytes, 0)
     if active.size_bytes == 0:
         return ActiveSegment(
             active.base_offset,
@@ -587,7 +588,8 @@ def _active(config: LogConfig, active: SegmentInfo, records: int, now_ms: int) -
     if time_roll is not None:
         when = "now" if time_roll < now_ms else iso_ms(time_roll)
         parts.append(f"at the first append after {when} (segment.ms {duration(eff)})")
-    parts.append(f"when {left} more bytes arrive (segment.bytes {config.segment_bytes})")
+    limit = f"{_segment_size_name(config)} {human_bytes(config.segment_size)}"
+    parts.append(f"when {human_bytes(left)} more arrive ({limit})")
     if forced is not None:
         when = "at the next cleaner pass" if forced < now_ms else f"at {iso_ms(forced)}"
         parts.append(f"kompakt's cleaner rolls it idle {when} (max.compaction.lag.ms)")
@@ -603,6 +605,11 @@ def _active(config: LogConfig, active: SegmentInfo, records: int, now_ms: int) -
         forced,
         "; ".join(parts),
     )
+
+
+def _segment_size_name(config: LogConfig) -> str:
+    """Which config sets the roll size: a test topic's ``internal.segment.bytes`` or ``segment.bytes``."""
+    return "segment.bytes" if config.internal_segment_bytes is None else "internal.segment.bytes"
 
 
 def _segment_reports(
@@ -764,7 +771,8 @@ def _verdict(
             f"; the offset map is too small for one pass: "
             f"{offset_map.dirty_distinct_keys} distinct dirty keys, "
             f"{offset_map.keys_per_pass} per pass, so it takes {offset_map.passes_needed} passes "
-            f"(raise log.cleaner.dedupe.buffer.size to {offset_map.bytes_needed} bytes for one)"
+            f"(raise log.cleaner.dedupe.buffer.size to {offset_map.bytes_needed} "
+            f"({human_bytes(offset_map.bytes_needed)}) for one)"
         )
     if reason is not None:
         if tombstones.past_horizon and "tombstones" in reason:
@@ -805,7 +813,7 @@ def _verdict(
     m = config.min_cleanable_dirty_ratio
     more = math.floor(m * clean_bytes / (1 - m)) - cleanable_bytes + 1 if m < 1 else None
     why = f"dirty ratio {ratio:.2f} <= min.cleanable.dirty.ratio {m}"
-    need = f" ({more} more dirty bytes must roll)" if more is not None and more > 0 else ""
+    need = f" ({human_bytes(more)} more dirty data must roll)" if more is not None and more > 0 else ""
     if max_lag.deadline_ms is not None:
         return (
             f"not eligible until {iso_ms(max_lag.deadline_ms)} (max.compaction.lag.ms), because {why}{need}",

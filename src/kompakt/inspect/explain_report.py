@@ -57,6 +57,20 @@ def iso_ms(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def human_bytes(count: int) -> str:
+    """A byte count a person reads at a glance (``104 B``, ``17.6 MiB``), in the binary units the
+    configs are set in (``segment.bytes=1073741824`` is ``1.0 GiB``): the verdicts and the log map
+    show these, the JSON keeps the exact numbers."""
+    if count < 1024:
+        return f"{count} B"
+    value = float(count)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1023.95 or unit == "TiB":  # what would print as 1024.0 is the next unit
+            break
+    return f"{value:.1f} {unit}"
+
+
 def duration(ms: int) -> str:
     """A short human duration (``1d 2h``, ``3m 4s``, ``250 ms``)."""
     if ms >= LONG_MAX:

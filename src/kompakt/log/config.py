@@ -39,6 +39,11 @@ def _int(name: str) -> int:
     return int_value(name, topic_default(name))
 
 
+def _optional_int(name: str) -> int | None:
+    default = topic_default(name)
+    return None if default is None else int_value(name, default)
+
+
 def _float(name: str) -> float:
     return float_value(name, topic_default(name))
 
@@ -99,11 +104,14 @@ class LogConfig:
     remote_storage_enable: bool = _bool("remote.storage.enable")
     retention_bytes: int = _int("retention.bytes")
     retention_ms: int = _int("retention.ms")
+    #: The configured segment.bytes (at least 1 MiB); the log rolls at :attr:`segment_size`.
     segment_bytes: int = _int("segment.bytes")
     segment_index_bytes: int = _int("segment.index.bytes")
     segment_jitter_ms: int = _int("segment.jitter.ms")
     segment_ms: int = _int("segment.ms")
     unclean_leader_election_enable: bool = _bool("unclean.leader.election.enable")
+    #: Kafka 4.1's ``internal.segment.bytes``: set by tests for segments below segment.bytes' floor.
+    internal_segment_bytes: int | None = _optional_int("internal.segment.bytes")
     #: kompakt's own: groups whose committed offsets hold tombstone removal (kompakt.cleaner.readers).
     kompakt_tombstone_retain_for_groups: tuple[str, ...] = _list("kompakt.tombstone.retain.for.groups")
     #: kompakt's own: the longest hold past a delete horizon, in ms.
@@ -122,6 +130,14 @@ class LogConfig:
                 "Tiered Storage functionality is disabled in the broker. "
                 "Topic cannot be configured with remote log storage."
             )
+
+    @property
+    def segment_size(self) -> int:
+        """The size at which the active segment rolls: ``internal.segment.bytes`` when set, else
+        ``segment.bytes`` (Kafka 4.1's ``LogConfig.segmentSize()``). Everything that sizes a
+        segment reads this, never :attr:`segment_bytes`, so tests can use small segments while
+        ``segment.bytes`` keeps Kafka's 1 MiB minimum."""
+        return self.segment_bytes if self.internal_segment_bytes is None else self.internal_segment_bytes
 
     @property
     def compact(self) -> bool:
@@ -162,6 +178,8 @@ class LogConfig:
             value = getattr(self, field_name(tdef.name))
             if isinstance(value, frozenset):
                 value = tuple(sorted(value))
+            if value is None:
+                continue  # an internal config that is not set (internal.segment.bytes)
             result[tdef.name] = format_any(value)
         return result
 

@@ -46,8 +46,8 @@ def roll_reason(
 ) -> str | None:
     """Why the active ``segment`` must roll before this append, or None to append in place."""
     size = segment.size
-    if size > config.segment_bytes - message_size:
-        return f"size {size} + {message_size} bytes would exceed segment.bytes {config.segment_bytes}"
+    if size > config.segment_size - message_size:
+        return f"size {size} + {message_size} bytes would exceed segment.bytes {config.segment_size}"
     if size > 0:
         waited = segment.time_waited_for_roll(now_ms, max_timestamp_in_messages)
         limit = effective_segment_ms(config) - segment.roll_jitter_ms

@@ -224,7 +224,7 @@ class LogSegment:
             roll_jitter_ms=roll_jitter_ms,
             created_ms=now_ms,
             suffix=suffix,
-            preallocate_bytes=config.segment_bytes if config.preallocate else 0,
+            preallocate_bytes=config.segment_size if config.preallocate else 0,
             file_ops=file_ops,
         )
 

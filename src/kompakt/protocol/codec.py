@@ -122,6 +122,7 @@ __all__ = [
     "ErrorCode",
     "FileRange",
     "MalformedRequest",
+    "MalformedResponse",
     "ProtocolError",
     "RequestHeader",
     "RequestPayload",
@@ -187,6 +188,10 @@ class MalformedRequest(ProtocolError):
     def __init__(self, message: str, correlation_id: int | None = None) -> None:
         super().__init__(message)
         self.correlation_id = correlation_id
+
+
+class MalformedResponse(ProtocolError):
+    """A response frame that does not decode (a length or count the bytes do not back, a bad tag)."""
 
 
 class UnsupportedVersion(ProtocolError):
@@ -440,11 +445,40 @@ def close_chunks(chunks: Chunks) -> None:
 
 
 def decode_response(frame: bytes | memoryview, api_key: int, version: int) -> tuple[int, ResponsePayload]:
-    """Decode a response frame (without its size prefix) into ``(correlation_id, body)``."""
-    body_class = load_response_schema(api_key, version)
-    header, header_size = entity_reader(body_class.__header_schema__)(frame, 0)
-    body, _ = entity_reader(body_class)(frame, header_size)
+    """Decode a response frame (without its size prefix) into ``(correlation_id, body)``.
+
+    Every length and count is checked against the frame first (:func:`response_checker`), as for
+    a request: a response comes from a peer the client does not control, and kio would size an
+    array from a hostile count before reading it. Anything that does not decode is a
+    :class:`MalformedResponse`.
+    """
+    try:
+        check, read_header, read_body = _response_readers(api_key, version)
+        check(frame)
+        header, header_size = read_header(frame, 0)
+        body, _ = read_body(frame, header_size)
+    except Exception as exc:  # noqa: BLE001 - kio's native reader raises many types on hostile input
+        raise MalformedResponse(
+            f"cannot decode {api_name(api_key)} v{version} response: {type(exc).__name__}: {exc}"
+        ) from exc
     return int(header.correlation_id), body
+
+
+@functools.cache
+def response_checker(api_key: int, version: int) -> bounds.Checker:
+    """The bounds check of a response's header and body, compiled on first use of this version."""
+    body_class = load_response_schema(api_key, version)
+    layouts = (_layout(cast(type[Entity], body_class.__header_schema__)), _layout(body_class))
+    return bounds.compile_checker(layouts, f"{api_name(api_key)} v{version} response")
+
+
+@functools.cache
+def _response_readers(
+    api_key: int, version: int
+) -> tuple[Callable[[bytes | memoryview], int], Reader[typing.Any], Reader[ResponsePayload]]:
+    body_class = load_response_schema(api_key, version)
+    header_class = body_class.__header_schema__
+    return response_checker(api_key, version).check, entity_reader(header_class), entity_reader(body_class)
 
 
 def encode_api_versions_fallback(correlation_id: int, supported: Mapping[int, VersionRange]) -> Chunks:

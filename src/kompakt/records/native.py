@@ -137,6 +137,26 @@ def _memcpy_typer(typingctx: Any, dst: Any, dst_pos: Any, src: Any, src_pos: Any
 memcpy: Any = intrinsic(_memcpy_typer)
 
 
+def _call_crc32c_typer(typingctx: Any, fn: Any, crc: Any, p: Any, pos: Any, n: Any) -> Any:
+    """``fn(crc, p + pos, n)`` for the address ``fn`` of a C function ``uint32_t (uint32_t crc,
+    const uint8_t *data, size_t len)`` (the crc32c package's raw CRC-32C update: no pre- or
+    post-inversion). The address is an argument, not a constant, so a precompiled kernel finds
+    the function wherever this process loaded it."""
+    sig = types.int64(fn, crc, p, pos, n)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        i32, i64, i8p = ir.IntType(32), ir.IntType(64), ir.IntType(8).as_pointer()
+        target = builder.inttoptr(args[0], ir.FunctionType(i32, [i32, i8p, i64]).as_pointer())
+        data = builder.bitcast(builder.gep(args[2], [args[3]]), i8p)
+        result = builder.call(target, [builder.trunc(args[1], i32), data, args[4]])
+        return builder.zext(result, i64)
+
+    return sig, codegen
+
+
+call_crc32c: Any = intrinsic(_call_crc32c_typer)
+
+
 # ---------------------------------------------------------------------------------------------
 # Byte-level helpers (inlined by LLVM into the kernels that use them). ``buf`` is an array or a
 # pointer from ``ptr``; hot kernels pass pointers.

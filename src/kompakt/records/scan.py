@@ -61,6 +61,7 @@ from kompakt.records.native import (
     Scalar,
     U8Array,
     Workspace,
+    call_crc32c,
     ptr,
     read_be,
     read_varint,
@@ -206,6 +207,61 @@ def batch_crcs_ok(buf: U8Array, table: BatchTable) -> BoolArray:
     for i, (pos, size, crc) in enumerate(zip(table.position, table.size, table.crc, strict=True)):
         ok[i] = crc32c.crc32c(view[pos + 21 : pos + size]) == crc
     return ok
+
+
+@entry_point("i8(u1[::1], i8[::1], i8[::1], i8[::1], i8)")
+@njit(cache=True, nogil=True)
+def _first_bad_crc(buf: U8Array, positions: I64Array, sizes: I64Array, crcs: I64Array, fn: Scalar) -> Scalar:
+    """Index of the first batch whose CRC-32C (over its bytes from the attributes on) differs from
+    its header's, or -1; ``fn`` is the address of the raw CRC function (``native.call_crc32c``)."""
+    p = ptr(buf)
+    for i in range(positions.shape[0]):
+        pos = positions[i]
+        size = sizes[i]
+        if pos < 0 or size < 21 or pos + size > buf.shape[0]:
+            return i
+        if call_crc32c(fn, 0xFFFFFFFF, p, pos + 21, size - 21) ^ 0xFFFFFFFF != crcs[i]:
+            return i
+    return -1
+
+
+_crc_function: int | None = None
+
+
+def _raw_crc32c_address() -> int:
+    """The address of the crc32c package's raw CRC-32C function (hardware when the package uses
+    it), checked against the package's own result; 0 when it cannot be found or disagrees, and
+    the Python path is used. The raw functions are not the package's API: the check guards a
+    version that changed them."""
+    global _crc_function
+    if _crc_function is None:
+        _crc_function = 0
+        try:
+            import ctypes
+            import os
+
+            from crc32c import _crc32c as extension
+
+            name = "_crc32c_hw_adler" if crc32c.hardware_based else "_crc32c_sw_slicing_by_8"
+            fn = getattr(ctypes.CDLL(extension.__file__), name)
+            fn.restype, fn.argtypes = ctypes.c_uint32, [ctypes.c_uint32, ctypes.c_char_p, ctypes.c_size_t]
+            samples = (b"", b"123456789", os.urandom(7), os.urandom(70_001))
+            if all(fn(0xFFFFFFFF, d, len(d)) ^ 0xFFFFFFFF == crc32c.crc32c(d) for d in samples):
+                _crc_function = int(ctypes.cast(fn, ctypes.c_void_p).value or 0)
+        except (OSError, AttributeError, ImportError, TypeError):
+            _crc_function = 0
+    return _crc_function
+
+
+def first_bad_crc(buf: U8Array, table: BatchTable) -> int:
+    """The index of the first batch of ``table`` whose CRC does not match, or -1: one native call
+    that holds no GIL (the batches' CRCs in one loop), else ``batch_crcs_ok``."""
+    fn = _raw_crc32c_address()
+    if fn:
+        positions, sizes, crcs = (np.ascontiguousarray(c) for c in (table.position, table.size, table.crc))
+        return int(_first_bad_crc(buf, positions, sizes, crcs, fn))
+    ok = batch_crcs_ok(buf, table)
+    return -1 if bool(ok.all()) else int(np.argmin(ok))
 
 
 # ---------------------------------------------------------------------------------------------

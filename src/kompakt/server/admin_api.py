@@ -114,6 +114,9 @@ class AdminApi:
         self.compact_hooks: list[Callable[[PartitionLog, str], None]] = []
         self._tables: TableStore | None = None
         self._tables_lock = threading.Lock()
+        #: The Kafka listeners as the server bound them (set by the app once it listens):
+        #: name, security protocol, bound and advertised address each.
+        self.kafka_listeners: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ lookups
 
@@ -388,6 +391,10 @@ class AdminApi:
                 409, "the broker runs on the system clock; start it with `kompakt serve --clock manual`"
             )
         return clock
+
+    def listeners(self) -> dict[str, Any]:
+        """The broker's Kafka listeners: what each binds, speaks and advertises."""
+        return {"listeners": list(self.kafka_listeners)}
 
     def clock_show(self) -> dict[str, Any]:
         clock = self._require_manual()

@@ -16,6 +16,7 @@ Routes (query parameters; ``POST`` bodies may instead be a JSON object with the 
 ``POST /v1/roll?topic=T[&partition=P]``    roll the active segment
 ``POST /v1/compact?topic=T[&partition=P][&wait=true]``  compact now (202 without ``wait``)
 ``POST /v1/retry?topic=T&partition=P``     clear an uncleanable mark
+``GET  /v1/listeners``                     the Kafka listeners: name, protocol, bound, advertised
 ``GET  /v1/clock``                         the manual clock (409 on the system clock)
 ``POST /v1/clock/advance?by=25h`` or ``?ms=N``  move the manual clock forward
 ``GET  /metrics``                          Prometheus text exposition
@@ -212,6 +213,10 @@ def _clock_advance(api: AdminApi, p: Params) -> HttpResponse:
     return json_response(200, api.clock_advance(ms))
 
 
+def _listeners(api: AdminApi, p: Params) -> HttpResponse:
+    return json_response(200, api.listeners())
+
+
 def _healthz(api: AdminApi, p: Params) -> HttpResponse:
     return json_response(200, {"status": "ok"})
 
@@ -335,6 +340,7 @@ ROUTES: dict[str, dict[str, Route]] = {
     "/v1/roll": {"POST": _roll},
     "/v1/compact": {"POST": _compact},
     "/v1/retry": {"POST": _retry},
+    "/v1/listeners": {"GET": _listeners},
     "/v1/clock": {"GET": _clock},
     "/v1/clock/advance": {"POST": _clock_advance},
     "/metrics": {"GET": _metrics},

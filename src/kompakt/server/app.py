@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import ssl
 import threading
 from collections.abc import Callable, Sequence
@@ -24,6 +25,7 @@ from kompakt.broker.dispatch import Dispatcher
 from kompakt.broker.groups import OFFSETS_TOPIC, ConsumerGroupConfig, GroupConfig, GroupLog
 from kompakt.broker.producer_ids import ProducerIdManager
 from kompakt.broker.readers import GroupReaderPositions
+from kompakt.broker.session import KafkaPrincipal
 from kompakt.broker.txn.coordinator import TransactionCoordinator
 from kompakt.broker.txn.state_manager import TxnConfig
 from kompakt.cleaner.log_cleaner import CleanerSettings, LogCleaner
@@ -31,6 +33,7 @@ from kompakt.cleaner.warmup import BackgroundWarmup
 from kompakt.clock import Clock, SystemClock
 from kompakt.config.broker import BrokerConfig
 from kompakt.config.dynamic import load_dynamic_configs
+from kompakt.config.listeners import broker_listeners, listener_str
 from kompakt.config.tables import int_default
 from kompakt.log.manager import LogManager
 from kompakt.log.metadata_files import read_meta_properties
@@ -39,10 +42,11 @@ from kompakt.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from kompakt.server.admin_access import AdminAccess, admin_access_from_config, admin_ssl_context
 from kompakt.server.admin_api import AdminApi
 from kompakt.server.admin_http import AdminHttpServer
-from kompakt.server.connection import Connection, connection_factory
+from kompakt.server.connection import Connection, PrincipalBuilder, connection_factory
 from kompakt.server.listener import Listener
 from kompakt.server.memory import MemoryReturn
 from kompakt.server.request_metrics import RequestMetrics
+from kompakt.server.tls import SslPrincipalMapper, certificate_principal, server_context
 
 log = logging.getLogger(__name__)
 
@@ -96,11 +100,89 @@ class AsyncioTimers:
         return handle
 
 
-class KafkaServer:
-    """A Kafka wire-protocol listener for one :class:`Broker`.
+@dataclass(frozen=True, slots=True)
+class KafkaListenerSettings:
+    """One Kafka listener of the broker: its name and security protocol (every connection's
+    :class:`~kompakt.broker.session.Session` carries them), where it binds, what it advertises
+    (empty host or port 0: the bound address), and its TLS context for SSL/SASL_SSL."""
 
-    When the broker's ``advertised_port`` is 0 (or its host empty) it is filled in from the bound
-    socket, so tests can listen on port 0 and still hand out a reachable coordinator address.
+    name: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str = ""
+    advertised_port: int = 0
+    tls: ssl.SSLContext | None = None
+    #: The principal of an SSL listener's client, from its certificate (None: ANONYMOUS).
+    principal_of: PrincipalBuilder | None = None
+    #: What a :class:`~kompakt.server.listener.BindError` names: ``"kafka"`` for the listener
+    #: ``--port`` moves, else the listener name.
+    label: str = "kafka"
+
+    def bind_address(self) -> str:
+        host = self.host or "0.0.0.0"  # noqa: S104 - names the wildcard Kafka binds for an empty host
+        return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+
+
+def listener_settings(config: BrokerConfig) -> tuple[KafkaListenerSettings, ...]:
+    """Every listener of ``listeners`` with its TLS context and principal builder, checked as
+    Kafka checks them; a :class:`~kompakt.errors.ConfigError` names the first problem."""
+    result = []
+    for listener in broker_listeners(config):
+        tls = server_context(config, listener) if listener.uses_tls else None
+        principal_of = None
+        if listener.security_protocol == "SSL":  # SASL_SSL clients are named by SASL instead
+            principal_of = _certificate_principal_builder(
+                SslPrincipalMapper(listener_str(config, listener.name, "ssl.principal.mapping.rules"))
+            )
+        result.append(
+            KafkaListenerSettings(
+                name=listener.name,
+                security_protocol=listener.security_protocol,
+                host=listener.host,
+                port=listener.port,
+                advertised_host=listener.advertised_host,
+                advertised_port=listener.advertised_port,
+                tls=tls,
+                principal_of=principal_of,
+                label=listener.name,
+            )
+        )
+    return tuple(result)
+
+
+def _certificate_principal_builder(mapper: SslPrincipalMapper) -> PrincipalBuilder:
+    def principal_of(transport: asyncio.BaseTransport) -> KafkaPrincipal:
+        return certificate_principal(transport.get_extra_info("peercert"), mapper)
+
+    return principal_of
+
+
+def _client_auth(context: ssl.SSLContext | None) -> str | None:
+    """``ssl.client.auth`` as the context applies it (None on a plaintext listener)."""
+    if context is None:
+        return None
+    return {ssl.CERT_REQUIRED: "required", ssl.CERT_OPTIONAL: "requested"}.get(context.verify_mode, "none")
+
+
+def require_authentication(listeners: Sequence[KafkaListenerSettings]) -> bool:
+    """Whether every listener authenticates its clients (SASL, or a required client certificate):
+    a single PLAINTEXT listener lets anyone in, and then a token on the admin endpoint guards
+    nothing more than the Kafka port already gives away."""
+    return bool(listeners) and all(
+        s.security_protocol.startswith("SASL_")
+        or (s.security_protocol == "SSL" and s.tls is not None and s.tls.verify_mode == ssl.CERT_REQUIRED)
+        for s in listeners
+    )
+
+
+class KafkaServer:
+    """The Kafka wire-protocol listeners of one :class:`Broker`.
+
+    Each listener advertises its own address (Metadata, FindCoordinator and DescribeCluster answer
+    a request with the one of the listener it arrived on). An advertised port of 0 (or an empty
+    host) is filled in from the bound socket, so tests can listen on port 0 and still hand out a
+    reachable coordinator address. :attr:`host`/:attr:`port` are the first listener's.
     """
 
     def __init__(
@@ -113,42 +195,103 @@ class KafkaServer:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         tick_interval_ms: int = 100,
         request_metrics: RequestMetrics | None = None,
+        listeners: Sequence[KafkaListenerSettings] = (),
     ) -> None:
         self.broker = broker
         #: Per-API request counts and latencies (the admin endpoint's ``/metrics`` reads them).
         self.request_metrics = request_metrics if request_metrics is not None else RequestMetrics()
         self.host = host
         self.port = port
+        # Without listeners: one PLAINTEXT listener advertising what the broker was built with.
+        self.listener_settings: tuple[KafkaListenerSettings, ...] = tuple(listeners) or (
+            KafkaListenerSettings(
+                host=host,
+                port=port,
+                advertised_host=broker.advertised_host,
+                advertised_port=broker.advertised_port,
+            ),
+        )
         self.dispatcher = dispatcher or Dispatcher(broker)
         self._max_frame_bytes = max_frame_bytes
         self._tick_interval_s = tick_interval_ms / 1000
         self._server: Listener | None = None
+        #: Every bound listener with its settings, in configuration order.
+        self.listeners: list[tuple[KafkaListenerSettings, Listener]] = []
         self._tick_task: asyncio.Task[None] | None = None
         #: The open connections (each adds itself when accepted and leaves when closed).
         self._connections: set[Connection] = set()
         #: Gives back the memory large requests leave behind.
         self.memory = MemoryReturn()
 
-    async def start(self, listener: Listener | None = None) -> None:
-        """Bind (unless ``listener`` is already bound) and start accepting; returns once the
-        socket listens. Raises :class:`~kompakt.server.listener.BindError` when the address
-        cannot be listened on."""
+    async def start(self, listener: Listener | Sequence[Listener] | None = None) -> None:
+        """Bind (unless already bound: one listener or one per :attr:`listener_settings`) and
+        start accepting; returns once the sockets listen. Raises
+        :class:`~kompakt.server.listener.BindError` when an address cannot be listened on."""
         self.broker.timers = AsyncioTimers(asyncio.get_running_loop())
         if listener is None:
-            listener = await Listener.bind(self.host, self.port, "kafka")
-        self._server = listener
-        self.port = listener.port
+            bound = await _bind_all(self.listener_settings)
+        else:
+            bound = [listener] if isinstance(listener, Listener) else list(listener)
+        self.listeners = list(zip(self.listener_settings, bound, strict=True))
+        self._server = bound[0]
+        self.port = bound[0].port
+        for settings, server in self.listeners:
+            host = settings.advertised_host or settings.host or self._default_host(settings)
+            port = settings.advertised_port or server.port
+            self.broker.listener_endpoints[settings.name] = (host, port)
+        first_host, first_port = self.broker.listener_endpoints[self.listener_settings[0].name]
         if not self.broker.advertised_port:
-            self.broker.advertised_port = self.port
+            self.broker.advertised_port = first_port
         if not self.broker.advertised_host:
-            self.broker.advertised_host = self.host
-        await listener.serve_protocol(
-            connection_factory(
-                self.dispatcher, self._max_frame_bytes, self._connections, self.request_metrics, self.memory
+            self.broker.advertised_host = first_host
+        for settings, server in self.listeners:
+            await server.serve_protocol(
+                connection_factory(
+                    self.dispatcher,
+                    self._max_frame_bytes,
+                    self._connections,
+                    self.request_metrics,
+                    self.memory,
+                    listener_name=settings.name,
+                    security_protocol=settings.security_protocol,
+                    principal_of=settings.principal_of,
+                )
             )
-        )
         self._tick_task = asyncio.create_task(self._tick_loop(), name="kompakt-group-tick")
-        log.info("listening on %s:%d", self.host, self.port)
+        log.info("listening on %s", self.describe_listeners())
+
+    def _default_host(self, settings: KafkaListenerSettings) -> str:
+        """The advertised host of a listener bound on every interface with none advertised."""
+        return socket.getfqdn() if settings.host in ("", "0.0.0.0", "::") else settings.host  # noqa: S104
+
+    def listener_report(self) -> list[dict[str, object]]:
+        """Each bound listener for the admin endpoint (``GET /v1/listeners``)."""
+        report: list[dict[str, object]] = []
+        for settings, server in self.listeners:
+            host, port = self.broker.endpoint(settings.name)
+            report.append(
+                {
+                    "name": settings.name,
+                    "security_protocol": settings.security_protocol,
+                    "host": settings.host or "0.0.0.0",  # noqa: S104 - the wildcard an empty host binds
+                    "port": server.port,
+                    "advertised_host": host,
+                    "advertised_port": port,
+                    "client_auth": _client_auth(settings.tls),
+                }
+            )
+        return report
+
+    def describe_listeners(self) -> str:
+        """``127.0.0.1:9092`` for the one ``--port`` listener; ``NAME://host:port`` for each
+        configured one (the ready line and the admin endpoint name them)."""
+        parts = []
+        for settings, server in self.listeners:
+            host = settings.host or "0.0.0.0"  # noqa: S104 - the wildcard an empty host binds
+            address = f"[{host}]:{server.port}" if ":" in host else f"{host}:{server.port}"
+            plain = len(self.listeners) == 1 and settings.name == "PLAINTEXT"
+            parts.append(address if plain else f"{settings.name}://{address}")
+        return ", ".join(parts)
 
     async def serve_forever(self) -> None:
         if self._server is None:
@@ -158,8 +301,8 @@ class KafkaServer:
 
     async def close(self, grace_s: float = 5.0) -> None:
         """Stop accepting, let in-flight requests finish (up to ``grace_s``), then close everything."""
-        if self._server is not None:
-            self._server.close()
+        for _, server in self.listeners:
+            server.close()
         # Parked fetches would hold their connections for up to max_wait_ms: answer them now.
         self.broker.fetch_waiters.wake_all()
         connections = list(self._connections)
@@ -177,9 +320,9 @@ class KafkaServer:
             self._tick_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._tick_task
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
+        for _, server in self.listeners:
+            await server.wait_closed()
+        self._server = None
 
     async def __aenter__(self) -> KafkaServer:
         await self.start()
@@ -213,6 +356,20 @@ async def serve(
         await server.serve_forever()
     finally:
         await server.close()
+
+
+async def _bind_all(listeners: Sequence[KafkaListenerSettings]) -> list[Listener]:
+    """Bind every Kafka listener, or none: on a failure the ones bound are closed again."""
+    bound: list[Listener] = []
+    try:
+        for settings in listeners:
+            bound.append(
+                await Listener.bind(settings.host, settings.port, settings.label, ssl_context=settings.tls)
+            )
+    except BaseException:
+        await _close_listeners(*bound)
+        raise
+    return bound
 
 
 async def _close_listeners(*listeners: Listener | None) -> None:
@@ -259,10 +416,29 @@ class AppSettings:
     #: The admin HTTP endpoint (``admin_http.py``); None runs none, 0 picks a free port.
     admin_host: str = "127.0.0.1"
     admin_port: int | None = None
+    #: The Kafka listeners (``listeners`` and friends); empty means one PLAINTEXT listener on
+    #: ``host``/``port`` advertising ``advertised_host``/``advertised_port``.
+    listeners: tuple[KafkaListenerSettings, ...] = ()
+
+    #: ``--compaction-chaos SEED``: random legal rolls and cleans as records arrive
+    #: (:mod:`kompakt.server.compaction_chaos`); None runs none.
+    compaction_chaos_seed: int | None = None
     #: Whether the Kafka listeners require authentication: the admin endpoint then requires its
-    #: bearer token even on loopback, so that it is no way around them. kompakt's listeners are
-    #: PLAINTEXT without SASL today, so nothing sets it yet.
+    #: bearer token even on loopback, so that it is no way around them. ``kompakt serve`` sets
+    #: it when every listener does (SASL_*, or SSL with ``ssl.client.auth=required``).
     listeners_require_auth: bool = False
+
+    def kafka_listeners(self) -> tuple[KafkaListenerSettings, ...]:
+        if self.listeners:
+            return self.listeners
+        return (
+            KafkaListenerSettings(
+                host=self.host,
+                port=self.port,
+                advertised_host=self.advertised_host,
+                advertised_port=self.advertised_port,
+            ),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -388,6 +564,13 @@ class BrokerApp:
             advertised_port=settings.advertised_port,
         )
         self._attach_cleaner(broker, log_manager)
+        if settings.compaction_chaos_seed is not None and broker.cleaner is not None:
+            from kompakt.server.compaction_chaos import ChaosFetchWaiters, CompactionChaos
+
+            chaos = CompactionChaos(
+                settings.compaction_chaos_seed, broker.cleaner, log_manager.logs, self.clock
+            )
+            broker.fetch_waiters = ChaosFetchWaiters(chaos)
         broker.txn = self._open_transactions(broker, log_manager, producer_ids, txn_config)
         return broker
 
@@ -440,14 +623,15 @@ class BrokerApp:
         broker.on_topic_deleted.append(broker.groups.on_topic_deleted)
 
     async def start(self) -> KafkaServer:
-        """Bind both addresses, open storage, start services, then listen; returns the server.
+        """Bind every address, open storage, start services, then listen; returns the server.
 
         The addresses are bound first, so that a taken port
         (:class:`~kompakt.server.listener.BindError`) fails before the data directory is created
         or locked, and start-up is not spent opening logs for a broker that cannot listen.
         """
         settings = self.settings
-        kafka_listener = await Listener.bind(settings.host, settings.port, "kafka")
+        server_settings = ServerSettings.from_broker(settings.broker_config)
+        kafka_listeners = await _bind_all(settings.kafka_listeners())
         admin_listener: Listener | None = None
         security = None
         try:
@@ -458,7 +642,7 @@ class BrokerApp:
                 )
             broker = await asyncio.to_thread(self._open)
         except BaseException:
-            await _close_listeners(kafka_listener, admin_listener)
+            await _close_listeners(*kafka_listeners, admin_listener)
             raise
         self.broker = broker
         try:
@@ -469,10 +653,11 @@ class BrokerApp:
                 broker,
                 settings.host,
                 settings.port,
-                max_frame_bytes=ServerSettings.from_broker(broker.broker_config).socket_request_max_bytes,
+                max_frame_bytes=server_settings.socket_request_max_bytes,
                 request_metrics=self.request_metrics,
+                listeners=settings.kafka_listeners(),
             )
-            await server.start(kafka_listener)
+            await server.start(kafka_listeners)
             self.server = server
             await self._start_admin(broker, admin_listener, security)
         except BaseException:
@@ -480,7 +665,7 @@ class BrokerApp:
                 await self.server.close()
                 self.server = None
             else:
-                await _close_listeners(kafka_listener)
+                await _close_listeners(*kafka_listeners)
             if self.admin_server is None:
                 await _close_listeners(admin_listener)
             await self._stop_storage()
@@ -502,6 +687,8 @@ class BrokerApp:
             request_metrics=self.request_metrics,
             log_dir=str(self.settings.data_dir),
         )
+        if self.server is not None:
+            self.admin.kafka_listeners = self.server.listener_report()
         if listener is not None:
             assert security is not None
             access, ssl_context = security

@@ -24,6 +24,12 @@ copies of ``StreamReader`` (socket → bytes → reader buffer → bytes → fra
 reads ahead up to :data:`_READ_AHEAD` bytes of whole frames while the current request is served,
 then pauses the socket. Writing goes through the transport, whose buffer limit is 0, so
 :meth:`Connection._drain` returns only once everything written is on the socket.
+
+TLS: on an SSL or SASL_SSL listener asyncio's TLS transport sits between this protocol and the
+socket (it hands decrypted bytes to the same buffered-protocol callbacks). The socket then carries
+ciphertext, so Fetch records cannot go from the page cache to it with ``sendfile``: a TLS
+connection reads each file range and writes it through the transport (:meth:`Connection._send`).
+The zero-copy path stays for plaintext listeners.
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ from typing import TypeVar, cast
 
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.dispatch import Dispatcher
-from kompakt.broker.session import Session
+from kompakt.broker.sasl.state import refusal as sasl_refusal
+from kompakt.broker.session import KafkaPrincipal, Session
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.framing import FrameTooLarge
@@ -52,6 +59,10 @@ from kompakt.server.request_metrics import RequestMetrics, kafka_request_name
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+#: Builds the principal of a TLS connection from its transport once the handshake is done (the
+#: client certificate's mapped subject, see :mod:`kompakt.server.tls`); raising refuses the client.
+PrincipalBuilder = Callable[[asyncio.BaseTransport], KafkaPrincipal]
 
 #: Bytes received per read into the thread's scratch buffer (whole frames are copied out of it).
 _READ_SIZE = 256 * 1024
@@ -66,6 +77,9 @@ _OWN_BUFFER_BYTES = 64 * 1024
 _MAPPED_FRAME_BYTES = 8 * 1024 * 1024
 #: Bytes of whole frames read ahead of the request being served before the socket is paused.
 _READ_AHEAD = 8 * 1024 * 1024
+#: Bytes a TLS transport buffers before :meth:`Connection._drain` waits (file ranges are written
+#: through it one at a time, each then drained).
+_TLS_WRITE_HIGH = 4 * 1024 * 1024
 #: Responses (and chunks) up to this size are joined before they are written.
 _JOIN_LIMIT = codec.JOIN_BYTES
 
@@ -137,6 +151,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self.at_eof = False
         #: Why no frame follows the queued ones, if not a clean end of the stream.
         self.error: Exception | None = None
+        self._tls_transport = False
 
     def take_frames(self) -> list[bytes | memoryview]:
         """Every frame received so far (possibly none); reading resumes if the read-ahead was full."""
@@ -157,6 +172,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
+        self._tls_transport = transport.get_extra_info("ssl_object") is not None
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._frame is not None:
@@ -181,7 +197,14 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         self.at_eof = True
         self.frames_ready()
-        return True  # keep the write side open: answer what was received before the EOF
+        # Keep the write side open to answer what was received before the EOF; TLS cannot
+        # half-close (asyncio warns and closes anyway), so there the answer is False.
+        return not self.tls_transport
+
+    @property
+    def tls_transport(self) -> bool:
+        """Whether the transport is asyncio's TLS transport (set once the connection is made)."""
+        return self._tls_transport
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.at_eof = True
@@ -239,11 +262,16 @@ class FrameProtocol(asyncio.BufferedProtocol):
             self._push(memoryview(partial)[4:].toreadonly())
         return taken + more
 
+    def frame_limit(self) -> int:
+        """The largest frame accepted now (a subclass may lower it for some connections)."""
+        return self._max_frame_bytes
+
     def _frame_size_of(self, buffer: bytearray | memoryview, at: int) -> int:
         """The size prefix at ``at``; one out of bounds fails the stream (see :attr:`error`)."""
         size = int.from_bytes(buffer[at : at + 4], "big", signed=True)
-        if size < 0 or size > self._max_frame_bytes:
-            self.error = FrameTooLarge(size, self._max_frame_bytes)
+        limit = self.frame_limit()
+        if size < 0 or size > limit:
+            self.error = FrameTooLarge(size, limit)
             self._pause()
             self.frames_ready()
         return size
@@ -293,8 +321,12 @@ class Connection(FrameProtocol):
         request_metrics: RequestMetrics | None = None,
         memory: MemoryReturn | None = None,
         session: Session | None = None,
+        principal_of: PrincipalBuilder | None = None,
     ) -> None:
         super().__init__(max_frame_bytes)
+        self._principal_of = principal_of
+        #: True on a TLS transport: file ranges are read and written through it, not sendfile'd.
+        self._tls = False
         #: This connection's listener and principal; every request's context shares it.
         self.session = session if session is not None else Session()
         self._dispatcher = dispatcher
@@ -309,6 +341,15 @@ class Connection(FrameProtocol):
         self._drain_waiter: asyncio.Future[None] | None = None
         self._closed: asyncio.Future[None] | None = None
         self._direct: _DirectSender | None = None
+
+    def frame_limit(self) -> int:
+        """Before a SASL connection has authenticated, ``sasl.server.max.receive.size`` (512 KiB):
+        an unauthenticated client cannot make the broker buffer a 100 MB request, as in Kafka."""
+        session = self.session
+        if session.requires_sasl and not session.authenticated:
+            config = self._dispatcher.broker.broker_config
+            return min(self._max_frame_bytes, config.get_int("sasl.server.max.receive.size"))
+        return self._max_frame_bytes
 
     @property
     def peer(self) -> str:
@@ -342,8 +383,23 @@ class Connection(FrameProtocol):
         super().connection_made(transport)
         # _drain() returns only once the transport's buffer is empty, so a response written past
         # the transport (:class:`_DirectSender`) can never overtake bytes still queued in it.
-        cast(asyncio.WriteTransport, transport).set_write_buffer_limits(high=0)
+        self._tls = self.tls_transport
+        if not self._tls:
+            cast(asyncio.WriteTransport, transport).set_write_buffer_limits(high=0)
+        else:
+            # A TLS transport pauses its protocol at a buffered size >= high (not >): 0 would
+            # pause it for good. Nothing writes past it, so the usual limits keep memory bounded.
+            cast(asyncio.WriteTransport, transport).set_write_buffer_limits(high=_TLS_WRITE_HIGH)
         self._connections.add(self)
+        if self._principal_of is not None:
+            try:
+                self.session.principal = self._principal_of(transport)
+            except Exception as exc:  # noqa: BLE001 - any failure refuses this client only
+                log.warning("closing connection %s: no principal for its certificate: %s", self.peer, exc)
+                self._stopping = True
+                transport.close()
+                return
+            log.debug("connection %s authenticated as %s", self.peer, self.session.principal)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
@@ -438,7 +494,15 @@ class Connection(FrameProtocol):
         except codec.MalformedRequest as exc:
             log.warning("closing connection %s: %s", self.peer, exc)
             return False
-        ctx = dispatcher.context(request, self.client_host, self.session)
+        session = self.session
+        if session.requires_sasl:
+            # Before authentication, and after an expired session, a SASL listener serves only
+            # the SASL APIs: anything else closes the connection, as Kafka's authenticator does.
+            reason = sasl_refusal(session, request.api_key, dispatcher.broker.clock.now_ms())
+            if reason is not None:
+                log.warning("closing connection %s: %s", self.peer, reason)
+                return False
+        ctx = dispatcher.context(request, self.client_host, session)
         started = time.perf_counter()
         try:
             if dispatcher.spec(request.api_key).blocking:
@@ -462,6 +526,8 @@ class Connection(FrameProtocol):
             return False
         await self._send(chunks)
         self._record(request.api_key, started)
+        if session.close_after_response:  # a failed SASL authentication: Kafka closes after it
+            return False
         if self._memory is not None:
             # A Produce frame is its records, received into a buffer of their own and written to
             # the log as they are: it leaves no garbage behind, however large.
@@ -482,6 +548,9 @@ class Connection(FrameProtocol):
             if all(isinstance(chunk, bytes | bytearray | memoryview) for chunk in chunks):
                 self._write_bytes(cast(list[bytes | bytearray | memoryview], chunks))
                 return
+            if self._tls:
+                await self._send_through_transport(chunks)
+                return
             await self._drain()  # the write limits are 0: this waits for an empty buffer
             if self._direct is None:
                 assert self.transport is not None
@@ -489,6 +558,25 @@ class Connection(FrameProtocol):
             await self._direct.send(chunks)
         finally:
             codec.close_chunks(chunks)
+
+    async def _send_through_transport(self, chunks: codec.Chunks) -> None:
+        """A response with file ranges on a TLS transport: each range is read (from the page cache
+        when it holds the bytes, else in a worker thread) and written through the transport, which
+        encrypts it; only one range is held in memory at a time."""
+        loop = asyncio.get_running_loop()
+        pending: list[bytes | bytearray | memoryview] = []
+        for chunk in chunks:
+            if isinstance(chunk, bytes | bytearray | memoryview):
+                pending.append(chunk)
+                continue
+            if pending:
+                self._write_bytes(pending)
+                pending = []
+            data = await read_file_range(loop, chunk)
+            self._write_bytes([data])
+            await self._drain()
+        if pending:
+            self._write_bytes(pending)
 
     def _write_bytes(self, chunks: list[bytes | bytearray | memoryview]) -> None:
         """Queue byte chunks without copying record data more than once.
@@ -520,9 +608,11 @@ def connection_factory(
     *,
     listener_name: str = "PLAINTEXT",
     security_protocol: str = "PLAINTEXT",
+    principal_of: PrincipalBuilder | None = None,
 ) -> Callable[[], Connection]:
     """The protocol factory of a Kafka listener: one :class:`Connection` per accepted socket,
-    each with a fresh :class:`Session` of the listener's name and security protocol."""
+    each with a fresh :class:`Session` of the listener's name and security protocol
+    (``principal_of`` names the client of an SSL listener from its certificate)."""
 
     def factory() -> Connection:
         session = Session(
@@ -530,7 +620,9 @@ def connection_factory(
             security_protocol=security_protocol,
             authenticated=not security_protocol.startswith("SASL_"),
         )
-        return Connection(dispatcher, max_frame_bytes, connections, request_metrics, memory, session)
+        return Connection(
+            dispatcher, max_frame_bytes, connections, request_metrics, memory, session, principal_of
+        )
 
     return factory
 
@@ -581,6 +673,31 @@ class _CopyBuffers:
 
 
 _BUFFERS = _CopyBuffers()
+
+
+async def read_file_range(loop: asyncio.AbstractEventLoop, chunk: codec.FileRange) -> bytearray:
+    """The bytes of a file range, for a transport that cannot take them from the file (TLS):
+    what the page cache holds is read right away (``RWF_NOWAIT``), the rest in a worker thread."""
+    data = bytearray(chunk.size)
+    view = memoryview(data)
+    source, position, filled = chunk.fileno(), chunk.position, 0
+    while filled < chunk.size:
+        target = view[filled:]
+        read = -1
+        if _NOWAIT:
+            try:
+                read = os.preadv(source, [target], position + filled, _NOWAIT)
+            except BlockingIOError:
+                read = -1
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+        if read < 0:
+            read = await loop.run_in_executor(None, os.preadv, source, [target], position + filled)
+        if read == 0:  # the file shrank under us: the frame cannot be completed
+            raise ConnectionError(f"read stopped with {chunk.size - filled} of {chunk.size} bytes unsent")
+        filled += read
+    return data
 
 
 def copies_file_ranges(sock: socket.socket) -> bool:

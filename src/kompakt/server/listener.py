@@ -24,8 +24,9 @@ ProtocolFactory = Callable[[], asyncio.BaseProtocol]
 class BindError(OperatorError):
     """An address this process cannot listen on; ``in_use`` when another socket holds it.
 
-    ``listener`` names which one (``"kafka"`` or ``"admin"``), so the command line can name the
-    option that moves it.
+    ``listener`` names which one (a Kafka listener's name such as ``"PLAINTEXT"``, ``"kafka"``
+    for the one ``--port`` defines, or ``"admin"``), so the command line can name the option or
+    the listener that moves it.
     """
 
     def __init__(self, host: str, port: int, listener: str, error: OSError) -> None:
@@ -42,23 +43,35 @@ class BindError(OperatorError):
 class Listener:
     """One bound address; connections wait until :meth:`serve` gives it a handler."""
 
-    def __init__(self, host: str, listener: str) -> None:
+    def __init__(self, host: str, listener: str, tls: ssl.SSLContext | None = None) -> None:
         self.host = host
         self.listener = listener
+        #: The TLS context of an SSL/SASL_SSL listener (asyncio runs the handshake before the
+        #: protocol sees the connection); None for plaintext.
+        self.tls = tls
         self._server: asyncio.Server | None = None
         self._factory: ProtocolFactory | None = None
 
     @classmethod
     async def bind(
-        cls, host: str, port: int, listener: str, *, ssl_context: ssl.SSLContext | None = None
+        cls,
+        host: str,
+        port: int,
+        listener: str,
+        tls: ssl.SSLContext | None = None,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> Listener:
         """Bind ``host:port`` (0 picks a free port; :attr:`port` names it) without accepting yet;
-        with ``ssl_context`` every connection is TLS."""
-        bound = cls(host, listener)
+        with ``tls`` (or ``ssl_context``, the admin endpoint's spelling) every connection is a TLS
+        server connection. An empty host binds every interface, as Kafka's ``listeners``
+        entry ``PLAINTEXT://:9092``."""
+        context = tls if tls is not None else ssl_context
+        bound = cls(host, listener, context)
         loop = asyncio.get_running_loop()
         try:
             bound._server = await loop.create_server(
-                bound._protocol, host, port, start_serving=False, ssl=ssl_context
+                bound._protocol, host or None, port, start_serving=False, ssl=context
             )
         except OSError as exc:
             raise BindError(host, port, listener, exc) from exc

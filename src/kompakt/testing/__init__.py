@@ -2,7 +2,7 @@
 
 :class:`InProcessBroker` is an in-process broker with a manual clock; the pytest plugin
 (``kompakt.testing.pytest_plugin``) turns it into the ``kompakt_broker`` fixture. See
-``docs/pytest-plugin.md``.
+``docs/pytest.md``.
 
 The names are imported on first use: the pytest plugin is loaded into every test session of a
 project that installs kompakt, and must not pay for the broker's imports (numba) unless a test

@@ -64,8 +64,14 @@ class InProcessBroker:
         admin_http: bool = True,
         host: str = "127.0.0.1",
         start_timeout_s: float = 60.0,
+        compaction_chaos: int | None = None,
     ) -> None:
+        """``compaction_chaos``: a seed for :mod:`kompakt.server.compaction_chaos` (random legal
+        rolls and cleans of compacted topics as records arrive); the cleaner threads are then off
+        unless ``overrides`` sets ``log.cleaner.enable``."""
         props = {**TEST_BROKER_DEFAULTS, **{k: config_value(v) for k, v in (overrides or {}).items()}}
+        if compaction_chaos is not None:
+            props.setdefault("log.cleaner.enable", "false")
         self.data_dir = Path(data_dir).resolve()
         self.clock: ManualClock | None = ManualClock() if manual_clock else None
         self.settings = AppSettings(
@@ -76,6 +82,7 @@ class InProcessBroker:
             advertised_host=host,
             admin_host=host,
             admin_port=0 if admin_http else None,
+            compaction_chaos_seed=compaction_chaos,
         )
         self.app = BrokerApp(self.settings, self.clock)
         self._start_timeout_s = start_timeout_s
@@ -236,6 +243,20 @@ class InProcessBroker:
             self.admin.records, topic, partition, include_control=include_control
         )
         return result
+
+    def compaction_source(self, topic: str, partition: int = 0) -> Any:
+        """The partition as it is now, as the source of a compaction check
+        (:func:`kompakt.testing.replay_check.assert_compaction_safe`)."""
+        from kompakt.testing.compaction_log import SourceLog
+
+        return SourceLog.from_partition_log(self.admin.broker.logs.get_log(topic, partition))
+
+    def chaos_counts(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """``(rolls, cleans)`` compaction chaos made per partition (empty without chaos)."""
+        from kompakt.server.compaction_chaos import ChaosFetchWaiters
+
+        waiters = self.admin.broker.fetch_waiters
+        return waiters.chaos.counts() if isinstance(waiters, ChaosFetchWaiters) else {}
 
     def metrics(self) -> str:
         """The Prometheus exposition the ``/metrics`` endpoint serves."""

@@ -8,6 +8,11 @@ temporary data directory, a manual clock and a 50 ms cleaner backoff; it stops c
 of the test. Override the ``kompakt_broker_config`` fixture to pass broker configs (Kafka names),
 e.g. ``{"log.cleaner.enable": "false"}`` to have only explicit ``compact_now`` calls clean.
 
+Compaction chaos (:mod:`kompakt.server.compaction_chaos`): ``pytest --kompakt-compaction-chaos=SEED``
+runs every ``kompakt_broker`` with random legal rolls and cleans of its compacted topics as records
+arrive, deterministic per seed; a test or conftest can override the ``kompakt_compaction_chaos``
+fixture (return a seed) for its own brokers.
+
 Nothing heavy is imported until a test requests the fixture.
 """
 
@@ -23,6 +28,27 @@ if TYPE_CHECKING:
     from kompakt.testing.broker import InProcessBroker
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("kompakt")
+    group.addoption(
+        "--kompakt-compaction-chaos",
+        action="store",
+        type=int,
+        default=None,
+        metavar="SEED",
+        help="run every kompakt_broker with compaction chaos seeded by SEED (random legal rolls and "
+        "cleans of compacted topics as records arrive)",
+    )
+
+
+@pytest.fixture
+def kompakt_compaction_chaos(request: pytest.FixtureRequest) -> int | None:
+    """The compaction chaos seed of ``kompakt_broker`` (None: no chaos); by default the
+    ``--kompakt-compaction-chaos`` option's. Override it to choose per test or module."""
+    seed: int | None = request.config.getoption("--kompakt-compaction-chaos", default=None)
+    return seed
+
+
 @pytest.fixture
 def kompakt_broker_config() -> dict[str, str]:
     """Broker config overrides for ``kompakt_broker`` (override this fixture to change them)."""
@@ -30,11 +56,15 @@ def kompakt_broker_config() -> dict[str, str]:
 
 
 @pytest.fixture
-def kompakt_broker(tmp_path: Path, kompakt_broker_config: dict[str, str]) -> Iterator[InProcessBroker]:
+def kompakt_broker(
+    tmp_path: Path, kompakt_broker_config: dict[str, str], kompakt_compaction_chaos: int | None
+) -> Iterator[InProcessBroker]:
     """A running in-process broker with a manual clock, stopped after the test."""
     from kompakt.testing.broker import InProcessBroker
 
-    broker = InProcessBroker(tmp_path / "kompakt-data", overrides=kompakt_broker_config)
+    broker = InProcessBroker(
+        tmp_path / "kompakt-data", overrides=kompakt_broker_config, compaction_chaos=kompakt_compaction_chaos
+    )
     broker.start()
     try:
         yield broker

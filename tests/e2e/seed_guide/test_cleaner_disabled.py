@@ -134,11 +134,12 @@ def test_describe_broker_config_through_clients(kompakt_broker: InProcessBroker,
     assert (kp_entry["value"], kp_entry["config_source"]) == ("false", "STATIC_BROKER_CONFIG")
 
 
-def test_deprecation_warning_only_when_set() -> None:
+def test_deprecation_warning_only_when_disabled() -> None:
+    """Only ``false`` warns: ``log.cleaner.enable=true`` is the default spelled out (issue 28)."""
     assert BrokerConfig().deprecation_warnings() == []
-    for value in ("true", "false"):
-        (warning,) = BrokerConfig.from_properties({"log.cleaner.enable": value}).deprecation_warnings()
-        assert warning.startswith("log.cleaner.enable is deprecated")
+    assert BrokerConfig.from_properties({"log.cleaner.enable": "true"}).deprecation_warnings() == []
+    (warning,) = BrokerConfig.from_properties({"log.cleaner.enable": "false"}).deprecation_warnings()
+    assert warning.startswith("log.cleaner.enable is deprecated")
 
 
 @pytest.fixture

@@ -124,6 +124,7 @@ def test_the_map_hides_50_empty_internal_partitions_and_fits_the_width(broker: I
     broker.create_topic("orders", 1, cleanup_policy="compact")
     produce_rounds(broker, "orders", 3, 10)
     produce_rounds(broker, "a-very-long-topic-name-that-goes-on-and-on-for-the-layout-test", 2, 4)
+    broker.roll("orders")  # its active segment is now empty, and must still be seen
     ARTIFACTS.mkdir(exist_ok=True)
     found = run_map_check(
         {
@@ -151,3 +152,10 @@ def test_the_map_hides_50_empty_internal_partitions_and_fits_the_width(broker: I
             seen["detail"],
         )
         assert seen["detail"]["pageOverflow"] <= 0, (width, seen["detail"])
+        # Issue 28: an empty active segment is drawn (at a fixed width, marked "empty"), and
+        # the segment table fits the panel: no scrolling sideways, no row wrapped onto two lines.
+        assert seen["activeWidth"]["orders-0"] >= 20, (width, seen["activeWidth"])
+        if int(width) >= 1400:
+            assert seen["detail"]["segmentTableScroll"] <= 1, (width, seen["detail"])
+            heights = seen["detail"]["segmentRowHeights"]
+            assert max(heights) <= 1.5 * min(heights), (width, heights)

@@ -7,6 +7,7 @@ PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v2.
 
 from __future__ import annotations
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.groups import OFFSETS_TOPIC, partition_for
 from kompakt.protocol import codec
@@ -26,7 +27,11 @@ def offsets_partitions(ctx: RequestContext) -> int:
 def handle(ctx: RequestContext, request: m.AddOffsetsToTxnRequest) -> m.AddOffsetsToTxnResponse:
     coordinator = ctx.broker.txn
     group_id = request.group_id
-    if coordinator is None:
+    if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        error = codec.ErrorCode.transactional_id_authorization_failed
+    elif not ctx.authorized(AclOperation.READ, ResourceType.GROUP, group_id):
+        error = codec.ErrorCode.group_authorization_failed
+    elif coordinator is None:
         error = codec.ErrorCode.coordinator_not_available
     elif not group_id:
         error = codec.ErrorCode.invalid_group_id

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
@@ -49,11 +50,19 @@ def _add(
     verify_only: bool,
 ) -> dict[TopicPartition, codec.ErrorCode]:
     coordinator = ctx.broker.txn
+    if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return dict.fromkeys(partitions, codec.ErrorCode.transactional_id_authorization_failed)
     if coordinator is None:
         return dict.fromkeys(partitions, codec.ErrorCode.coordinator_not_available)
-    missing = [tp for tp in partitions if not ctx.broker.partition_exists(*tp)]
-    if missing:
+    # KafkaApis: one partition refused (no WRITE on its topic, or unknown) fails the request;
+    # the others are OPERATION_NOT_ATTEMPTED.
+    unwritable = [
+        tp for tp in partitions if not ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, tp[0])
+    ]
+    missing = [tp for tp in partitions if tp not in unwritable and not ctx.broker.partition_exists(*tp)]
+    if missing or unwritable:
         errors = dict.fromkeys(partitions, codec.ErrorCode.operation_not_attempted)
+        errors.update(dict.fromkeys(unwritable, codec.ErrorCode.topic_authorization_failed))
         errors.update(dict.fromkeys(missing, codec.ErrorCode.unknown_topic_or_partition))
         return errors
     if verify_only:
@@ -77,6 +86,11 @@ def handle(ctx: RequestContext, request: m.AddPartitionsToTxnRequest) -> m.AddPa
             verify_only=False,
         )
         return m.AddPartitionsToTxnResponse(results_by_topic_v3_and_below=_results(errors))
+    if not ctx.authorized_cluster(AclOperation.CLUSTER_ACTION):
+        # v4+ is the brokers' verification call (KIP-890): a cluster action.
+        return m.AddPartitionsToTxnResponse(
+            error_code=codec.ErrorCode.cluster_authorization_failed, results_by_transaction=[]
+        )
     results = []
     for txn in request.transactions:
         errors = _add(

@@ -9,6 +9,7 @@ IncrementalAlterConfigs is the API clients should prefer; this one exists for ol
 from __future__ import annotations
 
 from kompakt.broker import topic_admin
+from kompakt.broker.acl.checks import check_config_resource
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.per_item import answer_each
 from kompakt.protocol import codec
@@ -29,6 +30,7 @@ def _answer(
 
 def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfigsResponse:
     def replace(resource: m.AlterConfigsResource) -> m.AlterConfigsResourceResponse:
+        check_config_resource(ctx, int(resource.resource_type), resource.resource_name, alter=True)
         topic_admin.alter_resource(
             ctx.broker,
             int(resource.resource_type),

@@ -12,7 +12,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from kompakt.broker.authorized_operations import GROUP_AUTHORIZED_OPERATIONS, NOT_REQUESTED
+from kompakt.broker.acl.model import AclOperation, ResourceType
+from kompakt.broker.authorized_operations import NOT_REQUESTED, authorized_operations
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.error_codes import error_code_for
 from kompakt.broker.groups.errors import GroupError
@@ -36,8 +37,23 @@ def _assignment(assignment: Assignment, names: Mapping[uuid.UUID, str]) -> m.Ass
 
 
 def _described(
-    ctx: RequestContext, group_id: str, operations: int, names: Mapping[uuid.UUID, str]
+    ctx: RequestContext, group_id: str, include_operations: bool, names: Mapping[uuid.UUID, str]
 ) -> m.DescribedGroup:
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return m.DescribedGroup(
+            error_code=codec.ErrorCode.group_authorization_failed,
+            error_message=None,
+            group_id=group_id,
+            group_state="",
+            group_epoch=0,
+            assignment_epoch=0,
+            assignor_name="",
+            members=[],
+            authorized_operations=NOT_REQUESTED,
+        )
+    operations = (
+        authorized_operations(ctx, ResourceType.GROUP, group_id) if include_operations else NOT_REQUESTED
+    )
     try:
         described = ctx.broker.groups.consumer_group_describe(group_id)
     except GroupError as exc:
@@ -81,9 +97,9 @@ def _described(
 
 def handle(ctx: RequestContext, request: m.ConsumerGroupDescribeRequest) -> m.ConsumerGroupDescribeResponse:
     names = ctx.broker.groups.topic_names()
-    operations = GROUP_AUTHORIZED_OPERATIONS if request.include_authorized_operations else NOT_REQUESTED
+    include = request.include_authorized_operations
     return m.ConsumerGroupDescribeResponse(
-        groups=[_described(ctx, group_id, operations, names) for group_id in request.group_ids]
+        groups=[_described(ctx, group_id, include, names) for group_id in request.group_ids]
     )
 
 

@@ -14,6 +14,7 @@ connections nor the group requests the event loop serves.
 
 from __future__ import annotations
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.error_codes import error_code_for
 from kompakt.broker.groups.consumer.heartbeat import HeartbeatRequest
@@ -33,6 +34,14 @@ def _error(error: codec.ErrorCode, message: str | None) -> m.ConsumerGroupHeartb
 def handle(ctx: RequestContext, request: m.ConsumerGroupHeartbeatRequest) -> m.ConsumerGroupHeartbeatResponse:
     if "consumer" not in ctx.broker.broker_config.get_list("group.coordinator.rebalance.protocols"):
         return _error(codec.ErrorCode.unsupported_version, "The consumer group protocol is disabled.")
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return _error(codec.ErrorCode.group_authorization_failed, None)
+    if any(
+        not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+        for name in request.subscribed_topic_names or ()
+    ):
+        # KafkaApis answers the bare code: naming the topics would disclose them.
+        return _error(codec.ErrorCode.topic_authorization_failed, None)
     heartbeat = HeartbeatRequest(
         group_id=request.group_id,
         member_id=request.member_id,

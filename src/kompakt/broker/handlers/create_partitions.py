@@ -8,6 +8,7 @@ its own; a topic named twice fails with INVALID_REQUEST.
 from __future__ import annotations
 
 from kompakt.broker import topic_admin
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.per_item import answer_each
 from kompakt.protocol import codec
@@ -23,6 +24,10 @@ def handle(ctx: RequestContext, request: m.CreatePartitionsRequest) -> m.CreateP
     broker = ctx.broker
 
     def grow(topic: m.CreatePartitionsTopic) -> m.CreatePartitionsTopicResult:
+        if not ctx.authorized(AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+            raise topic_admin.AdminError(
+                codec.ErrorCode.topic_authorization_failed, "The topic authorization is failed."
+            )
         assignments = (
             None if topic.assignments is None else [[int(b) for b in a.broker_ids] for a in topic.assignments]
         )

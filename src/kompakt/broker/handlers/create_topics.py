@@ -9,6 +9,7 @@ request fails with INVALID_REQUEST, as in Kafka, and is not created.
 from __future__ import annotations
 
 from kompakt.broker import topic_admin
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.per_item import answer_each
 from kompakt.config.describe import ConfigEntry
@@ -41,8 +42,12 @@ def _failure(topic: m.CreatableTopic, error: topic_admin.AdminError) -> m.Creata
 
 def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopicsResponse:
     broker = ctx.broker
+    # KafkaApis.handleCreateTopicsRequest: CREATE on the cluster, or on each topic.
+    cluster_create = ctx.authorized_cluster(AclOperation.CREATE)
 
     def create(topic: m.CreatableTopic) -> m.CreatableTopicResult:
+        if not (cluster_create or ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, topic.name)):
+            raise topic_admin.AdminError(codec.ErrorCode.topic_authorization_failed, "Authorization failed.")
         created = topic_admin.create_topic(
             broker.logs,
             broker.broker_config,
@@ -54,6 +59,17 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
             [(c.name, c.value) for c in topic.configs],
             validate_only=request.validate_only,
         )
+        if not ctx.authorized(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name):
+            # ReplicationControlManager: created, but its configs (and sizes) are not shown.
+            return m.CreatableTopicResult(
+                name=topic.name,
+                topic_id=created.topic_id,
+                error_code=codec.ErrorCode.none,
+                num_partitions=-1,
+                replication_factor=-1,
+                configs=[],
+                topic_config_error_code=codec.ErrorCode.topic_authorization_failed,
+            )
         return m.CreatableTopicResult(
             name=topic.name,
             topic_id=created.topic_id,

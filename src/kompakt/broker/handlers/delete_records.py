@@ -21,6 +21,7 @@ DeleteRecords cannot bring the deleted records back (Kafka writes that file ever
 
 from __future__ import annotations
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import OFFSETS_TOPIC, HandlerSpec, RequestContext
 from kompakt.broker.error_codes import error_code_for
 from kompakt.errors import KompaktError
@@ -38,6 +39,8 @@ INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__share_grou
 
 def _delete(ctx: RequestContext, topic: str, partition: int, offset: int) -> tuple[int, codec.ErrorCode]:
     """``(low_watermark, error)`` for one partition."""
+    if not ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, topic):
+        return INVALID_LOW_WATERMARK, codec.ErrorCode.topic_authorization_failed
     try:
         partition_log = ctx.broker.logs.get_log(topic, partition)
         if topic in INTERNAL_TOPICS:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import uuid
 
 from kompakt.broker import topic_admin
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.per_item import answer_each
 from kompakt.protocol import codec
@@ -79,6 +80,8 @@ def handle(ctx: RequestContext, request: m.DeleteTopicsRequest) -> m.DeleteTopic
     hooks = list(broker.on_topic_deleted)
 
     def delete(entry: tuple[str, uuid.UUID]) -> m.DeletableTopicResult:
+        if not ctx.authorized(AclOperation.DELETE, ResourceType.TOPIC, entry[0]):
+            raise topic_admin.AdminError(codec.ErrorCode.topic_authorization_failed, "Authorization failed.")
         deleted_id = topic_admin.delete_topic(logs, broker.broker_config, entry[0], hooks)
         return _result(entry[0], deleted_id, codec.ErrorCode.none, None)
 

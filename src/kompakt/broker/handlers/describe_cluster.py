@@ -9,7 +9,7 @@ authorizer). v2 adds ``include_fenced_brokers`` and ``is_fenced``; this broker i
 
 from __future__ import annotations
 
-from kompakt.broker.authorized_operations import CLUSTER_AUTHORIZED_OPERATIONS, NOT_REQUESTED
+from kompakt.broker.authorized_operations import NOT_REQUESTED, cluster_authorized_operations
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
@@ -48,6 +48,7 @@ def handle(ctx: RequestContext, request: m.DescribeClusterRequest) -> m.Describe
     refused = _refusal(ctx, request.endpoint_type)
     if refused is not None:
         return refused
+    host, port = broker.endpoint(ctx.session.listener_name)
     return m.DescribeClusterResponse(
         error_code=codec.ErrorCode.none,
         endpoint_type=BROKERS_ENDPOINT,
@@ -56,14 +57,16 @@ def handle(ctx: RequestContext, request: m.DescribeClusterRequest) -> m.Describe
         brokers=[
             m.DescribeClusterBroker(
                 broker_id=broker.node_id,
-                host=broker.advertised_host,
-                port=broker.advertised_port,
+                host=host,
+                port=port,
                 rack=None,
                 is_fenced=False,
             )
         ],
         cluster_authorized_operations=(
-            CLUSTER_AUTHORIZED_OPERATIONS if request.include_cluster_authorized_operations else NOT_REQUESTED
+            cluster_authorized_operations(ctx)
+            if request.include_cluster_authorized_operations
+            else NOT_REQUESTED
         ),
     )
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kompakt.broker import topic_admin
+from kompakt.broker.acl.checks import check_config_resource
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.topic_admin import ResourceType
 from kompakt.config.describe import ConfigEntry
@@ -47,6 +48,7 @@ def _describe(
     ctx: RequestContext, resource_type: int, name: str, keys: Sequence[str] | None
 ) -> list[ConfigEntry]:
     broker = ctx.broker
+    check_config_resource(ctx, resource_type, name, alter=False)
     if resource_type == ResourceType.TOPIC:
         return topic_admin.describe_topic(broker.logs, broker.broker_config, name, keys)
     if resource_type == ResourceType.BROKER:

@@ -9,7 +9,8 @@ without an error.
 
 from __future__ import annotations
 
-from kompakt.broker.authorized_operations import GROUP_AUTHORIZED_OPERATIONS, NOT_REQUESTED
+from kompakt.broker.acl.model import AclOperation, ResourceType
+from kompakt.broker.authorized_operations import NOT_REQUESTED, authorized_operations
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
@@ -17,6 +18,16 @@ from kompakt.protocol.messages import describe_groups as m
 
 
 def _described(ctx: RequestContext, group_id: str, include_operations: bool) -> m.DescribedGroup:
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return m.DescribedGroup(
+            error_code=codec.ErrorCode.group_authorization_failed,
+            group_id=group_id,
+            group_state="",
+            protocol_type="",
+            protocol_data="",
+            members=[],
+            authorized_operations=NOT_REQUESTED,
+        )
     description = ctx.broker.groups.describe(group_id)
     entry = m.DescribedGroup(
         error_code=codec.ErrorCode.none,
@@ -41,7 +52,7 @@ def _described(ctx: RequestContext, group_id: str, include_operations: bool) -> 
         entry.error_code = codec.ErrorCode.group_id_not_found
         entry.error_message = f"Group {group_id} not found."
     elif include_operations:
-        entry.authorized_operations = GROUP_AUTHORIZED_OPERATIONS
+        entry.authorized_operations = authorized_operations(ctx, ResourceType.GROUP, group_id)
     return entry
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
+from kompakt.broker.acl.model import AclOperation
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.log.manager import TopicPartition
 from kompakt.log.partition_log import PartitionLog
@@ -46,6 +47,8 @@ def _selected(
 
 
 def handle(ctx: RequestContext, request: m.DescribeLogDirsRequest) -> m.DescribeLogDirsResponse:
+    if not ctx.authorized_cluster(AclOperation.DESCRIBE):
+        return m.DescribeLogDirsResponse(error_code=codec.ErrorCode.cluster_authorization_failed, results=[])
     logs = ctx.broker.logs
     by_topic: dict[str, list[m.DescribeLogDirsPartition]] = {}
     for (topic, partition), partition_log in _selected(logs.logs(), request.topics):

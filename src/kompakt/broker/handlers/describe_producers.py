@@ -8,6 +8,7 @@ the way to find a transaction that pins a partition's LSO.
 
 from __future__ import annotations
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.error_codes import error_code_for
 from kompakt.errors import KompaktError
@@ -17,6 +18,13 @@ from kompakt.protocol.messages import describe_producers as m
 
 
 def _partition(ctx: RequestContext, topic: str, partition: int) -> m.PartitionResponse:
+    if not ctx.authorized(AclOperation.READ, ResourceType.TOPIC, topic):
+        return m.PartitionResponse(
+            partition_index=partition,
+            error_code=codec.ErrorCode.topic_authorization_failed,
+            error_message=None,
+            active_producers=[],
+        )
     try:
         partition_log = ctx.broker.logs.get_log(topic, partition)
         with partition_log.lock:

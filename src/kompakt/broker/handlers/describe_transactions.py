@@ -6,6 +6,7 @@ start time is -1 for a transaction that has not started, as Kafka answers.
 
 from __future__ import annotations
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
@@ -14,9 +15,13 @@ from kompakt.protocol.messages import describe_transactions as m
 
 def _state(ctx: RequestContext, transactional_id: str) -> m.TransactionState:
     coordinator = ctx.broker.txn
-    if coordinator is None:
+    if coordinator is None or not ctx.authorized(
+        AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
         return m.TransactionState(
-            error_code=codec.ErrorCode.coordinator_not_available,
+            error_code=codec.ErrorCode.coordinator_not_available
+            if coordinator is None
+            else codec.ErrorCode.transactional_id_authorization_failed,
             transactional_id=transactional_id,
             transaction_state="",
             transaction_timeout=0,
@@ -28,6 +33,9 @@ def _state(ctx: RequestContext, transactional_id: str) -> m.TransactionState:
     d = coordinator.describe(transactional_id)
     by_topic: dict[str, list[int]] = {}
     for topic, partition in d.partitions:
+        # Kafka lists only the partitions of topics the caller may DESCRIBE.
+        if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topic):
+            continue
         by_topic.setdefault(topic, []).append(partition)
     return m.TransactionState(
         error_code=d.error,

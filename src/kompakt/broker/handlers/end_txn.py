@@ -10,6 +10,7 @@ offered.
 
 from __future__ import annotations
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
@@ -18,7 +19,9 @@ from kompakt.protocol.messages import end_txn as m
 
 def handle(ctx: RequestContext, request: m.EndTxnRequest) -> m.EndTxnResponse:
     coordinator = ctx.broker.txn
-    if coordinator is None:
+    if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        error = codec.ErrorCode.transactional_id_authorization_failed
+    elif coordinator is None:
         error = codec.ErrorCode.coordinator_not_available
     else:
         error = coordinator.end_transaction(

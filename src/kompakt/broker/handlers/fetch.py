@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import Broker, HandlerSpec, RequestContext, TimerHandle
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.error_codes import error_code_for
@@ -53,6 +54,9 @@ class PartitionFetch:
     partition: int
     fetch_offset: int
     max_bytes: int
+    #: False when the caller may not READ the topic: answered TOPIC_AUTHORIZATION_FAILED, as
+    #: Kafka answers it, without ending a long poll on the other partitions.
+    authorized: bool = True
 
 
 @dataclass(slots=True)
@@ -102,6 +106,9 @@ def read_partitions(
     logs = broker.logs
     remaining = max(max_bytes, 0)
     for want in wanted:
+        if not want.authorized:
+            result.entries.append(_entry(want.partition, codec.ErrorCode.topic_authorization_failed))
+            continue
         try:
             partition_log = logs.get_log(want.topic, want.partition)
         except KompaktError as exc:
@@ -157,9 +164,13 @@ def read_partitions(
     return result
 
 
-def _requested(request: m.FetchRequest) -> list[PartitionFetch]:
+def _requested(ctx: RequestContext, request: m.FetchRequest) -> list[PartitionFetch]:
+    """The partitions asked for, each marked with whether the caller may READ its topic."""
+    readable = {
+        t.topic: ctx.authorized(AclOperation.READ, ResourceType.TOPIC, t.topic) for t in request.topics
+    }
     return [
-        PartitionFetch(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+        PartitionFetch(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes, readable[t.topic])
         for t in request.topics
         for p in t.partitions
     ]
@@ -178,14 +189,19 @@ def _response(wanted: Sequence[PartitionFetch], read: ReadResult) -> m.FetchResp
 
 def handle(ctx: RequestContext, request: m.FetchRequest) -> m.FetchResponse | Deferred[m.FetchResponse]:
     broker = ctx.broker
-    wanted = _requested(request)
+    wanted = _requested(ctx, request)
     max_bytes = min(request.max_bytes, broker.broker_config.fetch_max_bytes)  # Kafka's rule
     read_committed = request.isolation_level == READ_COMMITTED
     min_bytes = request.min_bytes
     max_wait_ms = codec.duration_ms(request.max_wait)
 
     first = read_partitions(broker, wanted, max_bytes, read_committed)
-    if first.total_bytes >= min_bytes or max_wait_ms <= 0 or first.has_error or not wanted:
+    if (
+        first.total_bytes >= min_bytes
+        or max_wait_ms <= 0
+        or first.has_error
+        or not any(w.authorized for w in wanted)
+    ):
         return _response(wanted, first)
     first.close()
 
@@ -201,7 +217,7 @@ def handle(ctx: RequestContext, request: m.FetchRequest) -> m.FetchResponse | De
         except Exception as exc:  # noqa: BLE001 - handed to the waiting connection
             deferred.fail(exc)
 
-    waiter = FetchWaiter({(w.topic, w.partition) for w in wanted}, complete)
+    waiter = FetchWaiter({(w.topic, w.partition) for w in wanted if w.authorized}, complete)
     broker.fetch_waiters.register(waiter)
 
     def on_deadline() -> None:

@@ -9,6 +9,7 @@ the empty id with INVALID_REQUEST).
 
 from __future__ import annotations
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
@@ -28,16 +29,23 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> m.Coordinator:
         return _error(
             key, codec.ErrorCode.invalid_request, f"key type {key_type} is not supported by this broker"
         )
+    if key_type == _GROUP_KEY_TYPE and not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return _error(key, codec.ErrorCode.group_authorization_failed, "Group authorization failed.")
+    if key_type == _TRANSACTION_KEY_TYPE and not ctx.authorized(
+        AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+    ):
+        return _error(
+            key,
+            codec.ErrorCode.transactional_id_authorization_failed,
+            "Transactional Id authorization failed.",
+        )
     if key_type == _TRANSACTION_KEY_TYPE and broker.txn is None:
         return _error(
             key, codec.ErrorCode.coordinator_not_available, "this broker has no transaction coordinator"
         )
+    host, port = broker.endpoint(ctx.session.listener_name)
     return m.Coordinator(
-        key=key,
-        error_code=codec.ErrorCode.none,
-        node_id=broker.node_id,
-        host=broker.advertised_host,
-        port=broker.advertised_port,
+        key=key, error_code=codec.ErrorCode.none, node_id=broker.node_id, host=host, port=port
     )
 
 

@@ -12,6 +12,7 @@ twice is INVALID_REQUEST.
 from __future__ import annotations
 
 from kompakt.broker import topic_admin
+from kompakt.broker.acl.checks import check_config_resource
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.per_item import answer_each
 from kompakt.protocol import codec
@@ -34,6 +35,7 @@ def handle(
     ctx: RequestContext, request: m.IncrementalAlterConfigsRequest
 ) -> m.IncrementalAlterConfigsResponse:
     def apply(resource: m.AlterConfigsResource) -> m.AlterConfigsResourceResponse:
+        check_config_resource(ctx, int(resource.resource_type), resource.resource_name, alter=True)
         ops = [topic_admin.ConfigOp(c.name, int(c.config_operation), c.value) for c in resource.configs]
         topic_admin.alter_resource(
             ctx.broker,

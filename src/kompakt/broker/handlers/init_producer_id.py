@@ -13,6 +13,7 @@ older clients, as Kafka answers. v6 (two-phase commit, KIP-939) is not offered.
 
 from __future__ import annotations
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
@@ -27,6 +28,16 @@ def handle(ctx: RequestContext, request: m.InitProducerIdRequest) -> m.InitProdu
     transactional_id = request.transactional_id
     producer_id, producer_epoch = request.producer_id, request.producer_epoch
     broker = ctx.broker
+    # KafkaApis.handleInitProducerIdRequest: WRITE on the transactional id; an idempotent
+    # producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679).
+    if transactional_id is not None:
+        if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return _answer(codec.ErrorCode.transactional_id_authorization_failed)
+    elif not (
+        ctx.authorized_cluster(AclOperation.IDEMPOTENT_WRITE)
+        or ctx.authorized_by_type(AclOperation.WRITE, ResourceType.TOPIC)
+    ):
+        return _answer(codec.ErrorCode.cluster_authorization_failed)
     if transactional_id is None:
         manager = broker.producer_ids
         if manager is None:

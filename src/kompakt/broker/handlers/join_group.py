@@ -9,6 +9,7 @@ nullable and echoes the type; v8 adds the client's ``reason`` (KIP-800); v9 adds
 
 from __future__ import annotations
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.groups import JoinRequest, JoinResult
@@ -18,6 +19,18 @@ from kompakt.protocol.messages import join_group as m
 
 
 def handle(ctx: RequestContext, request: m.JoinGroupRequest) -> Deferred[m.JoinGroupResponse]:
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return Deferred.resolved(
+            m.JoinGroupResponse(
+                error_code=codec.ErrorCode.group_authorization_failed,
+                generation_id=-1,
+                protocol_type=None,
+                protocol_name=None if ctx.api_version >= 7 else "",
+                leader="",
+                member_id=request.member_id,
+                members=[],
+            )
+        )
     session_timeout_ms = codec.duration_ms(request.session_timeout)
     version = ctx.api_version
     join = JoinRequest(

@@ -4,6 +4,7 @@ a ``reason`` per member (KIP-800).
 
 from __future__ import annotations
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
@@ -11,6 +12,8 @@ from kompakt.protocol.messages import leave_group as m
 
 
 def handle(ctx: RequestContext, request: m.LeaveGroupRequest) -> m.LeaveGroupResponse:
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return m.LeaveGroupResponse(error_code=codec.ErrorCode.group_authorization_failed)
     if ctx.api_version < 3:
         # Kafka's LeaveGroupResponse for v0-2: the group-level error, else the one member's.
         error, results = ctx.broker.groups.leave(request.group_id, [(request.member_id, None)])

@@ -5,6 +5,7 @@ case-insensitive and empty means all, as in Kafka's ``GroupMetadataManager.listG
 
 from __future__ import annotations
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
@@ -13,6 +14,11 @@ from kompakt.protocol.messages import list_groups as m
 
 def handle(ctx: RequestContext, request: m.ListGroupsRequest) -> m.ListGroupsResponse:
     listings = ctx.broker.groups.list_groups(request.states_filter, request.types_filter)
+    # KafkaApis: DESCRIBE on the cluster lists every group, otherwise those the caller may DESCRIBE.
+    if not ctx.authorized_cluster(AclOperation.DESCRIBE):
+        listings = [
+            g for g in listings if ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)
+        ]
     return m.ListGroupsResponse(
         error_code=codec.ErrorCode.none,
         groups=[

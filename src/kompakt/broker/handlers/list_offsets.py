@@ -10,6 +10,7 @@ lacks, so one body serves every version. The leader epoch (v4+) is 0, as Metadat
 
 from __future__ import annotations
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.error_codes import error_code_for
 from kompakt.errors import KompaktError
@@ -28,6 +29,9 @@ def _partition(
     entry = m.ListOffsetsPartitionResponse(
         partition_index=p.partition_index, error_code=codec.ErrorCode.none, leader_epoch=0
     )
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topic):
+        entry.error_code, entry.leader_epoch = codec.ErrorCode.topic_authorization_failed, -1
+        return entry
     try:
         partition_log = ctx.broker.logs.get_log(topic, p.partition_index)
         if p.timestamp >= 0 or p.timestamp in _SPECIAL:

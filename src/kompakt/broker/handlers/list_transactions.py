@@ -12,6 +12,7 @@ the other connections.
 
 from __future__ import annotations
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.client_regex import RegexSyntaxError
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
@@ -46,6 +47,8 @@ def handle(ctx: RequestContext, request: m.ListTransactionsRequest) -> m.ListTra
                 transaction_state=t.state.state_name,
             )
             for t in listed
+            # Kafka lists the transactions whose id the caller may DESCRIBE.
+            if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id)
         ],
     )
 

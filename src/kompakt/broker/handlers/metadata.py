@@ -7,18 +7,22 @@ on (``topics.auto_create_topic``); otherwise UNKNOWN_TOPIC_OR_PARTITION. Illegal
 INVALID_TOPIC_EXCEPTION. Partitions report leader = replicas = isr = this node at leader epoch 0;
 a partition whose files are offline reports KAFKA_STORAGE_ERROR with no leader. v10+ carry topic
 ids; v10+ requests may name a topic by id only. v8+ may ask for the authorized operations of each
-topic and (v8–10) of the cluster (KIP-430); with no authorizer these are every operation Kafka
-knows for the resource type, as ``KafkaApis.handleTopicMetadataRequest`` reports them.
+topic and (v8–10) of the cluster (KIP-430), the caller's real ones under an authorizer.
+
+Authorization (``KafkaApis.handleTopicMetadataRequest``): a topic the caller may not DESCRIBE is
+left out of an all-topics answer and is TOPIC_AUTHORIZATION_FAILED when named (without saying
+whether it exists); auto-creating needs CREATE on the cluster or on the topic.
 """
 
 from __future__ import annotations
 
 import uuid
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.authorized_operations import (
-    CLUSTER_AUTHORIZED_OPERATIONS,
     NOT_REQUESTED,
-    TOPIC_AUTHORIZED_OPERATIONS,
+    authorized_operations,
+    cluster_authorized_operations,
 )
 from kompakt.broker.context import OFFSETS_TOPIC, Broker, HandlerSpec, RequestContext
 from kompakt.broker.topics import auto_create_topic
@@ -81,7 +85,11 @@ def _error_entry(
     )
 
 
-def _lookup(broker: Broker, name: str, allow_create: bool) -> m.MetadataResponseTopic:
+def _lookup(ctx: RequestContext, name: str, allow_create: bool) -> m.MetadataResponseTopic:
+    broker = ctx.broker
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+        # Kafka does not even look: the answer must not tell whether the topic exists.
+        return _error_entry(name, codec.ErrorCode.topic_authorization_failed)
     meta = broker.logs.topics().get(name)
     if meta is not None:
         return _topic_entry(broker, meta)
@@ -89,7 +97,12 @@ def _lookup(broker: Broker, name: str, allow_create: bool) -> m.MetadataResponse
         validate_topic_name(name)
     except InvalidTopicError:
         return _error_entry(name, codec.ErrorCode.invalid_topic_exception)
-    if allow_create:
+    if allow_create and broker.broker_config.auto_create_topics_enable:
+        if not (
+            ctx.authorized_cluster(AclOperation.CREATE)
+            or ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, name)
+        ):
+            return _error_entry(name, codec.ErrorCode.topic_authorization_failed)
         meta = auto_create_topic(broker, name)
         if meta is not None:
             return _topic_entry(broker, meta)
@@ -97,9 +110,10 @@ def _lookup(broker: Broker, name: str, allow_create: bool) -> m.MetadataResponse
 
 
 def _requested_topics(
-    broker: Broker, requested: tuple[m.MetadataRequestTopic, ...], allow_create: bool
+    ctx: RequestContext, requested: tuple[m.MetadataRequestTopic, ...], allow_create: bool
 ) -> list[m.MetadataResponseTopic]:
     """The named topics (v10+ may name one by id only), in the order asked."""
+    broker = ctx.broker
     topics: list[m.MetadataResponseTopic] = []
     by_id: dict[uuid.UUID, TopicMetadata] | None = None
     for topic in requested:
@@ -109,13 +123,17 @@ def _requested_topics(
             if by_id is None:
                 by_id = {meta.topic_id: meta for meta in broker.logs.topics().values()}
             meta = by_id.get(topic_id)
+            if meta is not None and not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, meta.name):
+                # Topic ids are not secret (Kafka): the id is answered, the name withheld.
+                topics.append(_error_entry(None, codec.ErrorCode.topic_authorization_failed, topic_id))
+                continue
             topics.append(
                 _topic_entry(broker, meta)
                 if meta is not None
                 else _error_entry(None, codec.ErrorCode.unknown_topic_id, topic_id)
             )
             continue
-        topics.append(_lookup(broker, name, allow_create))
+        topics.append(_lookup(ctx, name, allow_create))
     return topics
 
 
@@ -125,24 +143,31 @@ def handle(ctx: RequestContext, request: m.MetadataRequest) -> m.MetadataRespons
     topics: list[m.MetadataResponseTopic] = []
     if requested is None or (ctx.api_version == 0 and not requested):
         all_topics = broker.logs.topics()
-        topics = [_topic_entry(broker, all_topics[name]) for name in sorted(all_topics)]
+        # Every topic means every topic the caller may DESCRIBE; the others are not mentioned.
+        topics = [
+            _topic_entry(broker, all_topics[name])
+            for name in sorted(all_topics)
+            if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+        ]
     elif requested:
-        topics = _requested_topics(broker, requested, request.allow_auto_topic_creation)
+        topics = _requested_topics(ctx, requested, request.allow_auto_topic_creation)
     if ctx.api_version >= 8 and request.include_topic_authorized_operations:
         for entry in topics:
-            if entry.error_code != codec.ErrorCode.unknown_topic_id:
-                entry.topic_authorized_operations = TOPIC_AUTHORIZED_OPERATIONS
+            # Kafka reports them on every topic it answered, unknown ones too, but not on those
+            # refused for authorization or named by an unknown id.
+            denied = (codec.ErrorCode.unknown_topic_id, codec.ErrorCode.topic_authorization_failed)
+            if entry.error_code not in denied and entry.name is not None:
+                entry.topic_authorized_operations = authorized_operations(ctx, ResourceType.TOPIC, entry.name)
     include_cluster = 8 <= ctx.api_version <= 10 and request.include_cluster_authorized_operations
+    host, port = broker.endpoint(ctx.session.listener_name)
     return m.MetadataResponse(
-        brokers=[
-            m.MetadataResponseBroker(
-                node_id=broker.node_id, host=broker.advertised_host, port=broker.advertised_port, rack=None
-            )
-        ],
+        brokers=[m.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)],
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         topics=topics,
-        cluster_authorized_operations=CLUSTER_AUTHORIZED_OPERATIONS if include_cluster else NOT_REQUESTED,
+        cluster_authorized_operations=cluster_authorized_operations(ctx)
+        if include_cluster
+        else NOT_REQUESTED,
     )
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from kompakt.broker.context import Broker, HandlerSpec, RequestContext
+from kompakt.broker.acl.model import AclOperation, ResourceType
+from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.groups import OffsetCommitEntry
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
@@ -45,15 +46,21 @@ class CommitTopic(Protocol):
 
 
 def commit_entries(
-    broker: Broker, topics: Sequence[CommitTopic]
+    ctx: RequestContext, topics: Sequence[CommitTopic]
 ) -> tuple[CommitErrors, list[OffsetCommitEntry]]:
-    """The partitions of a commit as entries for the group coordinator; the ones this broker
-    does not have are answered UNKNOWN_TOPIC_OR_PARTITION and not committed (Kafka's rule for
-    both OffsetCommit and TxnOffsetCommit)."""
+    """The partitions of a commit as entries for the group coordinator; those of a topic the
+    caller may not READ are TOPIC_AUTHORIZATION_FAILED, the ones this broker does not have
+    UNKNOWN_TOPIC_OR_PARTITION, and neither is committed (Kafka's rule for both OffsetCommit
+    and TxnOffsetCommit)."""
+    broker = ctx.broker
     errors: CommitErrors = {}
     entries: list[OffsetCommitEntry] = []
     for topic in topics:
+        readable = ctx.authorized(AclOperation.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
+            if not readable:
+                errors[(topic.name, p.partition_index)] = codec.ErrorCode.topic_authorization_failed
+                continue
             if not broker.partition_exists(topic.name, p.partition_index):
                 errors[(topic.name, p.partition_index)] = codec.ErrorCode.unknown_topic_or_partition
                 continue
@@ -78,7 +85,12 @@ def record_results(
 
 
 def handle(ctx: RequestContext, request: m.OffsetCommitRequest) -> m.OffsetCommitResponse:
-    errors, entries = commit_entries(ctx.broker, request.topics)
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        denied = codec.ErrorCode.group_authorization_failed
+        return _answer(
+            request, {(t.name, p.partition_index): denied for t in request.topics for p in t.partitions}
+        )
+    errors, entries = commit_entries(ctx, request.topics)
     # -1 (and the versions without the field) leave the retention to offsets.retention.minutes.
     retention_ms = codec.duration_ms(request.retention_time)
     results = ctx.broker.groups.commit_offsets(
@@ -91,6 +103,10 @@ def handle(ctx: RequestContext, request: m.OffsetCommitRequest) -> m.OffsetCommi
         api_version=ctx.api_version,
     )
     record_results(errors, entries, results)
+    return _answer(request, errors)
+
+
+def _answer(request: m.OffsetCommitRequest, errors: CommitErrors) -> m.OffsetCommitResponse:
     return m.OffsetCommitResponse(
         topics=[
             m.OffsetCommitResponseTopic(

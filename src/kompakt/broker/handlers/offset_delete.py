@@ -8,6 +8,7 @@ error, when it has one, is the whole answer.
 
 from __future__ import annotations
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
@@ -15,9 +16,15 @@ from kompakt.protocol.messages import offset_delete as m
 
 
 def handle(ctx: RequestContext, request: m.OffsetDeleteRequest) -> m.OffsetDeleteResponse:
+    if not ctx.authorized(AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        return m.OffsetDeleteResponse(error_code=codec.ErrorCode.group_authorization_failed, topics=[])
     answered: dict[str, list[tuple[int, codec.ErrorCode]]] = {}
     valid: list[tuple[str, list[int]]] = []
     for topic in request.topics:
+        if not ctx.authorized(AclOperation.READ, ResourceType.TOPIC, topic.name):
+            denied = codec.ErrorCode.topic_authorization_failed
+            answered.setdefault(topic.name, []).extend((p.partition_index, denied) for p in topic.partitions)
+            continue
         exists = [
             p.partition_index
             for p in topic.partitions

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.error_codes import error_code_for
 from kompakt.broker.groups.errors import GroupError
@@ -65,12 +66,28 @@ def _fetched(
         by_topic.setdefault(topic, []).append(fetched)
     for topic_request in topics or ():
         by_topic.setdefault(topic_request.name, [])
+    # KafkaApis: all topics means those the caller may DESCRIBE; a named one it may not is
+    # answered TOPIC_AUTHORIZATION_FAILED without its offsets.
+    for topic in list(by_topic):
+        if ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topic):
+            continue
+        if topics is None:
+            del by_topic[topic]
+            continue
+        denied = codec.ErrorCode.topic_authorization_failed
+        by_topic[topic] = [
+            _Fetched(p, -1, -1, "", denied) for t in topics if t.name == topic for p in t.partition_indexes
+        ]
     return by_topic
 
 
 def _group(
     ctx: RequestContext, group: m.OffsetFetchRequestGroup, require_stable: bool
 ) -> m.OffsetFetchResponseGroup:
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, group.group_id):
+        return m.OffsetFetchResponseGroup(
+            group_id=group.group_id, topics=[], error_code=codec.ErrorCode.group_authorization_failed
+        )
     try:
         ctx.broker.groups.validate_offset_fetch(group.group_id, group.member_id, group.member_epoch)
     except GroupError as exc:
@@ -97,6 +114,8 @@ def _group(
 def handle(ctx: RequestContext, request: m.OffsetFetchRequest) -> m.OffsetFetchResponse:
     if ctx.api_version >= 8:
         return m.OffsetFetchResponse(groups=[_group(ctx, g, request.require_stable) for g in request.groups])
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.GROUP, request.group_id):
+        return m.OffsetFetchResponse(topics=[], error_code=codec.ErrorCode.group_authorization_failed)
     topics = [
         m.OffsetFetchResponseTopic(
             name=name,

@@ -11,6 +11,7 @@ here because positions never pass the high watermark, and HW = LEO on a single n
 
 from __future__ import annotations
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.error_codes import error_code_for
 from kompakt.errors import KompaktError
@@ -23,6 +24,9 @@ LEADER_EPOCH = 0
 
 def _partition(ctx: RequestContext, topic: str, p: m.OffsetForLeaderPartition) -> m.EpochEndOffset:
     entry = m.EpochEndOffset(error_code=codec.ErrorCode.none, partition=p.partition)
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, topic):
+        entry.error_code = codec.ErrorCode.topic_authorization_failed
+        return entry
     try:
         partition_log = ctx.broker.logs.get_log(topic, p.partition)
         if p.current_leader_epoch > LEADER_EPOCH:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import Broker, HandlerSpec, RequestContext
 from kompakt.broker.error_codes import error_code_for
 from kompakt.broker.topics import auto_create_topic
@@ -176,11 +177,22 @@ def handle(ctx: RequestContext, request: m.ProduceRequest) -> m.ProduceResponse 
     broker = ctx.broker
     acks = request.acks
     responses = []
+    txn_id = request.transactional_id
+    # KafkaApis.handleProduceRequest: transactional records need WRITE on the transactional id
+    # (else the whole request is refused), then every topic needs WRITE.
+    txn_denied = txn_id is not None and not ctx.authorized(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id
+    )
     for topic in request.topic_data:
         partitions = []
+        writable = ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, topic.name)
         for data in topic.partition_data:
-            if acks not in _VALID_ACKS:
+            if txn_denied:
+                partitions.append(_error(data.index, codec.ErrorCode.transactional_id_authorization_failed))
+            elif acks not in _VALID_ACKS:
                 partitions.append(_error(data.index, codec.ErrorCode.invalid_required_acks))
+            elif not writable:
+                partitions.append(_error(data.index, codec.ErrorCode.topic_authorization_failed))
             else:
                 partitions.append(
                     produce_partition(broker, topic.name, data.index, data.records, request.transactional_id)

@@ -5,14 +5,25 @@ v3 adds ``group_instance_id``; v4 is flexible; v5 carries and echoes the protoco
 
 from __future__ import annotations
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.groups import SyncResult
+from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.messages import sync_group as m
 
 
 def handle(ctx: RequestContext, request: m.SyncGroupRequest) -> Deferred[m.SyncGroupResponse]:
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return Deferred.resolved(
+            m.SyncGroupResponse(
+                error_code=codec.ErrorCode.group_authorization_failed,
+                protocol_type=None,
+                protocol_name=None,
+                assignment=b"",
+            )
+        )
     deferred = ctx.broker.groups.sync(
         group_id=request.group_id,
         generation_id=request.generation_id,

@@ -15,6 +15,7 @@ INVALID_TXN_STATE (TRANSACTION_ABORTABLE is only for v5+, which is not offered).
 
 from __future__ import annotations
 
+from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.groups import OFFSETS_TOPIC, partition_for
 from kompakt.broker.handlers.add_offsets_to_txn import offsets_partitions
@@ -30,6 +31,10 @@ def _commit(ctx: RequestContext, request: m.TxnOffsetCommitRequest) -> CommitErr
     coordinator = broker.txn
     if coordinator is None:
         return dict.fromkeys(keys, codec.ErrorCode.coordinator_not_available)
+    if not ctx.authorized(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return dict.fromkeys(keys, codec.ErrorCode.transactional_id_authorization_failed)
+    if not ctx.authorized(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return dict.fromkeys(keys, codec.ErrorCode.group_authorization_failed)
     if not request.group_id:
         return dict.fromkeys(keys, codec.ErrorCode.invalid_group_id)
     offsets_tp = (OFFSETS_TOPIC, partition_for(request.group_id, offsets_partitions(ctx)))
@@ -47,7 +52,7 @@ def _commit(ctx: RequestContext, request: m.TxnOffsetCommitRequest) -> CommitErr
             )
         if error is not codec.ErrorCode.none:
             return dict.fromkeys(keys, error)
-        errors, entries = commit_entries(broker, request.topics)
+        errors, entries = commit_entries(ctx, request.topics)
         results = broker.groups.commit_transactional_offsets(
             request.group_id, request.producer_id, request.producer_epoch, entries
         )

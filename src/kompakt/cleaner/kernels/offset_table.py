@@ -381,6 +381,111 @@ def map_spans(
     return DONE, starts.shape[0], 0, size, last_put, 0, cap
 
 
+@entry_point("UniTuple(i8, 3)(u1[::1], i8[::1], i8[::1], i8[::1], i8[::1], i8, i8[::1], u8[::1], u8[::1])")
+@njit(cache=True, nogil=True)
+def hash_spans(
+    buf: U8Array,
+    starts: I64Array,
+    ends: I64Array,
+    base_offsets: I64Array,
+    counts: I64Array,
+    start_offset: Scalar,
+    off: I64Array,
+    hi: U64Array,
+    lo: U64Array,
+) -> tuple[Scalar, Scalar, Scalar]:
+    """The parsing half of ``map_spans``: each record's offset and key digest, in order, into
+    ``off``/``hi``/``lo`` (a null key or an offset below ``start_offset`` gets offset -1, digest 0).
+
+    It reads only ``buf`` and writes only its outputs, so a map pass runs it for several chunks at
+    once in worker threads while ``put_hashed`` fills the table in log order. Returns ``(error,
+    span, position)`` with ``map_spans``'s codes: error 0, or the error ``map_spans`` would have
+    stopped at over the same spans, after putting the spans before ``span`` (which are complete
+    here; none for a negative count, which ``map_spans`` checks first). The outputs need room for
+    the sum of ``counts``.
+    """
+    room = min(off.shape[0], hi.shape[0], lo.shape[0])
+    total = 0
+    for b in range(starts.shape[0]):
+        if counts[b] < 0:
+            return 1, b, starts[b]
+        total += counts[b]
+    if total > room:
+        return 9, 0, 0
+    k = 0
+    bp = ptr(buf)
+    for b in range(starts.shape[0]):
+        pos = starts[b]
+        limit = ends[b]
+        if pos < 0 or limit < pos or limit > buf.shape[0]:
+            return 9, b, pos
+        base = base_offsets[b]
+        for _ in range(counts[b]):
+            pos, err, od, ks, kl = _parse_key(bp, pos, limit)
+            if err != 0:
+                return err, b, pos
+            o = base + od
+            if kl < 0 or o < start_offset:
+                off[k] = -1
+                hi[k] = 0
+                lo[k] = 0
+            else:
+                off[k] = o
+                h, g = hash_one(bp, ks, kl)
+                hi[k] = h
+                lo[k] = g
+            k += 1
+        if pos != limit:
+            return 8, b, pos
+    return 0, starts.shape[0], 0
+
+
+@entry_point("UniTuple(i8, 6)(u8[:,::1], i8, i8[::1], u8[::1], u8[::1], i8, i8, i8, i8, i8)")
+@njit(cache=True, nogil=True)
+def put_hashed(
+    table: U64Array,
+    cap: Scalar,
+    off: I64Array,
+    hi: U64Array,
+    lo: U64Array,
+    first: Scalar,
+    end: Scalar,
+    size: Scalar,
+    max_keys: Scalar,
+    prev: Scalar,
+) -> tuple[Scalar, Scalar, Scalar, Scalar, Scalar, Scalar]:
+    """The table half of ``map_spans``: put records ``first:end`` of ``hash_spans``'s output in
+    order, prefetching the home slots ``_AHEAD`` records on. Returns ``(status, record, size,
+    last_put, cap, ordered)``: DONE (record is ``end``), or FULL at the record that found the map
+    at ``max_keys`` (the records before it are put); the capacity rule is ``map_spans``'s.
+    ``ordered`` is 1 when every offset put was above the one before it, starting from ``prev``."""
+    tp = ptr(table)
+    slots = table.shape[0]
+    grow_at = _grow_at(cap, slots)
+    last_put = np.int64(-1)
+    ordered = 1
+    end = min(end, off.shape[0], hi.shape[0], lo.shape[0])
+    for j in range(first, min(end, first + _AHEAD)):
+        _prefetch_slot(tp, cap, hi[j])
+    for j in range(first, end):
+        if j + _AHEAD < end:
+            _prefetch_slot(tp, cap, hi[j + _AHEAD])
+        o = off[j]
+        if o < 0:
+            continue
+        if size >= max_keys:
+            return FULL, j, size, last_put, cap, ordered
+        if size >= grow_at:
+            cap = _maybe_grow(tp, cap, slots, size)
+            grow_at = _grow_at(cap, slots)
+        size += _put_p(tp, cap, hi[j], lo[j], o)
+        if o <= prev:
+            ordered = 0
+        prev = o
+        last_put = o
+    return DONE, end, size, last_put, cap, ordered
+
+
 @njit(cache=True, nogil=True)
 def _check_spans(
     buf: U8Array, starts: I64Array, ends: I64Array, counts: I64Array
@@ -406,13 +511,15 @@ def _parse_span(
     base_ts: Scalar,
     n: Scalar,
     latest: Scalar,
+    bit_base: Scalar,
     rows: I64Array,
     hi: U64Array,
     lo: U64Array,
 ) -> tuple[Scalar, Scalar]:
     """Parse the ``n`` records of one span in full into ``rows`` and hash the keys that need a
-    lookup (keyed, at or below ``latest``; the others get digest 0). ``(error, position)``:
-    error 0 with the end of the last record, or a record error code where it was met."""
+    lookup (keyed, at or below ``latest`` and below ``bit_base``; the others get digest 0).
+    ``(error, position)``: error 0 with the end of the last record, or a record error code where
+    it was met."""
     for j in range(n):
         nxt, err, od, td, ks, kl, vs, vl = parse_fields(bp, pos, limit)
         if err != 0:
@@ -426,7 +533,7 @@ def _parse_span(
         rows[R_KEY_LEN, j] = kl
         rows[R_VALUE_START, j] = vs
         rows[R_VALUE_LEN, j] = vl
-        if kl >= 0 and o <= latest:
+        if kl >= 0 and o <= latest and o < bit_base:
             h, g = hash_one(bp, ks, kl)
             hi[j] = h
             lo[j] = g
@@ -443,6 +550,7 @@ def _lookup_span(
     cap: Scalar,
     n: Scalar,
     latest: Scalar,
+    bit_base: Scalar,
     rows: I64Array,
     hi: U64Array,
     lo: U64Array,
@@ -455,7 +563,7 @@ def _lookup_span(
     for j in range(n):
         if j + _AHEAD < n:
             _prefetch_slot(tp, cap, hi[j + _AHEAD])
-        if rows[R_KEY_LEN, j] >= 0 and rows[R_OFFSET, j] <= latest:
+        if rows[R_KEY_LEN, j] >= 0 and rows[R_OFFSET, j] <= latest and rows[R_OFFSET, j] < bit_base:
             found[j] = _lookup_p(tp, cap, hi[j], lo[j])
 
 
@@ -465,6 +573,8 @@ def _emit_span(
     n: Scalar,
     latest: Scalar,
     tombstone_ok: Scalar,
+    bits: Scalar,
+    bit_base: Scalar,
     rows: I64Array,
     found: I64Array,
     kept: I64Array,
@@ -482,7 +592,12 @@ def _emit_span(
             keep = False
             invalid += 1
         else:
-            keep = offset >= found[j] and (rows[R_VALUE_LEN, j] >= 0 or tombstone_ok)
+            if offset >= bit_base:  # the map's own latest offsets: kept iff it is one of them
+                i = offset - bit_base
+                latest_of_key = (bits[i >> 3] >> (i & 7)) & 1 != 0
+            else:
+                latest_of_key = offset >= found[j]
+            keep = latest_of_key and (rows[R_VALUE_LEN, j] >= 0 or tombstone_ok)
             if not keep and rows[R_VALUE_LEN, j] < 0:
                 tombstones += 1
         if keep:
@@ -494,8 +609,8 @@ def _emit_span(
 
 
 @entry_point(
-    "UniTuple(i8, 5)"
-    "(u1[::1], i8[::1], i8[::1], i8[::1], i8[::1], i8[::1], b1[::1], u8[:,::1], i8, i8, i8[:,::1], i8[::1])"
+    "UniTuple(i8, 5)(u1[::1], i8[::1], i8[::1], i8[::1], i8[::1], i8[::1], b1[::1], u8[:,::1], i8, i8,"
+    " u1[::1], i8, i8[:,::1], i8[::1])"
 )
 @njit(cache=True, nogil=True)
 def retain_spans(
@@ -509,6 +624,8 @@ def retain_spans(
     table: U64Array,
     cap: Scalar,
     latest: Scalar,
+    bits: U8Array,
+    bit_base: Scalar,
     kept: I64Array,
     kept_first: I64Array,
 ) -> tuple[Scalar, Scalar, Scalar, Scalar, Scalar]:
@@ -517,18 +634,25 @@ def retain_spans(
     span, position, invalid_dropped, tombstones_dropped)``; the ``batch`` column holds the span
     index.
 
+    ``bits`` (from ``latest_offsets_bitmap``) answers for keyed records at offsets ``[bit_base,
+    latest]`` without hashing or probing: bit ``o - bit_base`` is set iff ``o`` is the offset the map
+    holds for some key. Pass ``bit_base > latest`` to look every key up.
+
     Per span: parse every record in full and hash the keys that need a lookup, then look them up,
     then decide and emit. The steps are helpers LLVM inlines (one compiled loop nest, as before).
     """
     err, b, pos, most = _check_spans(buf, starts, ends, counts)
     if err != 0:
         return err, b, pos, 0, 0
+    if bit_base <= latest and (bit_base < 0 or (latest - bit_base) >> 3 >= bits.shape[0]):
+        bit_base = latest + 1  # a bitmap that does not cover the range is not used
     rows = np.empty((R_BATCH, most), dtype=np.int64)
     found = np.empty(most, dtype=np.int64)
     hi = np.empty(most, dtype=np.uint64)
     lo = np.empty(most, dtype=np.uint64)
     bp = ptr(buf)
     tp = ptr(table)
+    bitp = ptr(bits)
     n_kept = 0
     invalid = 0
     tombstones = 0
@@ -536,17 +660,42 @@ def retain_spans(
     for b in range(starts.shape[0]):
         n = counts[b]
         err, pos = _parse_span(
-            bp, starts[b], ends[b], base_offsets[b], base_timestamps[b], n, latest, rows, hi, lo
+            bp, starts[b], ends[b], base_offsets[b], base_timestamps[b], n, latest, bit_base, rows, hi, lo
         )
         if err != 0:
             return err, b, pos, invalid, tombstones
         if pos != ends[b]:
             return 8, b, pos, invalid, tombstones
-        _lookup_span(tp, cap, n, latest, rows, hi, lo, found)
+        _lookup_span(tp, cap, n, latest, bit_base, rows, hi, lo, found)
         n_kept, dropped_invalid, dropped_tombstones = _emit_span(
-            b, n, latest, tombstone_ok[b], rows, found, kept, n_kept
+            b, n, latest, tombstone_ok[b], bitp, bit_base, rows, found, kept, n_kept
         )
         invalid += dropped_invalid
         tombstones += dropped_tombstones
         kept_first[b + 1] = n_kept
     return 0, 0, 0, invalid, tombstones
+
+
+@entry_point("i8(u8[:,::1], i8, i8, i8, u1[::1])")
+@njit(cache=True, nogil=True)
+def latest_offsets_bitmap(
+    table: U64Array, cap: Scalar, first: Scalar, latest: Scalar, bits: U8Array
+) -> Scalar:
+    """Set bit ``o - first`` of ``bits`` (zeroed, covering ``[first, latest]``) for every offset
+    ``o`` in that range the table holds; returns how many. One sequential sweep of the slots in use,
+    so the copy pass can tell a record that is its key's latest from its offset alone."""
+    if first > latest or (latest - first) >> 3 >= bits.shape[0]:
+        return -1
+    tp = ptr(table)
+    bp = ptr(bits)
+    n = 0
+    for i in range(min(cap, table.shape[0])):
+        v = tp[i * 3 + 2]
+        if v == 0:
+            continue
+        o = np.int64(v) - 1
+        if first <= o <= latest:
+            k = o - first
+            bp[k >> 3] |= np.uint8(1 << (k & 7))
+            n += 1
+    return n

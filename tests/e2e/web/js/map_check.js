@@ -92,7 +92,7 @@ async function live(page, config, out) {
     await waitFor(page, () => !!document.querySelector("#lookup-result dl"), null, "the lookup's answer");
     out.lookupText = (await page.textContent("#lookup-result")).trim();
     await waitFor(page, () => !!document.querySelector("#detail table.segments tr.has-key"), null, "the key's segment marked");
-    out.keySegmentRows = await page.$$eval("#detail table.segments tr.has-key", (els) => els.map((e) => e.querySelector("td").textContent));
+    out.keySegmentRows = await page.$$eval("#detail table.segments tr.has-key", (els) => els.map((e) => e.dataset.baseOffset));
     await shoot(page, config.lookupScreenshots);
     await page.fill("#lookup-key", config.missingKey);
     await page.click("#lookup-form button[type=submit]");
@@ -150,10 +150,17 @@ async function layout(page, config, out) {
           const r = b.getBoundingClientRect(), w = b.parentElement.getBoundingClientRect();
           return { over: r.right - w.right, fill: r.width / w.width };
         });
+        // Each partition's active segment, even an empty one, takes visible width in its bar.
+        const active = {};
+        for (const row of document.querySelectorAll("[data-partition]")) {
+          const seg = row.querySelector('.seg[data-section="active"]');
+          active[row.dataset.partition] = seg ? seg.getBoundingClientRect().width : 0;
+        }
         return {
           pageOverflow: doc.scrollWidth - doc.clientWidth,
           barOverflow: Math.max(0, ...bars.map((b) => b.over)),
           minFill: Math.min(1, ...bars.map((b) => b.fill)),
+          activeWidth: active,
         };
       });
     Object.assign(found, await measure());
@@ -166,8 +173,14 @@ async function layout(page, config, out) {
     found.detail = await page.evaluate(() => {
       const d = document.getElementById("detail");
       const tables = Array.from(d.querySelectorAll("table")).map((t) => t.getBoundingClientRect().right - d.getBoundingClientRect().right);
+      // The segment table fits: no row wraps to a second line (every row as tall as the header).
+      const seg = d.querySelector("table.segments");
+      const heights = Array.from(seg.querySelectorAll("tr")).map((r) => r.getBoundingClientRect().height);
+      const wrap = seg.parentElement;
       return {
         overflow: d.scrollWidth - d.clientWidth,
+        segmentRowHeights: heights,
+        segmentTableScroll: wrap.scrollWidth - wrap.clientWidth,
         tableOverflow: Math.max(0, ...tables),
         pageOverflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
       };
