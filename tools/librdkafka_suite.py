@@ -27,7 +27,7 @@ Usage::
 
     .venv/bin/python tools/librdkafka_suite.py --librdkafka /path/to/librdkafka \\
         [--broker kompakt|kafka | --bootstrap HOST:PORT] [--port 59092] [--tests 0001,0081,...]
-        [--group-protocol classic|consumer] [--quick] [--out DIR] [--keep]
+        [--group-protocol classic|consumer] [--quick] [--setting K=V ...] [--out DIR]
 
 ``--broker kafka`` needs ``KAFKA_BUILD`` (or ``--kafka-build``) and the folder of ``start.sh``
 (``--realkafka``, default ``$REALKAFKA``, else ``../shared/realkafka`` beside the repository).
@@ -199,14 +199,21 @@ def broker(args: argparse.Namespace, out: Path) -> Iterator[str]:
             "--admin-port",
             str(args.admin_port),
         ]
-        for setting in BROKER_SETTINGS:
+        for setting in (*BROKER_SETTINGS, *args.setting):
             cmd += ["--override", setting]
         env = os.environ.copy()
     else:
         build = args.kafka_build or os.environ.get("KAFKA_BUILD")
         if not build:
             raise SystemExit("--broker kafka needs --kafka-build or KAFKA_BUILD")
-        cmd = ["bash", str(Path(args.realkafka) / "start.sh"), str(data), str(args.port), *BROKER_SETTINGS]
+        cmd = [
+            "bash",
+            str(Path(args.realkafka) / "start.sh"),
+            str(data),
+            str(args.port),
+            *BROKER_SETTINGS,
+            *args.setting,
+        ]
         env = {**os.environ, "KAFKA_BUILD": build}
     say(f"starting {args.broker}: {' '.join(cmd)}")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -314,6 +321,13 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--bootstrap", help="use this running broker instead of starting one")
     p.add_argument("--port", type=int, default=59092)
     p.add_argument("--admin-port", type=int, default=59192, help="kompakt's admin endpoint")
+    p.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="one more broker setting, on either broker (e.g. the authorizer for 0081's ACL subtests)",
+    )
     p.add_argument("--kafka-build", help="realkafka build folder (default $KAFKA_BUILD)")
     p.add_argument("--realkafka", default=os.environ.get("REALKAFKA", str(default_realkafka())))
     p.add_argument("--kafka-version", default="4.1.2", help="TEST_KAFKA_VERSION")
