@@ -31,7 +31,8 @@ Usage::
 
 ``--broker kafka`` needs ``KAFKA_BUILD`` (or ``--kafka-build``) and the folder of ``start.sh``
 (``--realkafka``, default ``$REALKAFKA``, else ``../shared/realkafka`` beside the repository).
-Exit code 0 only when no selected test failed.
+Exit code 0 only when no selected test failed. ``compare KOMPAKT.json KAFKA.json`` puts two runs'
+``--json`` side by side (docs/librdkafka-suite.md is made with it).
 
 A few tests (0052 timestamps, 0077 compaction) create their topic with Kafka's
 ``kafka-topics.sh`` from ``$KAFKA_PATH`` instead of the Admin API. The realkafka build has no
@@ -384,7 +385,60 @@ def main() -> int:
     return 1 if failed else 0
 
 
+def _unify_aborted(rows: dict[str, Result], other: dict[str, Result]) -> None:
+    """Name a runner that aborted before its summary (its row is labelled ``0077``, not
+    ``0077_compaction``) as the other run names the same test, when exactly one name fits."""
+    for label in [t for t in rows if t not in other and re.fullmatch(r"\d{4}(:.*)?", t)]:
+        number, _, subtests = label.partition(":")
+        fits = [
+            t
+            for t in other
+            if t not in rows and t.startswith(number + "_") and t.endswith(f":{subtests}" if subtests else "")
+        ]
+        if len(fits) == 1:
+            rows[fits[0]] = rows.pop(label)
+
+
+def compare(argv: list[str]) -> int:
+    """``compare KOMPAKT.json KAFKA.json``: one Markdown row per test, kompakt's result beside Kafka's.
+
+    Exit code 1 when a test passed on Kafka and did not on kompakt: those are kompakt's bugs (a test
+    that fails on both is the test's or the setup's, not the broker's).
+    """
+    p = argparse.ArgumentParser(prog="librdkafka_suite.py compare")
+    p.add_argument("kompakt", type=Path, help="--json of a run against kompakt")
+    p.add_argument("kafka", type=Path, help="--json of a run against Kafka, same selection")
+    args = p.parse_args(argv)
+    ours = {r["test"]: Result(**r) for r in json.loads(args.kompakt.read_text())}
+    theirs = {r["test"]: Result(**r) for r in json.loads(args.kafka.read_text())}
+    _unify_aborted(ours, theirs)
+    _unify_aborted(theirs, ours)
+
+    def cell(r: Result | None) -> str:
+        return "not run" if r is None else f"{r.state} {r.seconds:.1f} s"
+
+    say("| test | kompakt | Kafka 4.1.2 | note |\n|---|---|---|---|")
+    worse = 0
+    for test in sorted(ours.keys() | theirs.keys()):
+        k, r = ours.get(test), theirs.get(test)
+        note = ""
+        if r is not None and r.state == "PASSED" and (k is None or k.state != "PASSED"):
+            worse += 1
+            note = f"kompakt only: {k.reason if k else 'not run'}"
+        elif k is not None and k.state not in ("PASSED", "SKIPPED"):
+            note = f"both: {k.reason}" if r is not None and r.state == k.state else k.reason
+        elif r is not None and r.state not in ("PASSED", "SKIPPED") and k is not None and k.state == "PASSED":
+            note = f"Kafka only: {r.reason}"
+        elif k is not None and k.state == "SKIPPED":
+            note = k.reason
+        say(f"| {test} | {cell(k)} | {cell(r)} | {note.replace('|', '/')[:200]} |")
+    say(f"\n{worse} tests pass on Kafka and not on kompakt")
+    return 1 if worse else 0
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["kafka-topics"]:
         sys.exit(kafka_topics(sys.argv[2:]))
+    if sys.argv[1:2] == ["compare"]:
+        sys.exit(compare(sys.argv[2:]))
     sys.exit(main())
