@@ -22,7 +22,7 @@ from tests.support.wire import call
 def test_advertised_versions() -> None:
     expected = {
         ApiKey.METADATA: (0, 12),
-        ApiKey.PRODUCE: (3, 9),
+        ApiKey.PRODUCE: (3, 12),  # v10-11 for KIP-951 tags and TRANSACTION_ABORTABLE, v12 for KIP-890 part 2
         ApiKey.FETCH: (4, 12),
         ApiKey.LIST_OFFSETS: (1, 7),
         ApiKey.INIT_PRODUCER_ID: (0, 5),

@@ -3,6 +3,7 @@ encodes them), on a broker with a real data directory."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -220,16 +221,41 @@ def test_txn_offset_commit_needs_add_offsets_first(wire: Dispatcher, txn_broker:
 def test_api_versions_advertises_the_transaction_apis(wire: Dispatcher) -> None:
     r = call(wire, ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
     ranges = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
-    assert {key: ranges[key] for key in (22, 24, 25, 26, 28, 61, 65, 66)} == {
+    # Kafka 4.1.2's ranges for these (its ApiVersions answer), Produce too.
+    assert {key: ranges[key] for key in (0, 22, 24, 25, 26, 28, 61, 65, 66)} == {
+        0: (3, 12),
         22: (0, 5),
         24: (0, 5),
         25: (0, 4),
-        26: (0, 4),
-        28: (0, 4),
+        26: (0, 5),
+        28: (0, 5),
         61: (0, 0),
         65: (0, 0),
         66: (0, 2),
     }
+    # transaction.version supported 0-2 and finalized at 2, as a Kafka 4.1 cluster formats itself:
+    # the Java producer then runs transactions version 2.
+    assert [(f.name, f.min_version, f.max_version) for f in r.supported_features] == [
+        ("transaction.version", 0, 2)
+    ]
+    assert [(f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features] == [
+        ("transaction.version", 2, 2)
+    ]
+    assert r.finalized_features_epoch >= 0
+
+
+def test_a_v1_only_broker_finalizes_transaction_version_1(txn_broker: Broker) -> None:
+    assert txn_broker.txn is not None
+    txn_broker.txn.config = dataclasses.replace(txn_broker.txn.config, transaction_version=1)
+    r = call(
+        Dispatcher(txn_broker),
+        ApiKey.API_VERSIONS,
+        3,
+        {"client_software_name": "t", "client_software_version": "1"},
+    )
+    assert [(f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features] == [
+        ("transaction.version", 1, 1)
+    ]
 
 
 def test_describe_of_an_unknown_id_answers_not_found_with_start_time_minus_one(wire: Dispatcher) -> None:
@@ -239,3 +265,81 @@ def test_describe_of_an_unknown_id_answers_not_found_with_start_time_minus_one(w
     # the start time -1 as Kafka sends it (kio cannot decode a negative time, so bytes are checked).
     assert result.transaction_states[0].error_code is ErrorCode.transactional_id_not_found
     assert b"\x00\x69\x06ghost\x01\x00\x00\x00\x00" + b"\xff" * 8 in raw
+
+
+def _finalized(wire: Dispatcher) -> tuple[list[tuple[str, int, int]], int]:
+    r = call(wire, ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+    return [
+        (f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features
+    ], r.finalized_features_epoch
+
+
+def test_update_features_downgrades_and_upgrades_transaction_version_as_kafka(
+    wire: Dispatcher, txn_broker: Broker
+) -> None:
+    """kafka-features downgrade|upgrade --feature transaction.version=N, with Kafka 4.1's checks
+    and messages (the Java Admin against Kafka 4.1.2 got the same answers)."""
+
+    def update(version: int, level: int, upgrade_type: int = 1, validate_only: bool = False) -> Any:
+        update_key: dict[str, object] = {"feature": "transaction.version", "max_version_level": level}
+        if version == 0:
+            update_key["allow_downgrade"] = upgrade_type != 1
+        else:
+            update_key["upgrade_type"] = upgrade_type
+        values: dict[str, object] = {"timeout": 60_000, "feature_updates": [update_key]}
+        if version > 0:
+            values["validate_only"] = validate_only
+        return call(wire, ApiKey.UPDATE_FEATURES, version, values)
+
+    start, epoch = _finalized(wire)
+    assert start == [("transaction.version", 2, 2)]
+    refused = update(2, 1)
+    assert refused.error_code is ErrorCode.invalid_update_version
+    assert refused.error_message == (
+        "The update failed for all features since the following feature had an error: Invalid "
+        "update version 1 for feature transaction.version. Can't downgrade the version of this "
+        "feature without setting the upgrade type to either safe or unsafe downgrade."
+    )
+    too_new = update(2, 3)
+    assert too_new.error_message is not None
+    assert too_new.error_message.endswith("Local controller 0 only supports versions 0-2")
+    assert update(1, 1, upgrade_type=2, validate_only=True).error_code is ErrorCode.none
+    assert _finalized(wire)[0] == start
+    ok = update(0, 1, upgrade_type=2)  # v0: allow_downgrade
+    assert ok.error_code is ErrorCode.none
+    assert [(r.feature, r.error_code) for r in ok.results] == [("transaction.version", ErrorCode.none)]
+    levels, new_epoch = _finalized(wire)
+    assert (levels, new_epoch > epoch) == ([("transaction.version", 1, 1)], True)
+    # Persisted: a restarted coordinator on this data directory finalizes 1, not its configured 2.
+    assert txn_broker.log_manager is not None and txn_broker.producer_ids is not None
+    restarted = TransactionCoordinator(
+        txn_broker.log_manager,
+        txn_broker.clock,
+        txn_broker.producer_ids,
+        TxnConfig(transaction_log_num_partitions=2),
+    )
+    restarted.load()
+    assert restarted.transaction_version == 1
+    assert update(2, 2).error_code is ErrorCode.none
+    assert _finalized(wire)[0] == [("transaction.version", 2, 2)]
+
+
+def test_produce_v12_adds_the_partition_and_end_txn_v5_bumps_the_epoch(wire: Dispatcher) -> None:
+    """A transactions-v2 producer over the wire: no AddPartitionsToTxn; errors at v10-12 encode."""
+    pid, epoch = init(wire, version=5)
+    values = produce_values(TOPIC, 0, txn_batch(pid, epoch, 0, b"v0"))
+    values["transactional_id"] = TXN_ID
+    for version in (10, 11, 12):
+        missing = call(wire, ApiKey.PRODUCE, version, produce_values("no-such-topic!", 0, b""))
+        assert missing.responses[0].partition_responses[0].error_code is ErrorCode.unknown_topic_or_partition
+    # v11 does not add: the partition is not in the transaction (TRANSACTION_ABORTABLE from v11).
+    early = call(wire, ApiKey.PRODUCE, 11, values).responses[0].partition_responses[0]
+    assert early.error_code is ErrorCode.transaction_abortable
+    added = call(wire, ApiKey.PRODUCE, 12, values).responses[0].partition_responses[0]
+    assert (added.error_code, added.base_offset) == (ErrorCode.none, 0)
+    end = {"transactional_id": TXN_ID, "producer_id": pid, "producer_epoch": epoch, "committed": True}
+    r = call(wire, ApiKey.END_TXN, 5, end)
+    assert (r.error_code, r.producer_id, r.producer_epoch) == (ErrorCode.none, pid, epoch + 1)
+    # The old epoch's late write is fenced (INVALID_PRODUCER_EPOCH for a v12 producer too).
+    late = call(wire, ApiKey.PRODUCE, 12, values).responses[0].partition_responses[0]
+    assert late.error_code is ErrorCode.invalid_producer_epoch

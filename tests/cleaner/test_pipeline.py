@@ -167,7 +167,7 @@ def _append(log: PartitionLog, clock: FakeClock, seed: int, n_batches: int) -> N
 @pytest.mark.parametrize("workers", [1, 2])
 def test_cleaning_on_workers_writes_what_one_thread_writes(tmp_path: Path, workers: int) -> None:
     clock = FakeClock()
-    logs = [lct_log(tmp_path, clock, name=f"t-{i}", segment_bytes=3000) for i in range(3)]
+    logs = [lct_log(tmp_path, clock, name=f"t-{i}", internal_segment_bytes=3000) for i in range(3)]
     maps: list[OffsetMap] = [
         ExactOffsetMap(100_000, 0.9),
         HashedOffsetMap(100_000 * SLOT_BYTES, 0.9),

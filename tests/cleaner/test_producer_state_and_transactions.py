@@ -31,6 +31,7 @@ from ._harness import (
     idem,
     lct_log,
     make_map,
+    marker,
     producer_batch,
     reopen,
     rewrite,
@@ -440,3 +441,30 @@ def test_abort_marker_writes_txn_index_entry(tmp_path: Path, clock: FakeClock) -
     assert aborted_index(log) == [(7, 0, 2)]
     log = reopen(log, clean_shutdown=False)
     assert aborted_index(log) == [(7, 0, 2)]
+
+
+@pytest.mark.parametrize("marker_epoch", [0, 1])
+def test_a_bumped_marker_lets_the_cleaner_drop_the_last_data_batch(
+    tmp_path: Path, clock: FakeClock, marker_epoch: int
+) -> None:
+    """Transactions v2 (KIP-890 part 2): the COMMIT carries epoch + 1, which clears the producer's
+    batch metadata (Kafka's ``maybeUpdateProducerEpoch``), so ``lastDataOffset`` is empty and
+    ``checkBatchRetention`` keeps the producer's control batch of the current epoch instead of
+    its last data batch. With a version 1 marker (same epoch) the superseded data batch stays
+    as an empty batch, to keep the producer's sequence."""
+    log = lct_log(tmp_path, clock, internal_segment_bytes=256)
+    txn(log, 1, 1)  # offset 0, epoch 0
+    marker(log, 1, ControlType.COMMIT, epoch=marker_epoch)  # offset 1
+    append_kv(log, 1, 1)  # offset 2 supersedes key 1
+    roll(log)
+    if marker_epoch == 1:
+        assert log.active_producers(clock.now_ms(), 10**15) == {1: (None, 1)}
+    else:
+        assert log.active_producers(clock.now_ms(), 10**15) == {1: (0, 0)}
+    clean(log, 0, LARGE)
+    assert (K(log), O(log)) == ([1], [1, 2])  # the marker's record, key 1's latest value
+    assert B(log) == ([1, 2] if marker_epoch == 1 else [0, 1, 2])
+    two_pass_clean(log, 0, LARGE)
+    # Past the marker's delete horizon: with version 2 the marker is what keeps the producer's
+    # epoch (rule (a) of checkBatchRetention), so it stays.
+    assert B(log) == ([1, 2] if marker_epoch == 1 else [0, 1, 2])

@@ -96,11 +96,11 @@ def test_add_config_lists_group_commas_in_brackets() -> None:
         ("kafka-console-producer", [], "the following arguments are required: --topic"),
         (
             "kafka-consumer-groups",
-            ["--reset-offsets", "--group", "g", "--shift-by", "-2"],
-            "--shift-by is not supported",
+            ["--reset-offsets", "--group", "g", "--from-file", "plan.csv"],
+            "--from-file is not supported",
         ),
         ("kafka-consumer-groups", ["--describe"], "needs --group"),
-        ("kafka-dump-log", ["--files", "x.log", "--offsets-decoder"], "--offsets-decoder"),
+        ("kafka-dump-log", ["--files", "x.log", "--key-decoder-class", "K"], "--key-decoder-class"),
     ],
 )
 def test_flags_kompakt_cannot_honour_are_usage_errors(tool: str, argv: list[str], message: str) -> None:
@@ -128,6 +128,14 @@ def test_help_lists_kafkas_flags_and_the_sh_alias_runs_the_same_tool() -> None:
         "kafka-consumer-groups",
         "kafka-dump-log",
         "kafka-acls",
+        # issue 28's added tools (tests/cli/test_kafka_added_tools.py)
+        "kafka-get-offsets",
+        "kafka-delete-records",
+        "kafka-log-dirs",
+        "kafka-leader-election",
+        "kafka-transactions",
+        "kafka-producer-perf-test",
+        "kafka-consumer-perf-test",
     }
 
 
@@ -223,3 +231,44 @@ def test_topic_describe_shows_the_broker_layer_of_each_synonym(tmp_path: Path) -
             {"name": "log.cleanup.policy", "value": "compact", "source": "STATIC_BROKER_CONFIG"},
             {"name": "log.cleanup.policy", "value": "delete", "source": "DEFAULT_CONFIG"},
         ]
+
+
+def test_topic_ids_print_url_safe_as_kafka_and_partition_metadata_do() -> None:
+    """confluent-kafka's ``str(Uuid)`` is standard base64 (``db//qHyo...``); Kafka's
+    ``Uuid.toString()`` and ``partition.metadata`` use the URL-safe form (``db__qHyo...``)."""
+    from confluent_kafka import Uuid
+
+    from kompakt.log.metadata_files import uuid_to_kafka
+
+    raw = bytes.fromhex("75bfffa87ca8a4bb0fbfffa87ca8a4bb")
+    most, least = (int.from_bytes(raw[i : i + 8], "big", signed=True) for i in (0, 8))
+    assert str(Uuid(most, least)) == "db//qHyopLsPv/+ofKikuw"
+    assert kafka_tools.kafka_uuid(Uuid(most, least)) == "db__qHyopLsPv_-ofKikuw"
+    import uuid
+
+    assert kafka_tools.kafka_uuid(Uuid(most, least)) == uuid_to_kafka(uuid.UUID(bytes=raw))
+
+
+def test_group_tables_widen_as_kafkas_printf_columns() -> None:
+    """ConsumerGroupCommand's ``%-Ns`` columns grow with the longest value; a member with a
+    group instance id adds Kafka's GROUP-INSTANCE-ID column."""
+    from kompakt.cli import kafka_format as kf
+
+    long_topic = "a-topic-name-longer-than-fifteen"
+    rows = [kf.OffsetRow("g", long_topic, 0, 3, 5, "-", "-", "-")]
+    table = kf.offsets_table(rows, verbose=False)
+    header, row = table.splitlines()[1:]
+    assert header.index("PARTITION") == row.index("0 ") == 16 + len(long_topic) + 1
+    assert row.split()[3:6] == ["3", "5", "2"]  # offset, end, lag
+    member = kf.Member(
+        "g", "c-1", "/10.0.0.1", "c", group_instance_id="static-1", assignment=[("t", 1), ("t", 0)]
+    )
+    members = kf.members_table("g", [member], verbose=True)
+    assert "GROUP-INSTANCE-ID" in members and "static-1" in members and "t:0,1" in members
+    assert kf.reset_table([]) == "\n"
+    assert kf.delete_groups_result(["a"], [("b", kf.java_error("GROUP_ID_NOT_FOUND"))]) == (
+        "\nError: Deletion of some consumer groups failed:\n"
+        "* Group 'b' could not be deleted due to: org.apache.kafka.common.errors.GroupIdNotFoundException: "
+        "The group id does not exist.\n"
+        "\nThese consumer groups were deleted successfully: 'a'\n"
+    )

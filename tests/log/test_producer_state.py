@@ -125,6 +125,27 @@ def test_open_transaction_pins_lso_after_reopen(tmp_path: Path) -> None:
     assert h.log.active_producers(h.clock.now_ms() + 10**12, 1) == {1: (1, 0)}
 
 
+def test_a_transactions_v2_marker_bumps_the_epoch_and_forgets_the_last_data_batch(tmp_path: Path) -> None:
+    """KIP-890 part 2: the marker carries epoch + 1. As Kafka's ``maybeUpdateProducerEpoch``, the
+    new epoch clears the batch metadata, so the producer has no last data offset (-1 in the
+    snapshot) and the cleaner keeps its marker of the current epoch instead; the next
+    transaction starts at sequence 0 of the new epoch."""
+    h = LogHarness(tmp_path / "t-0")
+    h.log.append(idem(0, b"a", b"b", txn=True))
+    h.log.append(build_control_batch(ControlType.COMMIT, producer_id=1, producer_epoch=1))
+    never = 10**15  # no producer expires
+    assert h.log.active_producers(h.clock.now_ms(), never) == {1: (None, 1)}
+    with pytest.raises(ProducerFencedError):
+        h.log.append(idem(2, b"late", txn=True))  # the old epoch is fenced
+    assert h.log.append(idem(0, b"c", epoch=1, txn=True)).first_offset == 3
+    assert h.log.active_producers(h.clock.now_ms(), never) == {1: (3, 1)}
+    h.log.append(build_control_batch(ControlType.ABORT, producer_id=1, producer_epoch=2))
+    h.reopen()
+    [entry] = h.log.producer_state.producers.values()
+    assert (entry.epoch, entry.last_seq, entry.last_data_offset) == (2, -1, -1)
+    assert h.log.append(idem(0, b"d", epoch=2, txn=True)).first_offset == 5
+
+
 # --------------------------------------------------------------------------------------------
 # Producer-state snapshots (Kafka's ProducerStateManager.takeSnapshot / readSnapshot)
 

@@ -34,7 +34,7 @@ TIER_1_GROUP_APIS = {
 TIER_1_APIS = {
     **TIER_1_GROUP_APIS,
     ApiKey.METADATA: (0, 12),
-    ApiKey.PRODUCE: (3, 9),
+    ApiKey.PRODUCE: (3, 12),
     ApiKey.FETCH: (4, 12),
     ApiKey.LIST_OFFSETS: (1, 7),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
@@ -49,9 +49,10 @@ TIER_1_APIS = {
     # transactions (issue 15): Kafka 4.1's ranges, less the transaction.version 2 ones
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
-    ApiKey.END_TXN: (0, 4),
-    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
+    ApiKey.END_TXN: (0, 5),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.UPDATE_FEATURES: (0, 2),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 2),
     ApiKey.DELETE_RECORDS: (0, 2),

@@ -89,6 +89,9 @@ def launch(data_dir: Path, *args: str, port: int = 0) -> BrokerProcess:
         str(data_dir),
         "--port",
         str(port),
+        # A fixed Kafka port (a restart on the same port) would put the admin endpoint on its
+        # default 9192, which another broker on the machine may hold: a free one unless asked.
+        *(() if "--admin-port" in args else ("--admin-port", "0")),
         *args,
     ]
     with stderr_path.open("w") as stderr:

@@ -55,11 +55,27 @@ def _backup_commands() -> list[Registrar]:
 REGISTRARS += _backup_commands()
 
 
+def _kafka_added_tools() -> None:
+    """The tools added beside kafka_tools (issue 28): each registers itself with ``kafka_tools.tool``."""
+    from kompakt.cli import (
+        kafka_delete_records,
+        kafka_get_offsets,
+        kafka_leader_election,
+        kafka_log_dirs,
+        kafka_perf_tests,
+        kafka_transactions,
+    )
+
+    del kafka_delete_records, kafka_get_offsets, kafka_leader_election, kafka_log_dirs
+    del kafka_perf_tests, kafka_transactions
+
+
 def _kafka_tool_commands() -> list[Registrar]:
     """``kafka-topics``, ``kafka-configs``, ``kafka-console-producer`` ...: Kafka's spellings."""
     from kompakt.cli import kafka_acls, kafka_tools
 
     del kafka_acls  # imported for its @_tool registration
+    _kafka_added_tools()
     return [kafka_tools.register]
 
 

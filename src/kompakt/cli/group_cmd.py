@@ -279,14 +279,28 @@ def reset_offsets_command(
     execute: Annotated[
         bool, typer.Option("--execute", help="Apply the change (without it, only show the plan).")
     ] = False,
+    shift_by: Annotated[
+        int | None, typer.Option("--shift-by", help="Move the committed offsets by N (clamped to the range).")
+    ] = None,
+    by_duration: Annotated[
+        str | None,
+        typer.Option("--by-duration", help="First offset at or after now minus an ISO duration (P1DT2H)."),
+    ] = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     timeout: TimeoutOption = DEFAULT_TIMEOUT_S,
     output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Move a group's committed offsets; a dry run unless --execute, and only for an empty group."""
+    from kompakt.cli import reset_shift
+
     chosen = [to_earliest, to_latest, to_offset is not None, to_datetime is not None]
+    chosen += [shift_by is not None, by_duration is not None]
     if sum(chosen) != 1:
-        raise CliUsageError("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime")
+        raise CliUsageError(
+            "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by, "
+            "--by-duration"
+        )
+    relative = reset_shift.Relative.of(shift_by, by_duration)
     if bool(topic) == all_topics:
         raise CliUsageError("give --topic (repeatable) or --all-topics")
     at_ms = None if to_datetime is None else parse_timestamp_ms(to_datetime, "--to-datetime")
@@ -314,6 +328,15 @@ def reset_offsets_command(
         target = latest
     elif to_offset is not None:
         target = {tp: min(max(to_offset, earliest[tp]), latest[tp]) for tp in partitions}
+    elif relative is not None:
+        target = relative.target(
+            partitions,
+            committed,
+            earliest,
+            latest,
+            lambda at_ms: _offsets(cluster, admin, partitions, KAFKA_ADMIN.OffsetSpec.for_timestamp(at_ms)),
+            console.file if output is OutputFormat.TABLE else None,
+        )
     else:
         assert at_ms is not None
         found = _offsets(cluster, admin, partitions, KAFKA_ADMIN.OffsetSpec.for_timestamp(at_ms))

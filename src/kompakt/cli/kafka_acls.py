@@ -32,7 +32,7 @@ from kompakt.cli.cluster import (
     Cluster,
     describe_exception,
 )
-from kompakt.cli.kafka_tools import _Parser, _tool
+from kompakt.cli.kafka_tools import ToolParser, tool
 from kompakt.cli.output import CliError, CliUsageError, console
 from kompakt.cli.scram_cmd import client_properties
 
@@ -82,8 +82,10 @@ def _entry_text(entry: Entry) -> str:
     )
 
 
-def _parser() -> _Parser:
-    parser = _Parser(prog="kompakt kafka-acls", description="Kafka's kafka-acls: add, remove and list ACLs.")
+def _parser() -> ToolParser:
+    parser = ToolParser(
+        prog="kompakt kafka-acls", description="Kafka's kafka-acls: add, remove and list ACLs."
+    )
     parser.add_argument("--bootstrap-server", default=os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP))
     parser.add_argument("--bootstrap-controller", help="Not supported: kompakt has no separate controllers.")
     parser.add_argument(
@@ -240,7 +242,7 @@ def _filters(args: argparse.Namespace, default_pattern: str) -> list[Any]:
     ]
 
 
-@_tool("kafka-acls", "Add, remove and list ACLs")
+@tool("kafka-acls", "Add, remove and list ACLs")
 def kafka_acls(argv: list[str]) -> None:
     args = _parser().parse_args(argv)
     actions = [a for a in ("add", "remove", "list") if getattr(args, a)]

@@ -21,6 +21,7 @@ accepted and have no effect. ``--bootstrap-server`` defaults to ``$KOMPAKT_BOOTS
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+from confluent_kafka import KafkaException
 
 from kompakt.cli.cluster import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, DEFAULT_TIMEOUT_S, KAFKA_ADMIN, Cluster
 from kompakt.cli.output import CliError, CliUsageError, OutputFormat, bootstrap_value, console, emit_json
@@ -146,8 +148,9 @@ def _topics_matching(cluster: Cluster, admin: Any, pattern: str | None, exclude_
 
 @_tool("kafka-topics", "Kafka's kafka-topics.sh: --create, --list, --describe, --alter, --delete")
 def kafka_topics(argv: list[str]) -> None:
-    from kompakt.cli import topic_cmd
-
+    """TopicCommand's output: ``Created topic X.``, nothing for ``--alter``/``--delete``, the
+    describe lines, and a failure as ``Error while executing topic command : ...`` on stdout
+    with exit code 1."""
     args = _topics_parser().parse_args(argv)
     bootstrap, output = _common(args)
     action = _one_action(args, ("list", "create", "delete", "alter", "describe"), "kafka-topics")
@@ -167,15 +170,49 @@ def kafka_topics(argv: list[str]) -> None:
             console.file.write("".join(f"{n}\n" for n in names))
         return
     if not names and (args.topic or args.topic_id) and not args.if_exists:
-        raise CliError(f"topic {args.topic or args.topic_id!r} does not exist")
+        what = f"Topic '{args.topic}'" if args.topic else f"Topic '{args.topic_id}'"
+        _topic_command_failed(f"{what} does not exist as expected", output)
     if action == "delete":
+        futures = admin.delete_topics(
+            names, operation_timeout=cluster.timeout_s, request_timeout=cluster.timeout_s
+        )
         for name in names:
-            topic_cmd.delete_command(name, bootstrap=bootstrap, timeout=DEFAULT_TIMEOUT_S, output=output)
+            error = _failure(cluster, futures[name])
+            if error is not None:
+                _topic_command_failed(error[1], output)
+        if output is OutputFormat.JSON:
+            emit_json({"deleted": names})
     elif action == "alter":
         for name in names:
             _add_partitions(cluster, admin, name, args.partitions, output)
     else:
         _describe_topics(cluster, admin, names, args, output)
+
+
+def _failure(cluster: Cluster, future: Any) -> tuple[str, str] | None:
+    """``(Kafka error name, the broker's message)`` of a failed admin future, None on success;
+    an unreachable cluster is kompakt's one-line error, as everywhere."""
+    try:
+        cluster.wait(future, "")
+    except CliError as exc:
+        cause = exc.__cause__ or exc.__context__
+        error = cause.args[0] if cause is not None and cause.args else None
+        if error is not None and hasattr(error, "name"):
+            return error.name(), error.str()
+        text = str(exc).removeprefix(": ")
+        name, _, message = text.partition(": ")
+        return name, message or name
+    return None
+
+
+def _topic_command_failed(message: str, output: OutputFormat) -> NoReturn:
+    """TopicCommand's failure: the message on stdout after ``Error while executing topic command
+    :``, exit code 1."""
+    if output is OutputFormat.JSON:
+        emit_json({"error": message})
+    else:
+        console.file.write(f"Error while executing topic command : {message}\n")
+    raise typer.Exit(1)
 
 
 def _check_topics_args(args: argparse.Namespace, action: str) -> None:
@@ -232,16 +269,18 @@ def _create_topic(cluster: Cluster, args: argparse.Namespace, output: OutputForm
     if args.topic in existing:
         if args.if_not_exists:
             return
-        raise CliError(
-            f"cannot create topic {args.topic!r}: TOPIC_ALREADY_EXISTS: Topic '{args.topic}' already exists."
-        )
+        _topic_command_failed(f"Topic '{args.topic}' already exists.", output)
     partitions = -1 if args.partitions is None else args.partitions
     replication = -1 if args.replication_factor is None else args.replication_factor
     new_topic = KAFKA_ADMIN.NewTopic(args.topic, partitions, replication, config=configs)
     futures = admin.create_topics(
         [new_topic], operation_timeout=cluster.timeout_s, request_timeout=cluster.timeout_s
     )
-    cluster.wait(futures[args.topic], f"cannot create topic {args.topic!r}")
+    error = _failure(cluster, futures[args.topic])
+    if error is not None:
+        if error[0] == "TOPIC_ALREADY_EXISTS" and args.if_not_exists:
+            return
+        _topic_command_failed(error[1], output)
     if output is OutputFormat.JSON:
         emit_json(
             {
@@ -280,9 +319,15 @@ def _topic_ids(cluster: Cluster, admin: Any, names: list[str]) -> dict[str, str]
         return {}
     found = admin.describe_topics(TopicCollection(names), request_timeout=cluster.timeout_s)
     return {
-        name: str(cluster.wait(future, f"cannot describe topic {name!r}").topic_id)
+        name: kafka_uuid(cluster.wait(future, f"cannot describe topic {name!r}").topic_id)
         for name, future in found.items()
     }
+
+
+def kafka_uuid(value: Any) -> str:
+    """A Uuid as Kafka prints it (``Uuid.toString()``): URL-safe base64 without padding, the
+    form of ``partition.metadata``; confluent-kafka's ``str()`` is standard base64."""
+    return str(value).replace("+", "-").replace("/", "_").rstrip("=")
 
 
 def _add_partitions(cluster: Cluster, admin: Any, name: str, count: int, output: OutputFormat) -> None:
@@ -291,11 +336,11 @@ def _add_partitions(cluster: Cluster, admin: Any, name: str, count: int, output:
         operation_timeout=cluster.timeout_s,
         request_timeout=cluster.timeout_s,
     )
-    cluster.wait(futures[name], f"cannot alter topic {name!r}")
+    error = _failure(cluster, futures[name])
+    if error is not None:
+        _topic_command_failed(error[1], output)
     if output is OutputFormat.JSON:
         emit_json({"topic": name, "partitions": count})
-    else:
-        console.file.write(f"Altered topic {name}: {count} partitions.\n")
 
 
 def _describe_topics(
@@ -315,8 +360,9 @@ def _describe_topics(
         return
     lines: list[str] = []
     for info in infos:
+        # TopicDescription.printDescription: every config not at its default (ConfigEntry.isDefault)
         overrides = ",".join(
-            f"{c['name']}={c['value']}" for c in info["configs"] if c["source"] == "DYNAMIC_TOPIC_CONFIG"
+            f"{c['name']}={c['value']}" for c in info["configs"] if c["source"] != "DEFAULT_CONFIG"
         )
         parts = info["partitions"]
         replication = len(parts[0]["replicas"]) if parts else 0
@@ -396,21 +442,31 @@ def kafka_configs(argv: list[str]) -> None:
     if not names and not default:
         raise CliUsageError("kafka-configs --alter needs --entity-name (or --entity-default for brokers)")
     if entity_type == "topics":
-        from kompakt.cli import topic_cmd
-
-        for name in names:
-            topic_cmd.alter_command(
-                name,
-                set_=[f"{k}={v}" for k, v in sets],
-                delete=deletes,
-                append=None,
-                subtract=None,
-                bootstrap=bootstrap,
-                timeout=DEFAULT_TIMEOUT_S,
-                output=output,
-            )
+        _alter_topic_configs(cluster, names, sets, deletes, output)
         return
     _alter_broker_configs(cluster, names, default, sets, deletes, output)
+
+
+def _alter_topic_configs(
+    cluster: Cluster, names: list[str], sets: list[tuple[str, str]], deletes: list[str], output: OutputFormat
+) -> None:
+    """IncrementalAlterConfigs of each topic; ConfigCommand confirms with ``Completed updating
+    config for topic X.``"""
+    op = KAFKA_ADMIN.AlterConfigOpType
+    entries = [KAFKA_ADMIN.ConfigEntry(k, v, incremental_operation=op.SET) for k, v in sets]
+    entries += [KAFKA_ADMIN.ConfigEntry(k, None, incremental_operation=op.DELETE) for k in deletes]
+    admin = cluster.admin()
+    cluster.metadata(admin)
+    for name in names:
+        resource = KAFKA_ADMIN.ConfigResource(
+            KAFKA_ADMIN.ResourceType.TOPIC, name, incremental_configs=entries
+        )
+        futures = admin.incremental_alter_configs([resource], request_timeout=cluster.timeout_s)
+        cluster.wait(next(iter(futures.values())), f"cannot alter topic {name!r}")
+        if output is not OutputFormat.JSON:
+            console.file.write(f"Completed updating config for topic {name}.\n")
+    if output is OutputFormat.JSON:
+        emit_json({"topics": names, "set": dict(sets), "deleted": deletes})
 
 
 def _refuse_unsupported_entities(args: argparse.Namespace) -> None:
@@ -495,7 +551,12 @@ def _describe_topic_configs(cluster: Cluster, names: list[str], show_all: bool, 
         names = _topics_matching(cluster, admin, None, exclude_internal=False)
     results = []
     layers = broker_layers(cluster, admin)
+    existing = set(cluster.metadata(admin).topics)
     for name in names:
+        if name not in existing:
+            if output is not OutputFormat.JSON:
+                console.file.write(f"The topic '{name}' doesn't exist and doesn't have dynamic config.\n")
+            continue
         info = describe_topic(cluster, admin, name, layers)
         entries = (
             info["configs"]
@@ -524,39 +585,53 @@ def _broker_ids(cluster: Cluster, admin: Any) -> list[str]:
 def _describe_broker_configs(
     cluster: Cluster, names: list[str], default: bool, show_all: bool, output: OutputFormat
 ) -> None:
+    """ConfigCommand's broker describe: without ``--all`` only the entries whose source is the
+    resource's own dynamic layer (DYNAMIC_BROKER_CONFIG for a broker id, DYNAMIC_DEFAULT_BROKER_CONFIG
+    for ``--entity-default``), so a broker with no dynamic configs prints the header alone."""
     from kompakt.cli.topic_cmd import restore_broker_layer, source_name
 
-    admin = cluster.admin()
-    brokers = names or _broker_ids(cluster, admin)
-    resources = [
-        KAFKA_ADMIN.ConfigResource(KAFKA_ADMIN.ResourceType.BROKER, b) for b in brokers[:1] if default
-    ] or [KAFKA_ADMIN.ConfigResource(KAFKA_ADMIN.ResourceType.BROKER, b) for b in brokers]
-    if default:
-        _note_default(brokers[:1])
-    wanted = {"DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG"}
     results: list[tuple[str, list[dict[str, Any]]]] = []
-    for resource, future in admin.describe_configs(resources, request_timeout=cluster.timeout_s).items():
-        entries = cluster.wait(future, f"cannot describe configs of broker {resource.name}")
-        rows = []
-        for entry in sorted(entries.values(), key=lambda e: e.name):
-            source = source_name(entry.source)
-            if not show_all and source not in wanted:
-                continue
-            synonyms = [
-                {"name": s.name, "value": s.value, "source": source_name(s.source)}
-                for s in entry.synonyms.values()
-            ]
-            own = {} if source == "DEFAULT_CONFIG" else {entry.name: (source, entry.value)}
-            rows.append(
-                {
-                    "name": entry.name,
-                    "value": entry.value,
-                    "source": source,
-                    "sensitive": bool(entry.is_sensitive),
-                    "synonyms": restore_broker_layer(synonyms, own),
-                }
-            )
-        results.append((resource.name, rows))
+    if default:
+        from kompakt.cli.wire_configs import describe_default
+
+        rows = [
+            {
+                "name": c.name,
+                "value": c.value,
+                "source": c.source,
+                "sensitive": c.sensitive,
+                "synonyms": [{"name": n, "value": v, "source": src} for n, v, src in c.synonyms],
+            }
+            for c in describe_default(cluster.bootstrap, cluster.timeout_s)
+            if show_all or c.source == "DYNAMIC_DEFAULT_BROKER_CONFIG"
+        ]
+        results.append(("", rows))
+    else:
+        admin = cluster.admin()
+        brokers = names or _broker_ids(cluster, admin)
+        resources = [KAFKA_ADMIN.ConfigResource(KAFKA_ADMIN.ResourceType.BROKER, b) for b in brokers]
+        for resource, future in admin.describe_configs(resources, request_timeout=cluster.timeout_s).items():
+            entries = cluster.wait(future, f"cannot describe configs of broker {resource.name}")
+            rows = []
+            for entry in sorted(entries.values(), key=lambda e: e.name):
+                source = source_name(entry.source)
+                if not show_all and source != "DYNAMIC_BROKER_CONFIG":
+                    continue
+                synonyms = [
+                    {"name": s.name, "value": s.value, "source": source_name(s.source)}
+                    for s in entry.synonyms.values()
+                ]
+                own = {} if source == "DEFAULT_CONFIG" else {entry.name: (source, entry.value)}
+                rows.append(
+                    {
+                        "name": entry.name,
+                        "value": entry.value,
+                        "source": source,
+                        "sensitive": bool(entry.is_sensitive),
+                        "synonyms": restore_broker_layer(synonyms, own),
+                    }
+                )
+            results.append((resource.name, rows))
     if output is OutputFormat.JSON:
         emit_json({("<default>" if default else name): rows for name, rows in results})
         return
@@ -574,18 +649,6 @@ def _describe_broker_configs(
     console.file.write("".join(f"{line}\n" for line in lines))
 
 
-def _note_default(brokers: list[str]) -> None:
-    from kompakt.cli.output import err_console
-
-    err_console.print(
-        "note: --entity-default: librdkafka cannot address the cluster-default resource, so this is "
-        f"broker {', '.join(brokers)} (kompakt is one broker: the same thing)",
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
-    )
-
-
 def _alter_broker_configs(
     cluster: Cluster,
     names: list[str],
@@ -594,29 +657,32 @@ def _alter_broker_configs(
     deletes: list[str],
     output: OutputFormat,
 ) -> None:
-    """IncrementalAlterConfigs on BROKER resources. librdkafka cannot name the cluster-default
-    resource (an empty name), so ``--entity-default`` updates every broker instead; kompakt is
-    one broker, where the two are the same."""
-    admin = cluster.admin()
-    targets = list(names)
+    """IncrementalAlterConfigs on BROKER resources; ``--entity-default`` is the cluster-default
+    resource (an empty name), sent by :mod:`kompakt.cli.wire_configs` since librdkafka cannot
+    name it."""
     if default:
-        targets = _broker_ids(cluster, admin)
-        _note_default(targets)
+        from kompakt.cli.wire_configs import alter_default
+
+        alter_default(cluster.bootstrap, sets, deletes, cluster.timeout_s)
+        if output is OutputFormat.JSON:
+            emit_json({"brokers": "<default>", "set": dict(sets), "deleted": deletes})
+        else:
+            console.file.write("Completed updating default config for brokers in the cluster.\n")
+        return
+    admin = cluster.admin()
     op = KAFKA_ADMIN.AlterConfigOpType
     entries = [KAFKA_ADMIN.ConfigEntry(k, v, incremental_operation=op.SET) for k, v in sets]
     entries += [KAFKA_ADMIN.ConfigEntry(k, None, incremental_operation=op.DELETE) for k in deletes]
-    for name in targets:
+    for name in names:
         resource = KAFKA_ADMIN.ConfigResource(
             KAFKA_ADMIN.ResourceType.BROKER, name, incremental_configs=entries
         )
         futures = admin.incremental_alter_configs([resource], request_timeout=cluster.timeout_s)
         cluster.wait(next(iter(futures.values())), f"cannot alter the configs of broker {name}")
     if output is OutputFormat.JSON:
-        emit_json({"brokers": targets, "set": dict(sets), "deleted": deletes})
+        emit_json({"brokers": names, "set": dict(sets), "deleted": deletes})
         return
-    what = "the default config for brokers" if default else f"config for broker {', '.join(targets)}"
-    changes = [f"set {k}={v}" for k, v in sets] + [f"deleted {k}" for k in deletes]
-    console.file.write(f"Completed updating {what}: {', '.join(changes)}.\n")
+    console.file.write("".join(f"Completed updating config for broker {name}.\n" for name in names))
 
 
 # --------------------------------------------------------------------------------------------
@@ -639,7 +705,7 @@ _LINE_READER = "org.apache.kafka.tools.LineMessageReader"
 
 @_tool("kafka-console-producer", "Kafka's kafka-console-producer.sh: stdin lines to a topic")
 def kafka_console_producer(argv: list[str]) -> None:
-    from kompakt.cli.produce_cmd import produce_command
+    from kompakt.cli.produce_cmd import send_stdin_lines
 
     parser = _parser("kafka-console-producer", "Send stdin lines to a topic (Kafka's ConsoleProducer).")
     parser.add_argument("--topic", required=True)
@@ -683,7 +749,7 @@ def kafka_console_producer(argv: list[str]) -> None:
     if explicit:
         acks = explicit[-1]
     producer = [p for p in producer if not p.startswith("acks=")]
-    produce_command(
+    send_stdin_lines(
         args.topic,
         key_separator=None,
         null_marker=None,
@@ -695,6 +761,7 @@ def kafka_console_producer(argv: list[str]) -> None:
         bootstrap=bootstrap,
         timeout=DEFAULT_TIMEOUT_S,
         output=output,
+        report_counts=output is OutputFormat.JSON,
     )
 
 
@@ -821,8 +888,9 @@ def _start_offset(args: argparse.Namespace) -> tuple[bool, int | None]:
     "kafka-consumer-groups", "Kafka's kafka-consumer-groups.sh: --list, --describe, --reset-offsets, --delete"
 )
 def kafka_consumer_groups(argv: list[str]) -> None:
-    from kompakt.cli import group_cmd
-
+    """ConsumerGroupCommand's output, byte for byte: one group a line for ``--list``, the
+    ``%-Ns`` column layouts of ``--describe`` (offsets, ``--members``, ``--state``, ``--verbose``),
+    the reset plan table, and the deletion lines; ``--output json`` is kompakt's data instead."""
     args = _groups_parser().parse_args(argv)
     bootstrap, output = _common(args)
     action = _one_action(
@@ -830,47 +898,48 @@ def kafka_consumer_groups(argv: list[str]) -> None:
     )
     timeout = DEFAULT_TIMEOUT_S if args.timeout is None else max(0.1, args.timeout / 1000)
     _check_groups_args(args, action)
+    cluster = Cluster(bootstrap, timeout)
     if action == "list":
-        group_cmd.list_command(bootstrap=bootstrap, timeout=timeout, output=output)
+        _list_groups(cluster, args, output)
         return
     groups = list(args.group)
     if args.all_groups:
-        groups = _all_groups(bootstrap, timeout)
+        groups = [g for g, _, _ in _group_listings(cluster)]
     if not groups:
         raise CliUsageError(f"kafka-consumer-groups --{action} needs --group (or --all-groups)")
     if action == "describe":
-        views = [v for v in ("members", "offsets", "state") if getattr(args, v)]
+        views = [v for v in ("members", "offsets", "state") if getattr(args, v) not in (None, False)]
         if len(views) > 1:
             raise CliUsageError("kafka-consumer-groups --describe takes one of --members, --offsets, --state")
-        group_cmd.describe_view(
-            groups,
-            views[0] if views else "offsets",
-            verbose=args.verbose,
-            bootstrap=bootstrap,
-            timeout=timeout,
-            output=output,
-        )
+        _describe_groups(cluster, sorted(set(groups)), views[0] if views else "offsets", args.verbose, output)
         return
     if action == "delete":
-        _delete_groups(Cluster(bootstrap, timeout), groups, output)
+        _delete_groups(cluster, groups, output)
         return
     if action == "delete-offsets":
-        _delete_offsets(Cluster(bootstrap, timeout), groups, args.topic, output)
+        _delete_offsets(cluster, groups, args.topic, output)
         return
-    for group in groups:
-        group_cmd.reset_offsets_command(
-            group,
-            topic=args.topic or None,
-            all_topics=args.all_topics,
-            to_earliest=args.to_earliest,
-            to_latest=args.to_latest,
-            to_offset=args.to_offset,
-            to_datetime=args.to_datetime,
-            execute=args.execute,
-            bootstrap=bootstrap,
-            timeout=timeout,
-            output=output,
-        )
+    if output is OutputFormat.JSON:  # kompakt's data, as `kompakt group reset-offsets` gives it
+        from kompakt.cli import group_cmd
+
+        for group in groups:
+            group_cmd.reset_offsets_command(
+                group,
+                topic=args.topic or None,
+                all_topics=args.all_topics,
+                to_earliest=args.to_earliest,
+                to_latest=args.to_latest,
+                to_offset=args.to_offset,
+                to_datetime=args.to_datetime,
+                shift_by=args.shift_by,
+                by_duration=args.by_duration,
+                execute=args.execute,
+                bootstrap=bootstrap,
+                timeout=timeout,
+                output=output,
+            )
+        return
+    _reset_offsets(cluster, groups, args, output)
 
 
 def _groups_parser() -> _Parser:
@@ -890,20 +959,28 @@ def _groups_parser() -> _Parser:
     parser.add_argument("--to-datetime")
     for unsupported in ("to-current", "export"):
         parser.add_argument(f"--{unsupported}", action="store_true")
-    for unsupported in ("shift-by", "by-duration", "from-file"):
-        parser.add_argument(f"--{unsupported}")
+    parser.add_argument("--shift-by", type=int)
+    parser.add_argument("--by-duration")
+    parser.add_argument("--from-file")
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--execute", action="store_true")
-    for view in ("members", "offsets", "state", "verbose"):
+    for view in ("members", "offsets", "verbose"):
         parser.add_argument(f"--{view}", action="store_true")
+    parser.add_argument(
+        "--state",
+        nargs="?",
+        const="",
+        default=None,
+        help="With --describe: the group's state; with --list: show (and filter by) states.",
+    )
     parser.add_argument("--timeout", type=int, help="Milliseconds to wait for the cluster.")
-    parser.add_argument("--type")
+    parser.add_argument("--type", nargs="?", const="", default=None)
     parser.add_argument("--validate-regex")
     return parser
 
 
 def _check_groups_args(args: argparse.Namespace, action: str) -> None:
-    for unsupported in ("to_current", "export", "shift_by", "by_duration", "from_file"):
+    for unsupported in ("to_current", "export", "from_file"):
         if getattr(args, unsupported):
             raise CliUsageError(
                 f"--{unsupported.replace('_', '-')} is not supported by kompakt's reset-offsets"
@@ -912,64 +989,393 @@ def _check_groups_args(args: argparse.Namespace, action: str) -> None:
         raise CliUsageError("kafka-consumer-groups --delete-offsets needs --topic TOPIC[:P,...]")
     if args.dry_run and args.execute:
         raise CliUsageError("give one of --dry-run and --execute")
+    if args.state and action != "list":
+        raise CliUsageError("--state takes a value only with --list")
 
 
-def _all_groups(bootstrap: str, timeout: float) -> list[str]:
-    cluster = Cluster(bootstrap, timeout)
+def _result(cluster: Cluster, future: Any) -> Any:
+    """An admin future's result; Kafka errors raise :class:`KafkaException` for the caller to
+    print as Kafka's tool does, a cluster that does not answer is kompakt's one-line error."""
+    from concurrent.futures import TimeoutError as FutureTimeoutError
+
+    try:
+        return future.result(timeout=cluster.timeout_s + 5.0)
+    except FutureTimeoutError:
+        raise cluster.unreachable() from None
+
+
+def _kafka_error(exc: KafkaException) -> tuple[str, str]:
+    """``(Kafka error name, message)`` of a failed admin call."""
+    from confluent_kafka import KafkaError
+
+    error = exc.args[0] if exc.args else None
+    if isinstance(error, KafkaError):
+        return error.name(), error.str()
+    return type(exc).__name__, str(exc)
+
+
+def _kafka_state(state: Any) -> str:
+    from kompakt.cli.kafka_format import GROUP_STATES
+
+    name = str(getattr(state, "name", state)).upper()
+    return GROUP_STATES.get(name, "Unknown")
+
+
+def _group_listings(cluster: Cluster) -> list[tuple[str, str, str]]:
+    """``(group id, type, state)`` of every consumer group, by id."""
     admin = cluster.admin()
     cluster.metadata(admin)
-    listing = cluster.wait(admin.list_consumer_groups(request_timeout=timeout), "cannot list groups")
-    return sorted(g.group_id for g in listing.valid)
+    listing = cluster.wait(
+        admin.list_consumer_groups(request_timeout=cluster.timeout_s), "cannot list groups"
+    )
+    rows = []
+    for g in listing.valid:
+        kind = getattr(g, "type", None)
+        type_name = str(getattr(kind, "name", "CLASSIC")).capitalize() if kind is not None else "Classic"
+        rows.append((g.group_id, type_name if type_name != "Unknown" else "Classic", _kafka_state(g.state)))
+    return sorted(rows)
+
+
+def _list_groups(cluster: Cluster, args: argparse.Namespace, output: OutputFormat) -> None:
+    from kompakt.cli.kafka_format import groups_listing
+
+    rows = _group_listings(cluster)
+    if args.state:
+        wanted = {s.strip().lower() for s in args.state.split(",") if s.strip()}
+        rows = [r for r in rows if r[2].lower() in wanted]
+    if args.type:
+        kinds = {t.strip().lower() for t in args.type.split(",") if t.strip()}
+        rows = [r for r in rows if r[1].lower() in kinds]
+    if output is OutputFormat.JSON:
+        emit_json([{"group": g, "type": t, "state": s} for g, t, s in rows])
+        return
+    console.file.write(groups_listing(rows, args.type is not None, args.state is not None))
+
+
+def _describe_groups(
+    cluster: Cluster, groups: list[str], view: str, verbose: bool, output: OutputFormat
+) -> None:
+    """``describeGroups``: per group (sorted, as Kafka's TreeMap), the note about its state on
+    stderr and the view's table on stdout."""
+    from kompakt.cli import kafka_format as kf
+    from kompakt.cli.output import err_console
+
+    if output is OutputFormat.JSON:  # kompakt's data, as `kompakt group` gives it
+        from kompakt.cli import group_cmd
+
+        group_cmd.describe_view(
+            groups,
+            view,
+            verbose=verbose,
+            bootstrap=cluster.bootstrap,
+            timeout=cluster.timeout_s,
+            output=output,
+        )
+        return
+    admin = cluster.admin()
+    cluster.metadata(admin)
+    futures = admin.describe_consumer_groups(groups, request_timeout=cluster.timeout_s)
+    data: list[dict[str, Any]] = []
+    for group in groups:
+        try:
+            description = _result(cluster, futures[group])
+        except KafkaException as exc:  # Kafka prints any failure as one Error line
+            name, text = _kafka_error(exc)
+            console.file.write(
+                kf.error_line("Executing consumer group command failed due to " + kf.java_error(name, text))
+            )
+            return
+        state = _kafka_state(description.state)
+        committed = _committed_offsets(cluster, admin, group)
+        if state == "Dead" and not committed:
+            console.file.write(
+                kf.error_line(
+                    "Executing consumer group command failed due to "
+                    + kf.java_error("GROUP_ID_NOT_FOUND", f"Group {group} not found.")
+                )
+            )
+            return
+        coordinator = description.coordinator
+        members = [
+            kf.Member(
+                group=group,
+                consumer_id=m.member_id,
+                host=m.host,
+                client_id=m.client_id,
+                group_instance_id=m.group_instance_id or "",
+                assignment=[(tp.topic, tp.partition) for tp in (m.assignment.topic_partitions or [])],
+            )
+            for m in description.members
+        ]
+        data.append(
+            {
+                "group": group,
+                "state": state,
+                "coordinator": None
+                if coordinator is None
+                else f"{coordinator.host}:{coordinator.port}  ({coordinator.id})",
+                "strategy": description.partition_assignor or "",
+                "members": members,
+                "offsets": _offset_rows(cluster, admin, group, members, committed),
+            }
+        )
+    for d in data:
+        stdout, stderr = kf.no_members_note(d["group"], d["state"])
+        if stderr:
+            err_console.file.write(stderr)
+            err_console.file.flush()
+        console.file.write(stdout)
+        if view == "offsets":
+            # printOffsets prints no table for a group without rows (shouldPrintMemberState)
+            if d["state"] != "Dead" and d["offsets"]:
+                console.file.write(kf.offsets_table(d["offsets"], verbose))
+        elif view == "members":
+            # printMembers prints the header whatever the group's state
+            console.file.write(kf.members_table(d["group"], d["members"], verbose))
+        else:
+            console.file.write(
+                kf.state_table(
+                    d["group"], d["coordinator"] or "", d["strategy"], d["state"], len(d["members"]), verbose
+                )
+            )
+
+
+def _committed_offsets(
+    cluster: Cluster, admin: Any, group: str
+) -> dict[tuple[str, int], tuple[int, int | None]]:
+    """``(topic, partition) -> (committed offset, leader epoch)`` of ``group``."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    futures = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)], request_timeout=cluster.timeout_s
+    )
+    result = cluster.wait(futures[group], f"cannot fetch the offsets of group {group!r}")
+    out: dict[tuple[str, int], tuple[int, int | None]] = {}
+    for tp in result.topic_partitions or []:
+        if tp.error is None and tp.offset >= 0:
+            epoch = getattr(tp, "leader_epoch", None)
+            out[(tp.topic, tp.partition)] = (tp.offset, epoch if epoch is not None and epoch >= 0 else None)
+    return out
+
+
+def _end_offsets(
+    cluster: Cluster, admin: Any, partitions: Iterable[tuple[str, int]], spec: Any
+) -> dict[tuple[str, int], int]:
+    from confluent_kafka import TopicPartition
+
+    request = {TopicPartition(t, p): spec for t, p in partitions}
+    if not request:
+        return {}
+    futures = admin.list_offsets(request, request_timeout=cluster.timeout_s)
+    found: dict[tuple[str, int], int] = {}
+    for tp, future in futures.items():
+        try:
+            found[(tp.topic, tp.partition)] = int(future.result(timeout=cluster.timeout_s + 5.0).offset)
+        except Exception:  # noqa: BLE001, S112 - Kafka shows an unknown end offset as "-"
+            continue
+    return found
+
+
+def _offset_rows(
+    cluster: Cluster,
+    admin: Any,
+    group: str,
+    members: list[Any],
+    committed: dict[tuple[str, int], tuple[int, int | None]],
+) -> list[Any]:
+    """``collectGroupsOffsets``: the members with partitions (most partitions first, each
+    member's partitions by number), then the committed partitions no member holds."""
+    from kompakt.cli import kafka_format as kf
+
+    holders = sorted((m for m in members if m.assignment), key=lambda m: -len(m.assignment))
+    assigned = {tp for m in holders for tp in m.assignment}
+    unassigned = sorted(tp for tp in committed if tp not in assigned)
+    ends = _end_offsets(cluster, admin, sorted(assigned) + unassigned, KAFKA_ADMIN.OffsetSpec.latest())
+
+    def row(tp: tuple[str, int], consumer: str, host: str, client: str) -> Any:
+        offset, epoch = committed.get(tp, (None, None))
+        return kf.OffsetRow(group, tp[0], tp[1], offset, ends.get(tp), consumer, host, client, epoch)
+
+    rows = [
+        row(tp, m.consumer_id, m.host, m.client_id)
+        for m in holders
+        for tp in sorted(m.assignment, key=lambda tp: tp[1])
+    ]
+    rows += [row(tp, kf.MISSING, kf.MISSING, kf.MISSING) for tp in unassigned]
+    return rows
+
+
+def _offsets_at(
+    cluster: Cluster, admin: Any, partitions: list[tuple[str, int]], at_ms: int
+) -> dict[tuple[str, int], int]:
+    """The first offset at or after ``at_ms`` of each partition (-1: none)."""
+    return _end_offsets(cluster, admin, partitions, KAFKA_ADMIN.OffsetSpec.for_timestamp(at_ms))
+
+
+def _reset_offsets(
+    cluster: Cluster, groups: list[str], args: argparse.Namespace, output: OutputFormat
+) -> None:
+    """``resetOffsets``: the plan for each group, committed with ``--execute``; without
+    ``--execute`` or ``--dry-run`` Kafka warns on stderr that nothing was done."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    from kompakt.cli import kafka_format as kf
+    from kompakt.cli import reset_shift
+    from kompakt.cli.cluster import parse_timestamp_ms
+    from kompakt.cli.group_cmd import topic_specs
+    from kompakt.cli.output import err_console
+
+    chosen = [args.to_earliest, args.to_latest, args.to_offset is not None, args.to_datetime is not None]
+    chosen += [args.shift_by is not None, args.by_duration is not None]
+    if sum(chosen) != 1:
+        raise CliUsageError(
+            "give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by, "
+            "--by-duration"
+        )
+    relative = reset_shift.Relative.of(args.shift_by, args.by_duration)
+    if bool(args.topic) == args.all_topics:
+        raise CliUsageError("give --topic (repeatable) or --all-topics")
+    at_ms = None if args.to_datetime is None else parse_timestamp_ms(args.to_datetime, "--to-datetime")
+    admin = cluster.admin()
+    cluster.metadata(admin)
+    plan: list[tuple[str, str, int, int]] = []
+    for group in groups:
+        description = cluster.wait(
+            admin.describe_consumer_groups([group], request_timeout=cluster.timeout_s)[group],
+            f"cannot describe group {group!r}",
+        )
+        state = _kafka_state(description.state)
+        if state not in ("Empty", "Dead") or description.members:
+            raise CliError(
+                f"Assignments can only be reset if the group '{group}' is inactive, but the current state is "
+                f"{state}."
+            )
+        committed = _committed_offsets(cluster, admin, group)
+        partitions = sorted(committed) if args.all_topics else topic_specs(cluster, admin, args.topic)
+        earliest = _end_offsets(cluster, admin, partitions, KAFKA_ADMIN.OffsetSpec.earliest())
+        latest = _end_offsets(cluster, admin, partitions, KAFKA_ADMIN.OffsetSpec.latest())
+        if args.to_earliest:
+            target = earliest
+        elif args.to_latest:
+            target = latest
+        elif args.to_offset is not None:
+            target = {tp: min(max(args.to_offset, earliest[tp]), latest[tp]) for tp in partitions}
+        elif relative is not None:
+            target = relative.target(
+                partitions,
+                {tp: offset for tp, (offset, _) in committed.items()},
+                earliest,
+                latest,
+                functools.partial(_offsets_at, cluster, admin, partitions),
+                console.file,
+            )
+        else:
+            assert at_ms is not None
+            found = _end_offsets(cluster, admin, partitions, KAFKA_ADMIN.OffsetSpec.for_timestamp(at_ms))
+            target = {tp: found[tp] if found.get(tp, -1) >= 0 else latest[tp] for tp in partitions}
+        if args.execute:
+            request = ConsumerGroupTopicPartitions(
+                group, [TopicPartition(t, p, target[(t, p)]) for t, p in partitions]
+            )
+            result = cluster.wait(
+                admin.alter_consumer_group_offsets([request], request_timeout=cluster.timeout_s)[group],
+                f"cannot reset the offsets of group {group!r}",
+            )
+            for tp in result.topic_partitions or []:
+                if tp.error is not None:
+                    raise CliError(
+                        f"cannot reset {tp.topic}-{tp.partition}: {tp.error.name()}: {tp.error.str()}"
+                    )
+        plan += [(group, t, p, target[(t, p)]) for t, p in partitions]
+    if output is OutputFormat.JSON:
+        emit_json(
+            {
+                "executed": bool(args.execute),
+                "partitions": [{"group": g, "topic": t, "partition": p, "new": n} for g, t, p, n in plan],
+            }
+        )
+        return
+    if not (args.execute or args.dry_run):
+        err_console.file.write(kf.RESET_DRY_RUN_WARNING)
+        err_console.file.flush()
+    console.file.write(kf.reset_table(plan))
 
 
 def _delete_groups(cluster: Cluster, groups: list[str], output: OutputFormat) -> None:
+    """``deleteGroups``: every group is tried; failures are listed, as Kafka does, with the Java
+    client's exception text (the exit code stays 0, as Kafka's)."""
+    from kompakt.cli import kafka_format as kf
+
     admin = cluster.admin()
     cluster.metadata(admin)
     futures = admin.delete_consumer_groups(groups, request_timeout=cluster.timeout_s)
+    deleted: list[str] = []
+    failed: list[tuple[str, str]] = []
     for group, future in futures.items():
-        cluster.wait(future, f"cannot delete group {group!r}")
+        try:
+            _result(cluster, future)
+            deleted.append(group)
+        except KafkaException as exc:  # reported per group, as Kafka's tool does
+            failed.append((group, kf.java_error(_kafka_error(exc)[0])))
     if output is OutputFormat.JSON:
-        emit_json({"deleted": sorted(groups)})
-    else:
-        console.file.write(
-            "Deletion of requested consumer groups ("
-            + ", ".join(f"'{g}'" for g in groups)
-            + ") was successful.\n"
-        )
+        emit_json({"deleted": sorted(deleted), "failed": dict(failed)})
+        return
+    console.file.write(kf.delete_groups_result(deleted, failed))
+
+
+_DELETE_OFFSETS_GROUP_ERRORS = (
+    "INVALID_GROUP_ID",
+    "GROUP_ID_NOT_FOUND",
+    "GROUP_AUTHORIZATION_FAILED",
+    "NON_EMPTY_GROUP",
+)
+_DELETE_OFFSETS_PARTITION_ERRORS = (
+    "GROUP_SUBSCRIBED_TO_TOPIC",
+    "TOPIC_AUTHORIZATION_FAILED",
+    "UNKNOWN_TOPIC_OR_PARTITION",
+)
 
 
 def _delete_offsets(cluster: Cluster, groups: list[str], topics: list[str], output: OutputFormat) -> None:
-    """OffsetDelete (KIP-496) of the groups' committed offsets on ``--topic T[:P,...]``; the
-    broker refuses partitions the group's members still subscribe to (GROUP_SUBSCRIBED_TO_TOPIC)."""
+    """OffsetDelete (KIP-496) of the group's committed offsets on ``--topic T[:P,...]``; the
+    broker refuses partitions the group's members still subscribe to (GROUP_SUBSCRIBED_TO_TOPIC).
+    Kafka's tool takes one ``--group``."""
+    from kompakt.cli import kafka_format as kf
     from kompakt.cli.group_cmd import topic_specs
-    from kompakt.cli.output import emit
     from kompakt.cli.wire_client import delete_offsets
 
+    if len(groups) != 1:
+        raise CliUsageError("kafka-consumer-groups --delete-offsets takes one --group")
+    group = groups[0]
     partitions = topic_specs(cluster, cluster.admin(), topics)
-    reports: list[dict[str, Any]] = []
-    failed: list[str] = []
-    for group in groups:
-        group_error, results = delete_offsets(cluster.bootstrap, group, partitions, cluster.timeout_s)
+    group_error, results = delete_offsets(cluster.bootstrap, group, partitions, cluster.timeout_s)
+    if output is OutputFormat.JSON:
+        first = group_error or next((r.error for r in results if r.error), None)
         rows = [
             {"topic": r.topic, "partition": r.partition, "status": r.error or "Successful"}
             for r in sorted(results, key=lambda r: (r.topic, r.partition))
         ]
-        first = group_error or next((r.error for r in results if r.error), None)
+        emit_json([{"group": group, "error": group_error, "ok": first is None, "partitions": rows}])
         if first is not None:
-            failed.append(f"{group}: {first}")
-        reports.append({"group": group, "error": group_error, "ok": first is None, "partitions": rows})
-    if output is OutputFormat.JSON:
-        emit_json(reports)
+            raise CliError(f"could not delete offsets of {group}: {first}")
     else:
-        for report in reports:
-            verdict = "succeeded" if report["ok"] else "failed"
-            console.file.write(f"Request {verdict} for deleting offsets from group {report['group']}.\n")
-            if report["error"]:
-                console.file.write(f"Error: {report['error']}\n")
-            if report["partitions"]:
-                emit(report["partitions"], output, columns=["topic", "partition", "status"])
-    if failed:
-        raise CliError("could not delete offsets of " + "; ".join(failed))
+        # DeleteConsumerGroupOffsetsResult.all() fails with the first partition's error too
+        group_error = group_error or next((r.error for r in results if r.error), None)
+        if group_error is None:
+            console.file.write(f"Request succeeded for deleting offsets from group {group}.\n")
+        elif group_error in _DELETE_OFFSETS_GROUP_ERRORS:
+            console.file.write(kf.error_line(kf.JAVA_ERRORS.get(group_error, ("", group_error))[1]))
+        elif group_error in _DELETE_OFFSETS_PARTITION_ERRORS:
+            console.file.write(
+                kf.error_line("Encountered some partition-level error, see the follow-up details.")
+            )
+        else:
+            console.file.write(kf.error_line(f"Encountered some unknown error: {group_error}"))
+        table: list[tuple[str, int, str | None]] = [
+            (r.topic, r.partition, None if r.error is None else kf.JAVA_ERRORS.get(r.error, ("", r.error))[1])
+            for r in results
+        ]
+        console.file.write(kf.delete_offsets_table(table))
 
 
 # --------------------------------------------------------------------------------------------
@@ -1004,9 +1410,13 @@ def kafka_dump_log(argv: list[str]) -> None:
     parser.add_argument("--output", choices=["table", "json"], default="table")
     args = parser.parse_args(argv)
     output = OutputFormat(args.output)
+    if args.offsets_decoder or args.transaction_log_decoder:
+        from kompakt.cli import kafka_dump_decoders as decoders
+
+        parse = decoders.parse_offsets_record if args.offsets_decoder else decoders.parse_transaction_record
+        decoders.dump_decoded([p.strip() for p in args.files.split(",") if p.strip()], parse)
+        return
     for decoder in (
-        "offsets_decoder",
-        "transaction_log_decoder",
         "remote_log_metadata_decoder",
         "share_group_state_decoder",
         "key_decoder_class",
@@ -1016,7 +1426,15 @@ def kafka_dump_log(argv: list[str]) -> None:
             raise CliUsageError(
                 f"--{decoder.replace('_', '-')}: kompakt prints keys and values as text (or base64)"
             )
-    paths = [Path(p.strip()) for p in args.files.split(",") if p.strip()]
+    given = [p.strip() for p in args.files.split(",") if p.strip()]
+    if output is OutputFormat.TABLE and not (args.verify_index_only or args.index_sanity_check):
+        logs = [p for p in given if p.endswith(".log")]
+        for shown in logs:
+            _dump_log_kafka_format(shown, args)
+        given = [p for p in given if not p.endswith(".log")]
+        if not given:
+            return
+    paths = [Path(p) for p in given]
     records = args.print_data_log or args.deep_iteration or args.cluster_metadata_decoder
     for path in _dump_paths(paths):
         if args.verify_index_only or args.index_sanity_check:
@@ -1030,6 +1448,32 @@ def kafka_dump_log(argv: list[str]) -> None:
                 cluster_metadata_decoder=args.cluster_metadata_decoder,
                 output=output,
             )
+
+
+def _dump_log_kafka_format(shown: str, args: argparse.Namespace) -> None:
+    """DumpLogSegments' lines for one ``.log`` file: the batch lines, and with
+    ``--deep-iteration`` / ``--print-data-log`` one ``| offset: ...`` line per record."""
+    from kompakt.cli.kafka_format import dump_log_lines
+    from kompakt.cli.output import err_console
+
+    try:
+        data = Path(shown).read_bytes()
+    except OSError as exc:
+        raise CliError(f"cannot read {shown}: {exc.strerror or exc}") from None
+    if args.max_bytes is not None:
+        data = data[: max(0, args.max_bytes)]
+    print_data = bool(args.print_data_log or args.cluster_metadata_decoder)
+    stdout, stderr = dump_log_lines(
+        shown,
+        data,
+        deep=print_data or bool(args.deep_iteration),
+        print_data=print_data,
+        metadata=bool(args.cluster_metadata_decoder),
+        skip_record_metadata=bool(args.skip_record_metadata),
+    )
+    console.file.write(stdout)
+    if stderr:
+        err_console.file.write(stderr)
 
 
 def _dump_paths(paths: Iterable[Path]) -> list[Path]:
@@ -1062,3 +1506,14 @@ def register(app: typer.Typer) -> None:
         command.__doc__ = f"{summary} (Kafka's flags; --help lists them)."
         app.command(name, context_settings=settings, add_help_option=False)(command)
         app.command(f"{name}.sh", context_settings=settings, add_help_option=False, hidden=True)(command)
+
+
+# --------------------------------------------------------------------------------------------
+# for the tools in their own modules (kafka_acls, kafka_get_offsets, kafka_transactions, ...)
+
+ToolParser = _Parser
+"""argparse with kompakt's error convention (a usage error is one line, exit code 2)."""
+tool = _tool
+"""Register a Kafka-spelled tool: ``@tool("kafka-x", "one line of help")`` on ``fn(argv)``."""
+properties_file = _properties_file
+"""A Java properties file (``--producer.config``, ``--consumer.config``) as a dict; errors name the option."""

@@ -385,6 +385,39 @@ def produce_command(
     output: OutputOption = OutputFormat.TABLE,
 ) -> None:
     """Send each stdin line as a record; report how many were sent and how many failed."""
+    send_stdin_lines(
+        topic,
+        key_separator=key_separator,
+        null_marker=null_marker,
+        header=header,
+        partition=partition,
+        acks=acks,
+        prop=prop,
+        producer_property=producer_property,
+        bootstrap=bootstrap,
+        timeout=timeout,
+        output=output,
+        report_counts=True,
+    )
+
+
+def send_stdin_lines(
+    topic: str,
+    *,
+    key_separator: str | None,
+    null_marker: str | None,
+    header: list[str] | None,
+    partition: int | None,
+    acks: str,
+    prop: list[str] | None,
+    producer_property: list[str] | None,
+    bootstrap: str,
+    timeout: float,
+    output: OutputFormat,
+    report_counts: bool,
+) -> None:
+    """``produce``'s work; without ``report_counts`` nothing goes to stdout on success (Kafka's
+    console producer prints nothing), and a failure is still an error."""
     if acks not in _ACKS:
         raise CliUsageError(f"--acks expects one of {', '.join(_ACKS)}, got {acks!r}")
     fmt = build_format(key_separator, null_marker, header or [], prop or [])
@@ -414,7 +447,9 @@ def produce_command(
         "failed": tally.failed,
         "errors": list(tally.errors.values()),
     }
-    if output is OutputFormat.JSON:
+    if not report_counts:
+        pass
+    elif output is OutputFormat.JSON:
         emit_json(report)
     else:
         emit([report], output, columns=["topic", "sent", "failed"])

@@ -1,11 +1,15 @@
 """DescribeConfigs views of topic, broker and group configs, with Kafka's sources and synonyms.
 
 For a topic config the synonym list is, in order: the topic override (``TOPIC_CONFIG``), then
-for each broker synonym in priority order its dynamic per-broker, dynamic cluster-default and
-static values, then its default (``DEFAULT_CONFIG``) when it has one. The entry's source is the
-first synonym's source; its value is the effective topic value (in the topic's unit, e.g.
-``segment.ms`` in ms even when ``log.roll.hours`` supplied it). Broker configs work the same way
-over the broker's own synonym groups (``log.roll.ms`` then ``log.roll.hours``).
+the broker synonyms as Kafka's ``ConfigHelper.configSynonyms`` lists them: layer by layer
+(dynamic per-broker, dynamic cluster-default, static, default), within a layer the names in
+priority order (``log.roll.ms`` before ``log.roll.hours``), and then everything before the first
+entry of the primary name dropped. So ``segment.ms`` on a broker that leaves ``log.roll.ms``
+unset lists no broker synonym at all, exactly as Kafka 4.1 does. The entry's source is the first
+synonym's source (``DEFAULT_CONFIG`` when there is none); its value is the effective topic value
+(in the topic's unit, e.g. ``segment.ms`` in ms even when ``log.roll.hours`` supplied it).
+Broker configs work the same way over the broker's whole synonym group, the primary name being
+the described config.
 """
 
 from __future__ import annotations
@@ -54,6 +58,25 @@ def _broker_synonyms(broker: BrokerConfig | None, name: str) -> list[ConfigSynon
     return [ConfigSynonym(name, definition.format(value), source) for value, source in layers]
 
 
+_LAYER_ORDER = (
+    ConfigSource.DYNAMIC_BROKER_CONFIG,
+    ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+    ConfigSource.STATIC_BROKER_CONFIG,
+    ConfigSource.DEFAULT_CONFIG,
+)
+
+
+def _kafka_synonyms(broker: BrokerConfig | None, names: tuple[str, ...], primary: str) -> list[ConfigSynonym]:
+    """``ConfigHelper.configSynonyms``: ``names``' values layer by layer, then the entries before
+    the first one of ``primary`` dropped (Kafka drops listener overrides that way, and with them
+    e.g. ``log.roll.hours`` when ``log.roll.ms`` has no value)."""
+    per_name = {name: _broker_synonyms(broker, name) for name in names}
+    ordered = [s for source in _LAYER_ORDER for name in names for s in per_name[name] if s.source is source]
+    while ordered and ordered[0].name != primary:
+        ordered.pop(0)
+    return ordered
+
+
 def _topic_entry(
     tdef: TopicConfigDef, overrides: Mapping[str, str], broker: BrokerConfig | None
 ) -> ConfigEntry:
@@ -65,8 +88,9 @@ def _topic_entry(
         synonyms.append(
             ConfigSynonym(tdef.name, definition.format(parsed[tdef.name]), ConfigSource.TOPIC_CONFIG)
         )
-    for synonym in tdef.synonyms:
-        synonyms.extend(_broker_synonyms(broker, synonym.name))
+    names = tuple(synonym.name for synonym in tdef.synonyms)
+    if names:
+        synonyms.extend(_kafka_synonyms(broker, names, names[0]))
     source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
     return ConfigEntry(
         name=tdef.name,
@@ -97,12 +121,13 @@ def describe_topic_config(
 
 
 def _broker_groups() -> dict[str, tuple[str, ...]]:
-    """``log.roll.ms`` -> (``log.roll.ms``, ``log.roll.hours``): lower-priority forms follow."""
+    """``log.roll.hours`` -> (``log.roll.ms``, ``log.roll.hours``): the whole synonym group in
+    priority order (``DynamicBrokerConfig.brokerConfigSynonyms``)."""
     groups: dict[str, tuple[str, ...]] = {}
     for tdef in TOPIC_CONFIG_DEFS:
         names = tuple(s.name for s in tdef.synonyms)
-        for index, name in enumerate(names):
-            groups[name] = names[index:]
+        for name in names:
+            groups[name] = names
     return groups
 
 
@@ -120,11 +145,9 @@ def describe_broker_config(broker: BrokerConfig) -> list[ConfigEntry]:
         definition = BROKER_CONFIGS[name]
         if name in INTERNAL_BROKER_NAMES and broker.lookup_set(name) is None:
             continue
-        value, own_source = broker.lookup(name)
-        synonyms: list[ConfigSynonym] = []
-        for synonym_name in _BROKER_GROUPS.get(name, (name,)):
-            synonyms.extend(_broker_synonyms(broker, synonym_name))
-        source = synonyms[0].source if synonyms else own_source
+        value, _ = broker.lookup(name)
+        synonyms = _kafka_synonyms(broker, _BROKER_GROUPS.get(name, (name,)), name)
+        source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
         entries.append(
             ConfigEntry(
                 name=name,

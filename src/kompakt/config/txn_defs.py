@@ -30,4 +30,9 @@ TXN_BROKER_DEFS: tuple[ConfigDef, ...] = (
     define("transaction.partition.verification.enable", BOOL, True,
            "Verify with the coordinator that a transactional write's partition is in its transaction "
            "(KIP-890).", dynamic=False),
+    define("transaction.version", INT, 2,
+           "The finalized level of Kafka's transaction.version feature this broker serves: 2 bumps the "
+           "producer epoch on every commit and abort (KIP-890 part 2), 1 serves the earlier protocol "
+           "(as kafka-features downgrade --feature transaction.version=1), 0 also writes "
+           "__transaction_state values in their classic version 0.", Range(0, 2), dynamic=False),
 )  # fmt: skip

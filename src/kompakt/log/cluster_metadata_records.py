@@ -564,3 +564,24 @@ def decode_control_record(control_type: int, value: bytes | None) -> dict[str, A
     data = _struct(reader, CONTROL_RECORDS[name], 0)
     reader.expect_end()
     return {"type": name, "data": data}
+
+
+def without_default_tags(fields: tuple[F, ...], data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` as Kafka's generated ``JsonConverter`` writes it: a tagged field only when its
+    value differs from its default (``DumpLogSegments --cluster-metadata-decoder`` prints that),
+    nested structs likewise."""
+    out: dict[str, Any] = {}
+    by_name = {f.name: f for f in fields}
+    for name, value in data.items():
+        field = by_name.get(name)
+        if field is None:
+            out[name] = value
+            continue
+        if field.tag is not None and value == _absent(field):
+            continue
+        if field.fields and isinstance(value, list):
+            value = [without_default_tags(field.fields, v) if isinstance(v, Mapping) else v for v in value]
+        elif field.fields and isinstance(value, Mapping):
+            value = without_default_tags(field.fields, value)
+        out[name] = value
+    return out

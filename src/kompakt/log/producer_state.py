@@ -108,8 +108,13 @@ class ProducerEntry:
         return None
 
     def update_epoch(self, epoch: int) -> None:
+        """A new epoch forgets the old one's batches, its last data offset with them (Kafka's
+        ``maybeUpdateProducerEpoch``; ``lastDataOffset`` is the last batch's). A transactions-v2
+        marker carries the bumped epoch, so after it the producer has no last data batch: the
+        snapshot says -1 and the cleaner keeps the marker instead of the last data batch."""
         if epoch != self.epoch:
             self.batches.clear()
+            self.last_data_offset = -1
             self.epoch = epoch
 
 

@@ -126,16 +126,7 @@ class Connection:
         the connection's timeout.
         """
         name = codec.api_name(api_key)
-        try:
-            self._sock.settimeout(self.timeout_s + wait_s)
-            (size,) = _SIZE.unpack(self._read(4, name))
-            if not 0 < size <= self.max_response_bytes:
-                raise self.error(f"{self.address} answered a frame of {size} bytes to {name}")
-            frame = self._read(size, name)
-        except TimeoutError:
-            raise self.error(f"{name} to {self.address} timed out") from None
-        except OSError as exc:
-            raise self.error(f"{name} to {self.address} failed: {exc}") from None
+        frame = self.receive_frame(name, wait_s=wait_s)
         try:
             answered, body = codec.decode_response(frame, api_key, version)
         except codec.MalformedResponse as exc:
@@ -143,6 +134,20 @@ class Connection:
         if answered != correlation:
             raise self.error(f"{self.address} answered correlation id {answered}, not {correlation}")
         return body
+
+    def receive_frame(self, name: str, *, wait_s: float = 0.0) -> memoryview:
+        """The next response frame, undecoded (its size checked): for the rare answer kio cannot
+        decode, such as DescribeTransactions' ``-1`` start time of a transaction not started."""
+        try:
+            self._sock.settimeout(self.timeout_s + wait_s)
+            (size,) = _SIZE.unpack(self._read(4, name))
+            if not 0 < size <= self.max_response_bytes:
+                raise self.error(f"{self.address} answered a frame of {size} bytes to {name}")
+            return self._read(size, name)
+        except TimeoutError:
+            raise self.error(f"{name} to {self.address} timed out") from None
+        except OSError as exc:
+            raise self.error(f"{name} to {self.address} failed: {exc}") from None
 
     def _read(self, n: int, name: str) -> memoryview:
         buf = bytearray(n)

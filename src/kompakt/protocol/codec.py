@@ -97,7 +97,7 @@ from kio.static.primitive import i16, i32
 from kio.static.protocol import Entity, RequestPayload, ResponsePayload
 
 from kompakt.errors import KompaktError
-from kompakt.protocol import bounds
+from kompakt.protocol import bounds, produce_reader
 from kompakt.protocol.apis import ApiKey, VersionRange
 from kompakt.protocol.messages import UNSET, Message
 
@@ -298,7 +298,10 @@ def decode_request(frame: bytes | memoryview, supported: Mapping[int, VersionRan
         check, read_header, read_body = _request_readers(api_key, api_version)
         check(frame)
         header, header_size = read_header(frame, 0)
-        body, _ = read_body(frame, header_size)
+        if api_key == ApiKey.PRODUCE and api_version in produce_reader.VERSIONS:
+            body = produce_reader.read_produce(frame, header_size, api_version)
+        else:
+            body, _ = read_body(frame, header_size)
     except Exception as exc:  # noqa: BLE001 - kio's native reader raises many types on hostile input
         raise MalformedRequest(
             f"cannot decode {api_name(api_key)} v{api_version}: {type(exc).__name__}: {exc}",

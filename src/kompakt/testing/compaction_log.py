@@ -35,7 +35,7 @@ from typing import Final, Literal
 
 import numpy as np
 
-from kompakt.errors import KompaktError
+from kompakt.errors import KompaktError, OperatorError
 from kompakt.inspect.log_files import list_segments
 from kompakt.log.checkpoint import LOG_START_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
 from kompakt.log.files import parse_partition_dir_name
@@ -66,11 +66,11 @@ Headers = Sequence[tuple[str, bytes | str | None]]
 DEFAULT_TIMESTAMP_MS: Final = 1_700_000_000_000
 
 
-class SourceLogError(KompaktError):
+class SourceLogError(OperatorError):
     """The source cannot be checked: not a partition directory, a legacy format, a bad record."""
 
 
-class CompactionModelError(KompaktError):
+class CompactionModelError(OperatorError):
     """A variant shows what no compaction of its source can show: a cleaner or model defect."""
 
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from kompakt.errors import KompaktError
+from kompakt.errors import KompaktError, OperatorError
 from kompakt.log.partition_log import PartitionLog
 from kompakt.testing.compaction_log import (
     DEFAULT_TIMESTAMP_MS,
@@ -75,7 +75,7 @@ SHRINK_BUDGET = 200
 REPORT_RECORDS = 12
 
 
-class CompactionCheckError(KompaktError):
+class CompactionCheckError(OperatorError):
     """The check could not run: the source cannot be read, or replay fails on the whole log."""
 
 

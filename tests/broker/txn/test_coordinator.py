@@ -7,7 +7,6 @@ reload.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,6 @@ from kompakt.broker.txn.log_format import decode_key, decode_value, encode_key, 
 from kompakt.broker.txn.metadata import TransactionState
 from kompakt.broker.txn.state_manager import TRANSACTION_STATE_TOPIC, TxnConfig, _to_value
 from kompakt.clock import FakeClock
-from kompakt.config.broker import BrokerConfig
 from kompakt.log.manager import LogManager
 from kompakt.protocol.codec import ErrorCode
 from kompakt.records.batch import RecordBatchView, iter_batches
@@ -34,34 +32,11 @@ from kompakt.records.builder import SimpleRecord, build_batch
 from kompakt.records.control import ControlType, control_type_of
 from kompakt.records.record import decode_records
 
+from .conftest import TOPIC, open_logs
+
 E = ErrorCode
-TOPIC = "orders"
+
 CONFIG = TxnConfig(transaction_log_num_partitions=3, transactional_id_expiration_ms=3_600_000)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(1_700_000_000_000)
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path) -> Path:
-    return tmp_path / "data"
-
-
-def open_logs(data_dir: Path, clock: FakeClock) -> LogManager:
-    manager = LogManager(data_dir, BrokerConfig.from_properties({"offsets.topic.num.partitions": "3"}), clock)
-    manager.open()
-    if TOPIC not in manager.topics():
-        manager.create_topic(TOPIC, 2)
-    return manager
-
-
-@pytest.fixture
-def logs(data_dir: Path, clock: FakeClock) -> Iterator[LogManager]:
-    manager = open_logs(data_dir, clock)
-    yield manager
-    manager.close()
 
 
 def coordinator_for(

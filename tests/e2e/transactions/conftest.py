@@ -49,7 +49,10 @@ def start(data_dir: Path, *extra: str, port: int = 0, args: tuple[str, ...] = ()
     """
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     overrides = [word for item in (*TXN_OVERRIDES, *extra) for word in ("--override", item)]
-    b = launch(data_dir, *args, *overrides, port=port)
+    # A fixed --port (a restart) would take the admin endpoint's fixed default 9192, which any
+    # other broker on the machine may hold: any free one instead.
+    admin = ["--admin-port", "0"] if port and "--admin-port" not in args else []
+    b = launch(data_dir, *args, *admin, *overrides, port=port)
     return Kompakt(b.process, b.data_dir, b.port, b.ready_line, b.stderr_path, extra, args)
 
 

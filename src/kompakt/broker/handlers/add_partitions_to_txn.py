@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
+from kompakt.broker.txn.metadata import TV_0, TV_2
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.messages import add_partitions_to_txn as m
@@ -69,7 +70,10 @@ def _add(
         # Answered as the coordinator decides, at v4 too (Kafka 4.1 translates TRANSACTION_ABORTABLE
         # for old producers on the partition leader, not in this response).
         return coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
-    error = coordinator.add_partitions(transactional_id, producer_id, producer_epoch, partitions)
+    # Kafka's transactionVersionForAddPartitionsToTxn: v4+ (a broker adding a partition for a
+    # transactions-v2 producer) is version 2.
+    version = TV_2 if ctx.api_version > 3 else TV_0
+    error = coordinator.add_partitions(transactional_id, producer_id, producer_epoch, partitions, version)
     if error is codec.ErrorCode.producer_fenced and ctx.api_version < 2:
         error = codec.ErrorCode.invalid_producer_epoch
     return dict.fromkeys(partitions, error)

@@ -1,4 +1,4 @@
-"""Produce (0), v3–9: validate each partition's batch, append it, wake parked fetches.
+"""Produce (0), v3–12: validate each partition's batch, append it, wake parked fetches.
 
 Runs in a worker thread (``blocking``): appends write to segment files. acks=0 gets no response
 at all (Kafka never answers it); acks 1 and -1 are the same thing on a single node. Invalid acks
@@ -16,7 +16,11 @@ transaction, and the append happens while the transaction's lock is held, so a l
 never land after the transaction's marker. Verification errors are translated for v≤9 clients
 as Kafka does: PRODUCER_FENCED → INVALID_PRODUCER_EPOCH, a partition not in the transaction →
 INVALID_TXN_STATE, CONCURRENT_TRANSACTIONS or an unavailable coordinator → NOT_ENOUGH_REPLICAS
-(retriable, no metadata refresh).
+(retriable, no metadata refresh); from v11 TRANSACTION_ABORTABLE reaches the client as it is.
+v12 is a transactions-version-2 producer's (KIP-890 part 2, Kafka's
+``produceRequestVersionToTransactionSupportedOperation``): it sends no AddPartitionsToTxn, and its
+first transactional batch to a partition adds the partition to the transaction. v10 adds only
+optional leader tags to the answer, which a single node leaves at their defaults.
 """
 
 from __future__ import annotations
@@ -112,6 +116,7 @@ def _append_transactional(
     partition_log: PartitionLog,
     batch: memoryview,
     log_append_time_ms: int | None,
+    api_version: int,
 ) -> AppendInfo | m.PartitionProduceResponse:
     """Verify a transactional batch with the coordinator and append it under the transaction's lock."""
     coordinator = broker.txn
@@ -121,19 +126,29 @@ def _append_transactional(
     if not coordinator.config.transaction_partition_verification_enable:
         return partition_log.append(batch, log_append_time_ms=log_append_time_ms)
     tp = (partition_log.topic, partition_log.partition)
-    with coordinator.verified(transactional_id, view.producer_id, view.producer_epoch, [tp]) as errors:
+    add = api_version > 11
+    with coordinator.verified(
+        transactional_id, view.producer_id, view.producer_epoch, [tp], add=add
+    ) as errors:
         error = errors[tp]
         if error is not codec.ErrorCode.none:
+            passes = error is codec.ErrorCode.transaction_abortable and api_version > 10
+            answer: codec.ErrorCode = error if passes else _VERIFY_ERRORS.get(error, error)
             return _error(
                 partition_log.partition,
-                _VERIFY_ERRORS.get(error, error),
+                answer,
                 f"Unable to verify the partition has been added to the transaction: {error.name}",
             )
         return partition_log.append(batch, log_append_time_ms=log_append_time_ms)
 
 
 def produce_partition(
-    broker: Broker, topic: str, partition: int, records: bytes | None, transactional_id: str | None = None
+    broker: Broker,
+    topic: str,
+    partition: int,
+    records: bytes | None,
+    transactional_id: str | None = None,
+    api_version: int = 9,
 ) -> m.PartitionProduceResponse:
     """Validate and append one partition's records; the partition's response entry."""
     partition_log: PartitionLog | None = None
@@ -144,7 +159,12 @@ def produce_partition(
         )
         if RecordBatchView(validated.batch).is_transactional:
             appended = _append_transactional(
-                broker, transactional_id, partition_log, validated.batch, validated.log_append_time_ms
+                broker,
+                transactional_id,
+                partition_log,
+                validated.batch,
+                validated.log_append_time_ms,
+                api_version,
             )
             if isinstance(appended, m.PartitionProduceResponse):
                 return appended
@@ -195,7 +215,14 @@ def handle(ctx: RequestContext, request: m.ProduceRequest) -> m.ProduceResponse 
                 partitions.append(_error(data.index, codec.ErrorCode.topic_authorization_failed))
             else:
                 partitions.append(
-                    produce_partition(broker, topic.name, data.index, data.records, request.transactional_id)
+                    produce_partition(
+                        broker,
+                        topic.name,
+                        data.index,
+                        data.records,
+                        request.transactional_id,
+                        ctx.api_version,
+                    )
                 )
         responses.append(m.TopicProduceResponse(name=topic.name, partition_responses=partitions))
     if acks == 0:
@@ -203,4 +230,4 @@ def handle(ctx: RequestContext, request: m.ProduceRequest) -> m.ProduceResponse 
     return m.ProduceResponse(responses=responses)
 
 
-SPEC = HandlerSpec(ApiKey.PRODUCE, 3, 9, handle, blocking=True)
+SPEC = HandlerSpec(ApiKey.PRODUCE, 3, 12, handle, blocking=True)

@@ -1,4 +1,4 @@
-"""TxnOffsetCommit (28), v0–4: a transactional producer commits a group's offsets (KIP-98/447).
+"""TxnOffsetCommit (28), v0–5: a transactional producer commits a group's offsets (KIP-98/447).
 
 The offsets are written to the group's ``__consumer_offsets`` partition in a transactional batch
 and stay invisible (OffsetFetch does not return them; with ``require_stable`` it answers
@@ -10,7 +10,10 @@ it (AddOffsetsToTxn first) and the producer id and epoch current (KIP-890 verifi
 append happens under the transaction's lock); then the group: generation -1 with no member is a
 "simple" commit, anything else (v3+, KIP-447) must name a current member and generation. A
 fenced epoch is INVALID_PRODUCER_EPOCH; a group partition that is not in the transaction is
-INVALID_TXN_STATE (TRANSACTION_ABORTABLE is only for v5+, which is not offered).
+INVALID_TXN_STATE before v4, TRANSACTION_ABORTABLE from v4 (Kafka's
+``txnOffsetCommitRequestVersionToTransactionSupportedOperation``). v5 is a transactions-version-2
+producer's (KIP-890 part 2): it sends no AddOffsetsToTxn, and the commit itself adds the group's
+offsets partition to the transaction.
 """
 
 from __future__ import annotations
@@ -39,12 +42,16 @@ def _commit(ctx: RequestContext, request: m.TxnOffsetCommitRequest) -> CommitErr
         return dict.fromkeys(keys, codec.ErrorCode.invalid_group_id)
     offsets_tp = (OFFSETS_TOPIC, partition_for(request.group_id, offsets_partitions(ctx)))
     with coordinator.verified(
-        request.transactional_id, request.producer_id, request.producer_epoch, [offsets_tp]
+        request.transactional_id,
+        request.producer_id,
+        request.producer_epoch,
+        [offsets_tp],
+        add=ctx.api_version > 4,
     ) as verified:
         error = verified[offsets_tp]
         if error is codec.ErrorCode.producer_fenced:
             error = codec.ErrorCode.invalid_producer_epoch
-        elif error is codec.ErrorCode.transaction_abortable:
+        elif error is codec.ErrorCode.transaction_abortable and ctx.api_version < 4:
             error = codec.ErrorCode.invalid_txn_state
         if error is codec.ErrorCode.none:
             error = broker.groups.validate_transactional_commit(
@@ -78,4 +85,4 @@ def handle(ctx: RequestContext, request: m.TxnOffsetCommitRequest) -> m.TxnOffse
     )
 
 
-SPEC = HandlerSpec(ApiKey.TXN_OFFSET_COMMIT, 0, 4, handle, blocking=True)
+SPEC = HandlerSpec(ApiKey.TXN_OFFSET_COMMIT, 0, 5, handle, blocking=True)

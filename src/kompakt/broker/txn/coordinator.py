@@ -5,8 +5,12 @@ including the ``__transaction_state`` append and, for EndTxn, the markers: opera
 are serial, different ids run in parallel. Results are Kafka error codes; what a handler does
 with them (per-partition answers, version-dependent translations) is the handler's business.
 
-Behaviour follows Kafka 4.1 with ``transaction.version`` 1 semantics (kompakt does not offer the
-per-transaction epoch bump of KIP-890 part 2, and so advertises EndTxn only up to v4):
+Behaviour follows Kafka 4.1, both transaction versions: a client speaking EndTxn v5 runs
+transactions version 2 (KIP-890 part 2: every commit and abort bumps the epoch, which EndTxn
+answers with, and rolls over to a new producer id when the epoch is exhausted; a Produce v12 or
+TxnOffsetCommit v5 adds its partition to the transaction itself); older requests run version 1.
+Fencing and timeout aborts, which no client asks for, follow the broker's finalized
+``transaction.version`` (``TxnConfig.transaction_version``), as Kafka's do:
 
 * InitProducerId bumps the epoch, or rotates to a new producer id once it is exhausted; with an
   Ongoing transaction it fences the epoch, aborts the transaction and answers
@@ -25,19 +29,24 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kompakt.broker.client_regex import compile_regex
 from kompakt.broker.producer_ids import ProducerIdManager
+from kompakt.broker.txn.features import TRANSACTION_VERSION, load_levels, save_levels
 from kompakt.broker.txn.markers import TransactionMarkerChannelManager
 from kompakt.broker.txn.metadata import (
+    MAX_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    TV_0,
+    TV_2,
     IllegalTransitionError,
     TransactionMetadata,
     TransactionState,
     TxnTransitMetadata,
     is_epoch_exhausted,
+    supports_epoch_bump,
 )
 from kompakt.broker.txn.state_manager import (
     ListedTransaction,
@@ -56,6 +65,15 @@ TopicPartition = tuple[str, int]
 
 @dataclass(frozen=True, slots=True)
 class InitProducerIdResult:
+    error: ErrorCode
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class EndTxnResult:
+    """EndTxn's answer; v5 carries the producer id and epoch the client continues with."""
+
     error: ErrorCode
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
@@ -86,15 +104,56 @@ class TransactionCoordinator:
         config: TxnConfig | None = None,
     ) -> None:
         self.clock = clock
+        self._logs = log_manager
         self.config = config or TxnConfig()
+        #: ApiVersions' finalized-features epoch. Kafka's is the metadata offset of the last
+        #: change; a client ignores a feature list whose epoch is not above one it has seen, so
+        #: it must grow with every change, across restarts too: the wall clock at start-up and at
+        #: each change does that without a file of its own.
+        self.features_epoch = clock.now_ms()
         self.producer_ids = producer_ids
         self.state = TransactionStateManager(log_manager, clock, self.config)
         self.markers = TransactionMarkerChannelManager(log_manager, clock, self.state)
 
     # ---- start-up --------------------------------------------------------------------------------
 
+    # ---- the transaction.version feature ------------------------------------------------------
+
+    @property
+    def transaction_version(self) -> int:
+        """The finalized ``transaction.version`` (ApiVersions advertises it)."""
+        return self.config.transaction_version
+
+    def finalize_transaction_version(self, level: int, persist: bool = True) -> None:
+        """Install a new finalized level (an UpdateFeatures), persisted first so a restart keeps it.
+
+        Transactions in flight are not touched: a client's version is the one its requests
+        speak; the level decides what new clients choose and how fences and timeouts abort.
+        """
+        if persist:
+            levels = load_levels(self._logs.data_dir)
+            levels[TRANSACTION_VERSION] = level
+            save_levels(self._logs.data_dir, levels)
+        self.config = replace(self.config, transaction_version=level)
+        self.state.config = self.config
+        self.features_epoch = max(self.features_epoch + 1, self.clock.now_ms())
+        log.info("Finalized %s %d", TRANSACTION_VERSION, level)
+
     def load(self) -> None:
-        """Load ``__transaction_state`` and finish the transactions that were decided."""
+        """Load ``__transaction_state`` and finish the transactions that were decided.
+
+        A ``transaction.version`` changed by UpdateFeatures (persisted in the data directory)
+        replaces the configured one first.
+        """
+        persisted = load_levels(self._logs.data_dir).get(TRANSACTION_VERSION)
+        if persisted is not None and persisted != self.config.transaction_version:
+            log.info(
+                "%s is %d (set by UpdateFeatures), not the configured %d",
+                TRANSACTION_VERSION,
+                persisted,
+                self.config.transaction_version,
+            )
+            self.finalize_transaction_version(persisted, persist=False)
         for metadata in self.state.load():
             log.info(
                 "Completing transaction %r (%s) left decided at the last shutdown",
@@ -136,9 +195,14 @@ class TransactionCoordinator:
             if isinstance(result, ErrorCode):
                 return InitProducerIdResult(result)
             if result.state is TransactionState.PREPARE_EPOCH_FENCE:
-                error = self._end_transaction_locked(
-                    metadata, result.producer_id, result.producer_epoch, commit=False, from_client=False
-                )
+                error = self._end_locked(
+                    metadata,
+                    result.producer_id,
+                    result.producer_epoch,
+                    commit=False,
+                    from_client=False,
+                    client_transaction_version=self.config.transaction_version,
+                ).error
                 return InitProducerIdResult(
                     ErrorCode.concurrent_transactions if error is ErrorCode.none else error
                 )
@@ -202,26 +266,41 @@ class TransactionCoordinator:
         producer_id: int,
         producer_epoch: int,
         partitions: Sequence[TopicPartition],
+        client_transaction_version: int = TV_0,
     ) -> ErrorCode:
-        """``handleAddPartitionsToTransaction``."""
+        """``handleAddPartitionsToTransaction`` (version 0 for a client's request, 2 for a TV2
+        producer's partition added by its Produce or TxnOffsetCommit)."""
         if not transactional_id:
             return ErrorCode.invalid_request
         metadata = self.state.get(transactional_id)
         if metadata is None:
             return ErrorCode.invalid_producer_id_mapping
-        wanted = frozenset(partitions)
         with metadata.lock:
-            if metadata.pending_transition_in_progress:
-                return ErrorCode.concurrent_transactions
-            if metadata.producer_id != producer_id:
-                return ErrorCode.invalid_producer_id_mapping
-            if metadata.producer_epoch != producer_epoch:
-                return ErrorCode.producer_fenced
-            if metadata.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
-                return ErrorCode.concurrent_transactions
-            if metadata.state is TransactionState.ONGOING and wanted <= metadata.partitions:
-                return ErrorCode.none
-            return self._append(metadata, metadata.prepare_add_partitions(wanted, self.clock.now_ms()))
+            return self._add_partitions_locked(
+                metadata, producer_id, producer_epoch, frozenset(partitions), client_transaction_version
+            )
+
+    def _add_partitions_locked(
+        self,
+        metadata: TransactionMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        wanted: frozenset[TopicPartition],
+        client_transaction_version: int,
+    ) -> ErrorCode:
+        if metadata.pending_transition_in_progress:
+            return ErrorCode.concurrent_transactions
+        if metadata.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        if metadata.producer_epoch != producer_epoch:
+            return ErrorCode.producer_fenced
+        if metadata.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
+            return ErrorCode.concurrent_transactions
+        if metadata.state is TransactionState.ONGOING and wanted <= metadata.partitions:
+            return ErrorCode.none
+        return self._append(
+            metadata, metadata.prepare_add_partitions(wanted, self.clock.now_ms(), client_transaction_version)
+        )
 
     def verify_partitions(
         self,
@@ -241,12 +320,16 @@ class TransactionCoordinator:
         producer_id: int,
         producer_epoch: int,
         partitions: Sequence[TopicPartition],
+        add: bool = False,
     ) -> Iterator[dict[TopicPartition, ErrorCode]]:
         """Verify that ``partitions`` are in the Ongoing transaction, holding its lock meanwhile.
 
         KIP-890 part 1: a transactional produce appends inside this block, so no data can land
         in a partition after its transaction left Ongoing (a late or retried batch of an aborted
         transaction would otherwise leave a transaction hanging there, pinning the LSO).
+        With ``add`` (a TV2 client's Produce v12+ or TxnOffsetCommit v5+, KIP-890 part 2) the
+        partitions are added to the transaction instead, as Kafka's AddPartitionsToTxnManager
+        does for them with a non-verify-only AddPartitionsToTxn.
         """
         if not transactional_id:
             yield dict.fromkeys(partitions, ErrorCode.invalid_request)
@@ -256,6 +339,12 @@ class TransactionCoordinator:
             yield dict.fromkeys(partitions, ErrorCode.invalid_producer_id_mapping)
             return
         with metadata.lock:
+            if add:
+                added = self._add_partitions_locked(
+                    metadata, producer_id, producer_epoch, frozenset(partitions), TV_2
+                )
+                yield dict.fromkeys(partitions, added)
+                return
             if metadata.producer_id != producer_id:
                 error = ErrorCode.invalid_producer_id_mapping
             elif metadata.producer_epoch != producer_epoch:
@@ -275,18 +364,162 @@ class TransactionCoordinator:
     # ---- EndTxn -----------------------------------------------------------------------------------
 
     def end_transaction(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        client_transaction_version: int = TV_0,
     ) -> ErrorCode:
-        """``handleEndTransaction`` from a client."""
+        """``handleEndTransaction`` from a client; the error only (see :meth:`end_transaction_result`)."""
+        return self.end_transaction_result(
+            transactional_id, producer_id, producer_epoch, commit, client_transaction_version
+        ).error
+
+    def end_transaction_result(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        client_transaction_version: int = TV_0,
+    ) -> EndTxnResult:
+        """``handleEndTransaction`` from a client: EndTxn v5 is version 2, older ones version 0."""
         if not transactional_id:
-            return ErrorCode.invalid_request
+            return EndTxnResult(ErrorCode.invalid_request)
         metadata = self.state.get(transactional_id)
         if metadata is None:
-            return ErrorCode.invalid_producer_id_mapping
+            return EndTxnResult(ErrorCode.invalid_producer_id_mapping)
         with metadata.lock:
-            return self._end_transaction_locked(
-                metadata, producer_id, producer_epoch, commit, from_client=True
+            return self._end_locked(
+                metadata, producer_id, producer_epoch, commit, True, client_transaction_version
             )
+
+    def _end_locked(
+        self,
+        metadata: TransactionMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        from_client: bool,
+        client_transaction_version: int,
+    ) -> EndTxnResult:
+        """``endTransaction``: version 2 bumps the epoch, older versions go the TV1 way."""
+        if supports_epoch_bump(client_transaction_version):
+            return self._end_transaction_v2_locked(metadata, producer_id, producer_epoch, commit, from_client)
+        error = self._end_transaction_locked(metadata, producer_id, producer_epoch, commit, from_client)
+        return EndTxnResult(error)
+
+    def _end_transaction_v2_locked(
+        self,
+        metadata: TransactionMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        from_client: bool,
+    ) -> EndTxnResult:
+        """Kafka 4.1's ``endTransaction`` for transactions version 2.
+
+        The epoch in the request is the one the transaction ran at; PrepareCommit/PrepareAbort
+        carries epoch + 1, the markers go out at that epoch, and EndTxn answers with it (or with a
+        new producer id at epoch 0 once the epoch is exhausted). A retry is recognised by the
+        bumped epoch (or the rollover), since the same epoch now means "the next transaction".
+        """
+        state = metadata.state
+        fence = metadata.pending_state is TransactionState.PREPARE_EPOCH_FENCE
+        retry_on_overflow = (
+            not fence
+            and metadata.prev_producer_id == producer_id
+            and producer_epoch == MAX_EPOCH - 1
+            and metadata.producer_epoch == 0
+        )
+        retry_on_bump = not fence and metadata.producer_epoch == producer_epoch + 1
+        if fence:
+            valid_epoch = (
+                not from_client or producer_epoch == metadata.producer_epoch
+            ) and producer_epoch >= metadata.producer_epoch
+        elif state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
+            valid_epoch = retry_on_bump
+        elif state in (TransactionState.COMPLETE_COMMIT, TransactionState.COMPLETE_ABORT):
+            valid_epoch = retry_on_bump or retry_on_overflow or producer_epoch == metadata.producer_epoch
+        else:
+            valid_epoch = producer_epoch == metadata.producer_epoch
+        is_retry = retry_on_bump or retry_on_overflow
+        if metadata.pending_state not in (None, TransactionState.PREPARE_EPOCH_FENCE):
+            return EndTxnResult(ErrorCode.concurrent_transactions)
+        if metadata.producer_id != producer_id and not retry_on_overflow:
+            return EndTxnResult(ErrorCode.invalid_producer_id_mapping)
+        if not valid_epoch:
+            return EndTxnResult(ErrorCode.producer_fenced)
+        current = EndTxnResult(ErrorCode.none, metadata.producer_id, metadata.producer_epoch)
+        if state is TransactionState.ONGOING:
+            target = TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT
+            return self._complete_v2(metadata, target, fence, no_partition_added=False)
+        if state is TransactionState.COMPLETE_COMMIT:
+            if commit:
+                return current if is_retry else self._invalid_v2(metadata, commit)
+            return (
+                self._invalid_v2(metadata, commit)
+                if is_retry
+                else self._complete_v2(metadata, TransactionState.PREPARE_ABORT, fence, True)
+            )
+        if state is TransactionState.COMPLETE_ABORT:
+            if not commit:
+                return (
+                    current
+                    if is_retry
+                    else self._complete_v2(metadata, TransactionState.PREPARE_ABORT, fence, True)
+                )
+            return self._invalid_v2(metadata, commit)
+        if state is TransactionState.PREPARE_COMMIT:
+            return (
+                EndTxnResult(ErrorCode.concurrent_transactions)
+                if commit
+                else self._invalid_v2(metadata, commit)
+            )
+        if state is TransactionState.PREPARE_ABORT:
+            return (
+                EndTxnResult(ErrorCode.concurrent_transactions)
+                if not commit
+                else self._invalid_v2(metadata, commit)
+            )
+        if state is TransactionState.EMPTY:
+            return (
+                self._invalid_v2(metadata, commit)
+                if commit
+                else self._complete_v2(metadata, TransactionState.PREPARE_ABORT, fence, True)
+            )
+        raise IllegalTransitionError(f"{metadata.transactional_id} is {state.state_name} in the cache")
+
+    def _invalid_v2(self, metadata: TransactionMetadata, commit: bool) -> EndTxnResult:
+        return EndTxnResult(self._invalid_transition(metadata, commit))
+
+    def _complete_v2(
+        self, metadata: TransactionMetadata, target: TransactionState, fence: bool, no_partition_added: bool
+    ) -> EndTxnResult:
+        """PrepareCommit/PrepareAbort with the bumped epoch, the markers, then Complete*."""
+        next_producer_id = NO_PRODUCER_ID
+        if not fence and metadata.is_producer_epoch_exhausted:
+            try:
+                next_producer_id = self.producer_ids.next_id()
+            except OSError as exc:
+                log.error("Cannot allocate a producer id for %r: %s", metadata.transactional_id, exc)
+                return EndTxnResult(ErrorCode.coordinator_not_available)
+        if fence:
+            # The fence's own bump is dropped: with version 2 PrepareAbort bumps the epoch itself.
+            metadata.pending_state = None
+        transit = metadata.prepare_abort_or_commit(
+            target, self.clock.now_ms(), TV_2, next_producer_id, no_partition_added
+        )
+        error = self._append(metadata, transit)
+        if error is not ErrorCode.none:
+            return EndTxnResult(error)
+        if next_producer_id != NO_PRODUCER_ID:
+            answer = EndTxnResult(ErrorCode.none, next_producer_id, 0)
+        else:
+            answer = EndTxnResult(ErrorCode.none, metadata.producer_id, metadata.producer_epoch)
+        self.markers.complete(metadata)
+        return answer
 
     def _end_transaction_locked(
         self,
@@ -370,9 +603,14 @@ class TransactionCoordinator:
                 if metadata.pending_transition_in_progress or metadata.state is not TransactionState.ONGOING:
                     continue
                 transit = metadata.prepare_fence_producer_epoch()
-                error = self._end_transaction_locked(
-                    metadata, transit.producer_id, transit.producer_epoch, commit=False, from_client=False
-                )
+                error = self._end_locked(
+                    metadata,
+                    transit.producer_id,
+                    transit.producer_epoch,
+                    commit=False,
+                    from_client=False,
+                    client_transaction_version=self.config.transaction_version,
+                ).error
             if error is ErrorCode.none:
                 aborted += 1
                 log.info("Aborted transaction %r: it exceeded its timeout", metadata.transactional_id)

@@ -6,10 +6,12 @@ state); the caller appends it to ``__transaction_state`` and only then calls
 :meth:`TransactionMetadata.complete_transition`, which installs it. A failed append clears
 ``pending_state`` and leaves the old state in force, so the cache never gets ahead of the log.
 
-kompakt implements the transaction protocol of KIP-98/KIP-447 with KIP-890 part 1 (partition
-verification); the per-transaction epoch bump of KIP-890 part 2 (``transaction.version`` 2) is
-not offered, so the paths here are Kafka's "TV1" ones: an epoch changes only on InitProducerId,
-on fencing and on a timeout abort.
+Both of Kafka 4.1's transaction versions are here, chosen per transition by the version the
+client spoke (``client_transaction_version``, which is also persisted): with version 0/1 ("TV1",
+KIP-98/KIP-447 with KIP-890 part 1) an epoch changes only on InitProducerId, on fencing and on a
+timeout abort; with version 2 (KIP-890 part 2) every commit and abort bumps the epoch, and when
+the bump would exhaust it the transaction completes under a new producer id
+(``next_producer_id``), so a zombie's late write can never join the next transaction.
 """
 
 from __future__ import annotations
@@ -23,6 +25,15 @@ from typing import Final
 MAX_EPOCH: Final = 32767
 NO_PRODUCER_ID: Final = -1
 NO_PRODUCER_EPOCH: Final = -1
+#: Kafka's ``TransactionVersion`` levels: 2 bumps the epoch on every commit and abort.
+TV_0: Final = 0
+TV_1: Final = 1
+TV_2: Final = 2
+
+
+def supports_epoch_bump(transaction_version: int) -> bool:
+    """``TransactionVersion.supportsEpochBump``."""
+    return transaction_version >= TV_2
 
 
 class TransactionState(enum.Enum):
@@ -103,6 +114,7 @@ class TxnTransitMetadata:
     partitions: frozenset[tuple[str, int]]
     txn_start_timestamp_ms: int
     txn_last_update_timestamp_ms: int
+    client_transaction_version: int = TV_0
 
 
 @dataclass(slots=True, eq=False)
@@ -120,6 +132,8 @@ class TransactionMetadata:
     prev_producer_id: int = NO_PRODUCER_ID
     next_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = NO_PRODUCER_EPOCH
+    #: The transaction version of the client's last transition (Kafka persists it too).
+    client_transaction_version: int = TV_0
     pending_state: TransactionState | None = None
     has_failed_epoch_fence: bool = False
     #: Held for a whole coordinator operation on this id, including its log appends, and by a
@@ -150,6 +164,7 @@ class TransactionMetadata:
             partitions=frozenset(self.partitions),
             txn_start_timestamp_ms=self.txn_start_timestamp_ms,
             txn_last_update_timestamp_ms=self.txn_last_update_timestamp_ms,
+            client_transaction_version=self.client_transaction_version,
         )
         transit = replace(base, **changes)  # type: ignore[arg-type]
         if transit.producer_id < 0:
@@ -210,7 +225,11 @@ class TransactionMetadata:
             txn_last_update_timestamp_ms=now_ms,
         )
 
-    def prepare_add_partitions(self, added: frozenset[tuple[str, int]], now_ms: int) -> TxnTransitMetadata:
+    def prepare_add_partitions(
+        self, added: frozenset[tuple[str, int]], now_ms: int, client_transaction_version: int = TV_0
+    ) -> TxnTransitMetadata:
+        """Ongoing with ``added``; the version is the request's (a client's AddPartitionsToTxn or
+        AddOffsetsToTxn: 0; a TV2 Produce or TxnOffsetCommit adding its partition: 2)."""
         starts = self.state in (
             TransactionState.EMPTY,
             TransactionState.COMPLETE_ABORT,
@@ -221,10 +240,35 @@ class TransactionMetadata:
             partitions=frozenset(self.partitions) | added,
             txn_start_timestamp_ms=now_ms if starts else self.txn_start_timestamp_ms,
             txn_last_update_timestamp_ms=now_ms,
+            client_transaction_version=client_transaction_version,
         )
 
-    def prepare_abort_or_commit(self, state: TransactionState, now_ms: int) -> TxnTransitMetadata:
-        return self._transit(state, txn_last_update_timestamp_ms=now_ms)
+    def prepare_abort_or_commit(
+        self,
+        state: TransactionState,
+        now_ms: int,
+        client_transaction_version: int = TV_0,
+        next_producer_id: int = NO_PRODUCER_ID,
+        no_partition_added: bool = False,
+    ) -> TxnTransitMetadata:
+        """PrepareCommit/PrepareAbort; with TV2 the epoch is bumped here (``prepareAbortOrCommit``).
+
+        A TV2 abort may come from Empty or Complete* (no partition was added): the transaction's
+        start time is then the update time, as Kafka sets it.
+        """
+        if supports_epoch_bump(client_transaction_version):
+            epoch, last = self.producer_epoch + 1, self.producer_epoch
+        else:
+            epoch, last = self.producer_epoch, self.last_producer_epoch
+        return self._transit(
+            state,
+            next_producer_id=next_producer_id,
+            producer_epoch=epoch,
+            last_producer_epoch=last,
+            txn_start_timestamp_ms=now_ms if no_partition_added else self.txn_start_timestamp_ms,
+            txn_last_update_timestamp_ms=now_ms,
+            client_transaction_version=client_transaction_version,
+        )
 
     def prepare_complete(self, now_ms: int) -> TxnTransitMetadata:
         state = (
@@ -233,8 +277,16 @@ class TransactionMetadata:
             else TransactionState.COMPLETE_ABORT
         )
         self.has_failed_epoch_fence = False
+        # TV2 epoch overflow: the markers went out at epoch Short.MAX_VALUE; the transaction
+        # completes under the producer id allocated at PrepareCommit/PrepareAbort, at epoch 0
+        # (last_producer_epoch stays MAX - 1, the last epoch the client saw).
+        rotate = (
+            supports_epoch_bump(self.client_transaction_version) and self.next_producer_id != NO_PRODUCER_ID
+        )
         return self._transit(
             state,
+            producer_id=self.next_producer_id if rotate else self.producer_id,
+            producer_epoch=0 if rotate else self.producer_epoch,
             next_producer_id=NO_PRODUCER_ID,
             partitions=frozenset(),
             txn_last_update_timestamp_ms=now_ms,
@@ -265,6 +317,7 @@ class TransactionMetadata:
         self.partitions = set(transit.partitions)
         self.txn_start_timestamp_ms = transit.txn_start_timestamp_ms
         self.txn_last_update_timestamp_ms = transit.txn_last_update_timestamp_ms
+        self.client_transaction_version = transit.client_transaction_version
         self.pending_state = None
         self.state = transit.state
 

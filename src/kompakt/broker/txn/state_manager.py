@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from kompakt.broker.client_regex import ClientRegex
 from kompakt.broker.groups.records.placement import partition_for
 from kompakt.broker.txn.log_format import (
+    VALUE_VERSION_CLASSIC,
+    VALUE_VERSION_FLEXIBLE,
     TransactionLogFormatError,
     TransactionLogValue,
     decode_key,
@@ -70,6 +72,8 @@ class TxnConfig:
     transaction_partition_verification_enable: bool = bool_default(
         "transaction.partition.verification.enable"
     )
+    #: The finalized ``transaction.version`` feature level (ApiVersions advertises it).
+    transaction_version: int = int_default("transaction.version")
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> TxnConfig:
@@ -87,6 +91,7 @@ class TxnConfig:
             transaction_partition_verification_enable=config.get_bool(
                 "transaction.partition.verification.enable"
             ),
+            transaction_version=config.get_int("transaction.version"),
         )
 
 
@@ -111,6 +116,7 @@ def _to_value(transit: TxnTransitMetadata) -> TransactionLogValue:
         partitions=() if empty else tuple(sorted(transit.partitions)),
         last_update_timestamp_ms=transit.txn_last_update_timestamp_ms,
         start_timestamp_ms=transit.txn_start_timestamp_ms,
+        client_transaction_version=transit.client_transaction_version,
     )
 
 
@@ -127,6 +133,7 @@ def _from_value(transactional_id: str, value: TransactionLogValue) -> Transactio
         txn_last_update_timestamp_ms=value.last_update_timestamp_ms,
         prev_producer_id=value.previous_producer_id,
         next_producer_id=value.next_producer_id,
+        client_transaction_version=value.client_transaction_version,
     )
 
 
@@ -213,8 +220,14 @@ class TransactionStateManager:
         On failure the pending state is cleared (the old state stays in force) and
         :class:`TransactionLogAppendError` is raised.
         """
+        # Kafka's ``transactionLogValueVersion``: the flexible value (1) from transaction.version 1
+        value_version = (
+            VALUE_VERSION_FLEXIBLE if self.config.transaction_version >= 1 else VALUE_VERSION_CLASSIC
+        )
         record = SimpleRecord(
-            encode_key(metadata.transactional_id), encode_value(_to_value(transit)), self._clock.now_ms()
+            encode_key(metadata.transactional_id),
+            encode_value(_to_value(transit), value_version),
+            self._clock.now_ms(),
         )
         try:
             partitions = self.ensure_topic()

@@ -168,6 +168,8 @@ class GroupLog:
                         batch,
                         producer_id=producer.producer_id,
                         producer_epoch=producer.producer_epoch,
+                        # Kafka's CoordinatorRuntime builds every batch at base sequence 0
+                        base_sequence=0,
                         is_transactional=True,
                     ),
                     origin=AppendOrigin.COORDINATOR,

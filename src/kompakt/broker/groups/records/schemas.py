@@ -386,15 +386,18 @@ def decode_value(key: GroupRecordKey, data: bytes) -> GroupRecordValue:
 
 
 def _decode_offset_commit(reader: SchemaReader) -> CommittedOffset:
-    """Versions 0-3 (version 4 is flexible and never written by kompakt)."""
+    """Versions 0-4. Version 4 is flexible (compact metadata string, tagged fields: the topic id,
+    which is not kept); Kafka 4.1 writes it, kompakt writes version 3."""
     version = reader.i16()
-    if not 0 <= version <= 3:
+    if not 0 <= version <= 4:
         raise GroupRecordFormatError(f"unsupported OffsetCommitValue version {version}")
     offset = reader.i64()
     leader_epoch = reader.i32() if version >= 3 else -1
-    metadata = reader.classic_string()
+    metadata = reader.compact_string() if version >= 4 else reader.classic_string()
     commit_ts = reader.i64()
     expire_ts = reader.i64() if version == 1 else None
+    if version >= 4:
+        reader.tagged_fields()
     if expire_ts is not None and expire_ts < 0:
         expire_ts = None
     return CommittedOffset(offset, leader_epoch, metadata, commit_ts, expire_ts)
