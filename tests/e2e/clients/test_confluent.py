@@ -6,7 +6,7 @@ import time
 from collections.abc import Sequence
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from tests.support.serve import COMPACTED, BrokerProcess
 
@@ -67,3 +67,46 @@ def test_group_consumer_commits(kompakt_broker: BrokerProcess) -> None:
     finally:
         consumer.close()
     assert seen == [b"1", b"2"]
+
+
+def test_reads_after_a_seek_do_not_wait_for_fetch_wait_max_ms(kompakt_broker: BrokerProcess) -> None:
+    """librdkafka's 0059 (issue 33 item 4): seek back and read one record, ten times.
+
+    Each read after a seek must come from a fetch answered at once (the data is there), never one
+    held for ``fetch.wait.max.ms``. The consumer here waits up to 10 s per fetch, so a broker that
+    parked a fetch below the high watermark would show as a 10 s read. ``fetch.queue.backoff.ms``
+    is 0 because librdkafka's own default (1 s) backs off the fetch after a seek whenever its
+    queue still held the old position's records: that client wait is what 0059 measures on both
+    kompakt and Kafka 4.1.2 (docs/librdkafka-suite.md), and it would hide the broker's share here.
+    """
+    topic = "cf-seek-reads"
+    count = 1000
+    records = [(b"k%d" % i, b"v%d" % i) for i in range(count)]
+    assert produce(kompakt_broker.bootstrap, topic, records) == [None] * count
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kompakt_broker.bootstrap,
+            "group.id": "cf-seek-reads",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 10_000,
+            "fetch.queue.backoff.ms": 0,
+            "queued.min.messages": 1,
+        }
+    )
+    # Offsets below the last record only: a read of the last one would start a fetch at the high
+    # watermark, which every broker rightly parks, and the client sends no other fetch meanwhile.
+    targets = [500, 249, 374, 311, 342, 358, 350, 354, 356, 357]
+    slowest = 0.0
+    try:
+        consumer.assign([TopicPartition(topic, 0, targets[0])])
+        for i, offset in enumerate(targets):
+            if i:
+                consumer.seek(TopicPartition(topic, 0, offset))
+            started = time.monotonic()
+            msg = consumer.poll(DEADLINE_S)
+            slowest = max(slowest, time.monotonic() - started)
+            assert msg is not None and msg.error() is None, msg and msg.error()
+            assert (msg.offset(), msg.key(), msg.value()) == (offset, b"k%d" % offset, b"v%d" % offset)
+    finally:
+        consumer.close()
+    assert slowest < 5.0, f"a read after a seek took {slowest:.1f} s: a fetch waited for fetch.wait.max.ms"
