@@ -277,25 +277,35 @@ def test_kafka_python_over_sasl_ssl(sasl_broker: SaslBroker, mechanism: str) -> 
 
 def test_kafka_python_wrong_password(sasl_broker: SaslBroker, caplog: pytest.LogCaptureFixture) -> None:
     """kafka-python logs the broker's SASL_AUTHENTICATION_FAILED (error 58) for each attempt and
-    then gives up bootstrapping."""
+    then gives up bootstrapping.
+
+    Up to three clients: on a loaded machine kafka-python's TLS transport has been seen to report
+    the broker's close (which follows the error response, as Kafka's does) as "socket disconnected"
+    without logging the response it had received; the broker's answer is the same each time.
+    """
     from kafka import KafkaProducer
     from kafka.errors import KafkaError as KafkaPythonError
 
-    with caplog.at_level(logging.WARNING, logger="kafka"), pytest.raises(KafkaPythonError):
-        KafkaProducer(
-            bootstrap_servers=sasl_broker.bootstrap("SASL_SSL"),
-            security_protocol="SASL_SSL",
-            sasl_mechanism="SCRAM-SHA-512",
-            sasl_plain_username="alice",
-            sasl_plain_password="wrong",
-            ssl_cafile=str(sasl_broker.pki.ca_cert),
-            max_block_ms=5_000,
-        )
-    assert (
+    expected = (
         "[Error 58] SaslAuthenticationFailedError: SaslAuthenticationFailedError: "
         "Authentication failed during authentication due to invalid credentials with SASL mechanism "
         "SCRAM-SHA-512"
-    ) in caplog.text
+    )
+    for _attempt in range(3):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="kafka"), pytest.raises(KafkaPythonError):
+            KafkaProducer(
+                bootstrap_servers=sasl_broker.bootstrap("SASL_SSL"),
+                security_protocol="SASL_SSL",
+                sasl_mechanism="SCRAM-SHA-512",
+                sasl_plain_username="alice",
+                sasl_plain_password="wrong",
+                ssl_cafile=str(sasl_broker.pki.ca_cert),
+                max_block_ms=5_000,
+            )
+        if expected in caplog.text:
+            break
+    assert expected in caplog.text
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
