@@ -253,6 +253,15 @@ def test_create_time_window(dispatcher: Dispatcher, log_manager: LogManager) -> 
     assert leo(log_manager, "window") == 2
 
 
+def test_by_default_a_timestamp_more_than_an_hour_ahead_is_refused(dispatcher: Dispatcher, plain: str) -> None:
+    """Kafka 4's default message.timestamp.after.max.ms is one hour (KIP-937); a clock running ahead
+    by more is refused with INVALID_TIMESTAMP, as a Kafka 4.1 broker answers it."""
+    hour = 3_600_000
+    assert produce(dispatcher, plain, build_batch([rec(b"a", ts=NOW_MS + hour)])).error_code == E.none
+    ahead = produce(dispatcher, plain, build_batch([rec(b"b", ts=NOW_MS + hour + 1)]))
+    assert ahead.error_code == E.invalid_timestamp
+
+
 def test_client_log_append_time_is_invalid(dispatcher: Dispatcher, plain: str) -> None:
     batch = build_batch([rec(b"a")], timestamp_type=TimestampType.LOG_APPEND_TIME)
     assert produce(dispatcher, plain, batch).error_code == E.invalid_timestamp

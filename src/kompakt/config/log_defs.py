@@ -181,7 +181,7 @@ TOPIC_CONFIG_DEFS: tuple[TopicConfigDef, ...] = (
        "[DEPRECATED, accepted and ignored] The record format of old brokers; Kafka 3.9 ignores it for "
        "every inter.broker.protocol.version of 3.0 or higher, and kompakt always writes the current "
        "(v2) format. Kafka 4.0 removed it.", MessageFormatVersion(), ("log.message.format.version",)),
-    _t("message.timestamp.after.max.ms", LONG, LONG_MAX,
+    _t("message.timestamp.after.max.ms", LONG, 3_600_000,
        "How far in ms a CreateTime timestamp may be ahead of the broker's time.", Range(0),
        ("log.message.timestamp.after.max.ms",)),
     _t("message.timestamp.before.max.ms", LONG, LONG_MAX,
@@ -268,7 +268,7 @@ LOG_SYNONYM_BROKER_DEFS: tuple[ConfigDef, ...] = (
     define("log.message.format.version", STR, DEFAULT_MESSAGE_FORMAT_VERSION,
            "[DEPRECATED, accepted and ignored] Default message.format.version (Kafka 3.9's).",
            MessageFormatVersion()),
-    define("log.message.timestamp.after.max.ms", LONG, LONG_MAX, "Default message.timestamp.after.max.ms.",
+    define("log.message.timestamp.after.max.ms", LONG, 3_600_000, "Default message.timestamp.after.max.ms.",
            Range(0)),
     define("log.message.timestamp.before.max.ms", LONG, LONG_MAX,
            "Default message.timestamp.before.max.ms.", Range(0)),
