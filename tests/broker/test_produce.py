@@ -253,7 +253,9 @@ def test_create_time_window(dispatcher: Dispatcher, log_manager: LogManager) -> 
     assert leo(log_manager, "window") == 2
 
 
-def test_by_default_a_timestamp_more_than_an_hour_ahead_is_refused(dispatcher: Dispatcher, plain: str) -> None:
+def test_by_default_a_timestamp_more_than_an_hour_ahead_is_refused(
+    dispatcher: Dispatcher, plain: str
+) -> None:
     """Kafka 4's default message.timestamp.after.max.ms is one hour (KIP-937); a clock running ahead
     by more is refused with INVALID_TIMESTAMP, as a Kafka 4.1 broker answers it."""
     hour = 3_600_000
