@@ -256,7 +256,7 @@ def test_create_time_window(dispatcher: Dispatcher, log_manager: LogManager) -> 
 def test_by_default_a_timestamp_more_than_an_hour_ahead_is_refused(
     dispatcher: Dispatcher, plain: str
 ) -> None:
-    """Kafka 4's default message.timestamp.after.max.ms is one hour (KIP-937); a clock running ahead
+    """Kafka 4's default message.timestamp.after.max.ms is one hour (KIP-1030); a clock running ahead
     by more is refused with INVALID_TIMESTAMP, as a Kafka 4.1 broker answers it."""
     hour = 3_600_000
     assert produce(dispatcher, plain, build_batch([rec(b"a", ts=NOW_MS + hour)])).error_code == E.none

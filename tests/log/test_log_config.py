@@ -33,7 +33,7 @@ def test_defaults_are_kafkas() -> None:
     assert config.max_message_bytes == 1_048_588
     assert config.message_timestamp_type == "CreateTime"
     assert config.message_timestamp_before_max_ms == LONG_MAX
-    assert config.message_timestamp_after_max_ms == 3_600_000  # Kafka 4.0 (KIP-937): one hour
+    assert config.message_timestamp_after_max_ms == 3_600_000  # Kafka 4.0 (KIP-1030): one hour
     assert config.preallocate is False
     assert config.compression_type == "producer"
     assert config.flush_messages == LONG_MAX
