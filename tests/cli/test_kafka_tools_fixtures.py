@@ -145,16 +145,14 @@ DIFFERENCES: dict[str, tuple[str, Callable[[str], str]]] = {
     "topics-describe-wide": ("Kafka's cluster-default min.insync.replicas", _without_cluster_min_isr),
     "configs-describe-topic-all": (
         "topic configs only one broker has: kompakt's own (kompakt.tombstone.*), Kafka's tiered "
-        "storage switches (remote.log.*), message.format.version (gone in Kafka 4, kept by kompakt), "
-        "Kafka 4's one-hour message.timestamp.after.max.ms default and the cluster-default "
-        "min.insync.replicas",
+        "storage switches (remote.log.*), message.format.version (gone in Kafka 4, kept by kompakt) "
+        "and the cluster-default min.insync.replicas",
         _without_config_lines(
             "kompakt.tombstone.max.hold.ms",
             "kompakt.tombstone.retain.for.groups",
             "remote.log.copy.disable",
             "remote.log.delete.on.disable",
             "message.format.version",
-            "message.timestamp.after.max.ms",
             "min.insync.replicas",
         ),
     ),
