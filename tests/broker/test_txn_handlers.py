@@ -234,12 +234,18 @@ def test_api_versions_advertises_the_transaction_apis(wire: Dispatcher) -> None:
         66: (0, 2),
     }
     # transaction.version supported 0-2 and finalized at 2, as a Kafka 4.1 cluster formats itself:
-    # the Java producer then runs transactions version 2.
+    # the Java producer then runs transactions version 2. metadata.version and group.version are
+    # finalized at Kafka 4.1.2's levels (its ApiVersions v4 answer: group.version 1,
+    # metadata.version 27 = 4.1-IV1), at the one level kompakt serves.
     assert [(f.name, f.min_version, f.max_version) for f in r.supported_features] == [
-        ("transaction.version", 0, 2)
+        ("group.version", 1, 1),
+        ("metadata.version", 27, 27),
+        ("transaction.version", 0, 2),
     ]
     assert [(f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features] == [
-        ("transaction.version", 2, 2)
+        ("group.version", 1, 1),
+        ("metadata.version", 27, 27),
+        ("transaction.version", 2, 2),
     ]
     assert r.finalized_features_epoch >= 0
 
@@ -254,7 +260,9 @@ def test_a_v1_only_broker_finalizes_transaction_version_1(txn_broker: Broker) ->
         {"client_software_name": "t", "client_software_version": "1"},
     )
     assert [(f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features] == [
-        ("transaction.version", 1, 1)
+        ("group.version", 1, 1),
+        ("metadata.version", 27, 27),
+        ("transaction.version", 1, 1),
     ]
 
 
@@ -270,7 +278,9 @@ def test_describe_of_an_unknown_id_answers_not_found_with_start_time_minus_one(w
 def _finalized(wire: Dispatcher) -> tuple[list[tuple[str, int, int]], int]:
     r = call(wire, ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
     return [
-        (f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features
+        (f.name, f.min_version_level, f.max_version_level)
+        for f in r.finalized_features
+        if f.name == "transaction.version"
     ], r.finalized_features_epoch
 
 
@@ -399,3 +409,24 @@ def test_a_v2_producer_is_verified_with_verification_disabled(txn_broker: Broker
     assert call(wire, ApiKey.END_TXN, 5, end).error_code is ErrorCode.none
     log = txn_broker.log_manager.get_log(TOPIC, 0)
     assert log.log_end_offset == 2  # the data batch and the commit marker
+
+
+def test_the_fixed_features_accept_only_their_level(wire: Dispatcher) -> None:
+    """metadata.version and group.version are served at one level: an update to it is a no-op, any
+    other level is refused with Kafka's message for a level outside the supported range."""
+
+    def update(feature: str, level: int, upgrade_type: int) -> Any:
+        key = {"feature": feature, "max_version_level": level, "upgrade_type": upgrade_type}
+        return call(wire, ApiKey.UPDATE_FEATURES, 1, {"timeout": 60_000, "feature_updates": [key]})
+
+    assert update("metadata.version", 27, 1).error_code is ErrorCode.none
+    refused = update("group.version", 0, 2)
+    assert refused.error_code is ErrorCode.invalid_update_version
+    assert refused.error_message == (
+        "The update failed for all features since the following feature had an error: Invalid "
+        "update version 0 for feature group.version. Local controller 0 only supports versions 1-1"
+    )
+    r = call(wire, ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+    assert ("group.version", 1, 1) in [
+        (f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features
+    ]
