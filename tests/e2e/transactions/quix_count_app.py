@@ -8,6 +8,7 @@ kills it with SIGKILL mid-stream, or ends it with SIGTERM).
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -30,7 +31,7 @@ def main() -> None:
         commit_every=7,
         commit_interval=0.5,
         state_dir=state_dir,
-        loglevel="WARNING",
+        loglevel=os.environ.get("QUIX_APP_LOGLEVEL", "WARNING"),
         # A fixed transactional id: the restarted app fences the killed one's open transaction.
         producer_extra_config={"transactional.id": f"{group}-txn", "transaction.timeout.ms": 10_000},
         consumer_extra_config={"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000},
