@@ -15,6 +15,12 @@ the read_committed output.
 
 Usage: drive.py kompakt|kafka PORT N RUN_ID
 (work files in $FAUST_WORK/run-KIND-RUN_ID, /tmp/faust-scenario by default)
+
+With ``RECORD_PORT=P`` in the environment the broker advertises ``127.0.0.1:P``, where
+``tools/kafka_wire_recorder.py`` (run with this checkout's venv) records every request and
+response into ``wire.jsonl`` of the work directory; ``restore.t`` holds the time the app was
+restarted. The run then stops once the restarted app has processed 55 % of the inputs (the
+restart-and-restore phase), without the broker kill.
 """
 
 import os
@@ -38,6 +44,8 @@ shutil.rmtree(WORK, ignore_errors=True)
 WORK.mkdir(parents=True)
 INPUT, OUTPUT, APP_ID = f"in-{RUN}", f"out-{RUN}", f"app-{RUN}"
 KEYS = 3000
+RECORD_PORT = int(os.environ.get("RECORD_PORT", "0"))
+APP_BOOT = f"127.0.0.1:{RECORD_PORT}" if RECORD_PORT else BOOT
 
 
 def start_broker():
@@ -56,6 +64,8 @@ def start_broker():
             "--override",
             "log.cleaner.backoff.ms=1000",
         ]
+        if RECORD_PORT:
+            cmd += ["--override", f"advertised.listeners=PLAINTEXT://127.0.0.1:{RECORD_PORT}"]
         env = dict(os.environ)
     else:
         cmd = [
@@ -64,6 +74,9 @@ def start_broker():
             str(PORT),
             "log.cleaner.backoff.ms=1000",
         ]
+        if RECORD_PORT:
+            listeners = f"PLAINTEXT://127.0.0.1:{RECORD_PORT},CONTROLLER://127.0.0.1:{PORT + 1}"
+            cmd.append(f"advertised.listeners={listeners}")
         env = {**os.environ, "KAFKA_BUILD": "/work/rk/build"}
     p = subprocess.Popen(cmd, env=env, stdout=open(WORK / "broker.out", "a"), stderr=subprocess.STDOUT)
     (WORK / "pids").open("a").write(f"{p.pid}\n")
@@ -81,7 +94,7 @@ def start_app(tag):
     shutil.rmtree(WORK / "appdata", ignore_errors=True)
     env = {
         **os.environ,
-        "BOOTSTRAP": BOOT,
+        "BOOTSTRAP": APP_BOOT,
         "APP_ID": APP_ID,
         "INPUT": INPUT,
         "OUTPUT": OUTPUT,
@@ -125,6 +138,20 @@ def outputs():
     return got
 
 
+if RECORD_PORT:
+    recorder = subprocess.Popen(
+        [
+            str(Path(__file__).resolve().parents[2] / ".venv/bin/python"),
+            str(HERE.parent / "kafka_wire_recorder.py"),
+            "record",
+            str(RECORD_PORT),
+            BOOT,
+            str(WORK / "wire.jsonl"),
+        ],
+        stdout=open(WORK / "recorder.out", "w"),
+        stderr=subprocess.STDOUT,
+    )
+    (WORK / "pids").open("a").write(f"{recorder.pid}\n")
 broker = start_broker()
 a = AdminClient({"bootstrap.servers": BOOT})
 CHANGELOG_CONFIG = {"cleanup.policy": "compact", "segment.ms": "1000", "min.cleanable.dirty.ratio": "0.01"}
@@ -155,9 +182,13 @@ while time.time() < deadline:
     if stage == 0 and done >= 0.4 * N:
         app.send_signal(signal.SIGKILL)
         app.wait()
+        (WORK / "restore.t").write_text(f"{time.time()}\n")
         app = start_app("2")
         stage = 1
         print("app killed and restarted", flush=True)
+    elif stage == 1 and RECORD_PORT and done >= 0.55 * N:
+        print("restore phase recorded", flush=True)
+        break
     elif stage == 1 and done >= 0.7 * N:
         broker.send_signal(signal.SIGKILL)
         broker.wait()
@@ -205,3 +236,5 @@ print(
 )
 broker.send_signal(signal.SIGTERM)
 broker.wait(60)
+if RECORD_PORT:
+    recorder.terminate()
