@@ -231,12 +231,11 @@ def summary(entry: dict[str, Any]) -> str:
     parts: list[str] = []
     if not isinstance(request, dict):
         return ""
-    for name in ("isolation_level", "require_stable", "transaction_result", "key_type", "key"):
+    for name in ("isolation_level", "require_stable", "committed", "key_type"):
         if name in request:
-            value = request[name]
-            if name == "key" and api == "FindCoordinator":
-                value = str(value).split("-")[0]
-            parts.append(f"{name}={value}")
+            parts.append(f"{name}={request[name]}")
+    if api == "init_producer_id":
+        parts.append(f"transactional={request.get('transactional_id') is not None}")
     topics = request.get("topics") or request.get("groups") or []
     names: list[str] = []
     for t in topics if isinstance(topics, list) else []:
@@ -258,21 +257,47 @@ def _topic_role(name: str) -> str:
     return name.split("-")[0]
 
 
-def steps(path: Path, client_prefix: str | None, since: float) -> list[str]:
+def steps(path: Path, client_prefix: str | None, since: float, until: float = float("inf")) -> list[str]:
     out: list[str] = []
     for line in path.read_text().splitlines():
         entry = json.loads(line)
-        if entry["t"] < since:
+        if not since <= entry["t"] < until:
             continue
         if client_prefix and not str(entry.get("client") or "").startswith(client_prefix):
             continue
-        if entry["api"] in {"Heartbeat"}:
+        if entry["api"] in {"heartbeat"}:
             continue
         errs = errors(entry["response"])
         step = f"{entry['api']} v{entry['v']} {summary(entry)} -> {','.join(sorted(set(errs))) or 'NONE'}"
         if not out or out[-1] != step:
             out.append(step)
     return out
+
+
+def counted(path: Path, client_prefix: str | None, since: float) -> dict[str, int]:
+    """How often each (API, version, request summary, errors) step occurs, in order of first use."""
+    counts: dict[str, int] = {}
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        if entry["t"] < since or (
+            client_prefix and not str(entry.get("client") or "").startswith(client_prefix)
+        ):
+            continue
+        errs = errors(entry["response"])
+        key = f"{entry['api']} v{entry['v']} | {summary(entry)} | {','.join(sorted(set(errs))) or 'NONE'}"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def table(a: Path, b: Path, client_prefix: str | None, since: tuple[float, float]) -> int:
+    """A markdown table: every distinct step with its count on each side."""
+    ca, cb = counted(a, client_prefix, since[0]), counted(b, client_prefix, since[1])
+    print("| API version | request | errors | A | B |")
+    print("|---|---|---|---|---|")
+    for key in [*ca, *(k for k in cb if k not in ca)]:
+        api, request, errs = key.split(" | ")
+        print(f"| {api} | {request} | {errs} | {ca.get(key, 0)} | {cb.get(key, 0)} |")
+    return 1 if set(ca) != set(cb) else 0
 
 
 def diff(a: Path, b: Path, client_prefix: str | None, since: tuple[float, float]) -> int:
@@ -305,11 +330,14 @@ def main() -> int:
     d.add_argument("b", type=Path)
     d.add_argument("--client-id", default=None, help="only requests whose client id starts with this")
     d.add_argument("--since", nargs=2, type=float, default=(0.0, 0.0), help="epoch seconds, A and B")
+    d.add_argument("--table", action="store_true", help="a markdown table of the steps with counts")
     args = parser.parse_args()
     if args.command == "record":
         host, _, port = args.upstream.rpartition(":")
         asyncio.run(Recorder((host, int(port)), args.out).serve(args.listen_port))
         return 0
+    if args.table:
+        return table(args.a, args.b, args.client_id, tuple(args.since))
     return diff(args.a, args.b, args.client_id, tuple(args.since))
 
 

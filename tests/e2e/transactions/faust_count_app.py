@@ -29,6 +29,7 @@ app = faust.App(
     store="memory://",
     datadir=os.environ["DATADIR"],
     web_enabled=False,
+    web_port=int(os.environ["WEB_PORT"]),  # bound even when disabled
     topic_partitions=2,
     topic_replication_factor=1,
     # A killed worker leaves its member in the group until its session expires; the restarted

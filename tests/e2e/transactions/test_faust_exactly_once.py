@@ -18,6 +18,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -53,7 +54,12 @@ class FaustApp:
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
                 [sys.executable, str(APP)],
-                env={**env, "DATADIR": str(work / "appdata"), "DUMP": str(self.dump)},
+                env={
+                    **env,
+                    "DATADIR": str(work / "appdata"),
+                    "DUMP": str(self.dump),
+                    "WEB_PORT": _free_port(),
+                },
                 cwd=work,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -84,6 +90,13 @@ class FaustApp:
             self.process.wait(APP_DEADLINE_S)
         except subprocess.TimeoutExpired:
             self.kill()
+
+
+def _free_port() -> str:
+    """faust binds its web port even with ``web_enabled=False``: a free one, not its fixed 6066."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
 
 
 def processed(bootstrap: str, output: str) -> Counter[tuple[int, int]]:
