@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -126,11 +127,20 @@ def compacted_view(bootstrap: str, changelog: str) -> dict[str, int]:
     return {row["key"]: json.loads(row["value"]) for row in rows}
 
 
-def produce_inputs(bootstrap: str, topic: str, items: list[tuple[bytes, bytes | None]]) -> None:
+def produce_inputs(
+    bootstrap: str, topic: str, items: list[tuple[bytes, bytes | None]], over_s: float = 0.0
+) -> None:
+    """Write ``items``; with ``over_s``, at a steady rate over that long (pacing, so the kills
+    land mid-stream however fast the app is; the producer retries across the broker's restart)."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for key, value in items:
-        producer.produce(topic, key=key, value=value)
-    assert producer.flush(30) == 0
+    step = max(1, len(items) // 40)
+    for first in range(0, len(items), step):
+        for key, value in items[first : first + step]:
+            producer.produce(topic, key=key, value=value)
+        if over_s:
+            producer.flush(30)
+            time.sleep(over_s / 40)
+    assert producer.flush(60) == 0
 
 
 @pytest.mark.timeout(8 * APP_DEADLINE_S)
@@ -150,7 +160,8 @@ def test_faust_exactly_once_count_survives_app_and_broker_kills(tmp_path: Path) 
             (f"key-{rng.randrange(KEYS)}".encode(), None if rng.random() < 0.02 else b"v%d" % i)
             for i in range(INPUTS)
         ]
-        produce_inputs(bs, source, inputs)
+        produce_inputs(bs, source, inputs[:40])
+        trickle = threading.Thread(target=produce_inputs, args=(bs, source, inputs[40:], 6.0), daemon=True)
         env = {**os.environ, "BOOTSTRAP": bs, "APP_ID": app_id, "INPUT": source, "OUTPUT": sink}
 
         def wait_processed(count: int, what: str) -> None:
@@ -162,6 +173,8 @@ def test_faust_exactly_once_count_survives_app_and_broker_kills(tmp_path: Path) 
             poll_until(enough, deadline_s=APP_DEADLINE_S, what=what)
 
         app = FaustApp(env, tmp_path, "1")
+        wait_processed(20, "the app consuming")
+        trickle.start()
         wait_processed(int(0.4 * INPUTS), "40 % of the inputs processed")
         app.kill()  # mid-stream: its open transactions are left behind
         before_restore = compacted_view(bs, changelog)
@@ -171,6 +184,7 @@ def test_faust_exactly_once_count_survives_app_and_broker_kills(tmp_path: Path) 
         wait_processed(int(0.7 * INPUTS), "70 % of the inputs processed")
         broker.kill()  # no clean shutdown: recovery of the changelog's tail and open transactions
         broker = restart(broker)
+        trickle.join(APP_DEADLINE_S)
         wait_processed(INPUTS, "every input processed")
         produce_inputs(bs, source, [(f"key-{k}".encode(), b"probe") for k in range(KEYS)])
         wait_processed(INPUTS + KEYS, "every input and probe processed")
