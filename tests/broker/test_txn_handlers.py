@@ -8,15 +8,18 @@ from typing import Any
 
 import pytest
 
-from kompakt.broker.context import Broker
+from kompakt.broker.context import Broker, ManualTimers
+from kompakt.broker.deferred import Deferred
 from kompakt.broker.dispatch import Dispatcher
 from kompakt.broker.txn.coordinator import TransactionCoordinator
 from kompakt.broker.txn.state_manager import TxnConfig
+from kompakt.clock import FakeClock
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.codec import ErrorCode
+from kompakt.records.batch import iter_batches
 from kompakt.records.builder import SimpleRecord, build_batch
-from tests.support.wire import call, dispatch, fetch_values, produce_values
+from tests.support.wire import call, decode, dispatch, fetch_values, produce_values
 
 TOPIC = "t"
 TXN_ID = "app-1"
@@ -353,6 +356,70 @@ def test_produce_v12_adds_the_partition_and_end_txn_v5_bumps_the_epoch(wire: Dis
     # The old epoch's late write is fenced (INVALID_PRODUCER_EPOCH for a v12 producer too).
     late = call(wire, ApiKey.PRODUCE, 12, values).responses[0].partition_responses[0]
     assert late.error_code is ErrorCode.invalid_producer_epoch
+
+
+def test_a_read_committed_long_poll_waits_past_appends_above_the_lso(
+    wire: Dispatcher, txn_broker: Broker, timers: ManualTimers, clock: FakeClock
+) -> None:
+    """As Kafka's DelayedFetch: a read_committed fetch parked at the LSO of an open transaction
+    is not answered by that transaction's further writes (nothing below the LSO to read: a faust
+    app's consumer was answered empty at once and fetched again ~100 times a second), but by its
+    commit marker, or at its max_wait."""
+    assert txn_broker.txn is not None
+    # as the server wires it (kompakt.server.app): a marker wakes the partition's parked fetches
+    txn_broker.txn.markers.listeners.append(lambda t, p, *_: txn_broker.fetch_waiters.notify(t, p))
+    pid, epoch = init(wire)
+    assert add_partitions_v3(wire, pid, epoch, TOPIC, [0]) == {0: ErrorCode.none}
+    assert produce(wire, txn_batch(pid, epoch, 0, b"v0")).error_code is ErrorCode.none
+    values = fetch_values([(TOPIC, 0, 0)], isolation_level=1, max_wait_ms=1500)
+    parked = dispatch(wire, ApiKey.FETCH, 12, values)
+    assert isinstance(parked, Deferred) and not parked.done
+    assert produce(wire, txn_batch(pid, epoch, 1, b"v1")).error_code is ErrorCode.none
+    assert not parked.done  # an append above the LSO: still nothing to read
+    assert txn_broker.fetch_waiters.pending() == 1
+    end = {"transactional_id": TXN_ID, "producer_id": pid, "producer_epoch": epoch, "committed": True}
+    assert call(wire, ApiKey.END_TXN, 3, end).error_code is ErrorCode.none
+    assert parked.done  # the marker moved the LSO: both records are readable
+    part = decode(parked.result(), ApiKey.FETCH, 12).responses[0].partitions[0]
+    assert (part.last_stable_offset, part.high_watermark) == (3, 3)
+    direct = call(wire, ApiKey.FETCH, 12, fetch_values([(TOPIC, 0, 0)], isolation_level=1))
+    assert bytes(part.records) == bytes(direct.responses[0].partitions[0].records)
+    assert [v.base_offset for v in iter_batches(part.records)][:2] == [0, 1]
+    assert timers.pending() == 0  # the deadline was cancelled
+
+    # A transaction that stays open: answered empty at the deadline, not before.
+    assert add_partitions_v3(wire, pid, epoch, TOPIC, [0]) == {0: ErrorCode.none}
+    assert produce(wire, txn_batch(pid, epoch, 2, b"v2")).error_code is ErrorCode.none
+    parked = dispatch(
+        wire, ApiKey.FETCH, 12, fetch_values([(TOPIC, 0, 3)], isolation_level=1, max_wait_ms=1500)
+    )
+    assert isinstance(parked, Deferred)
+    assert produce(wire, txn_batch(pid, epoch, 3, b"v3")).error_code is ErrorCode.none
+    clock.advance(1499)
+    assert timers.advance() == 0 and not parked.done
+    clock.advance(1)
+    assert timers.advance() == 1 and parked.done
+    part = decode(parked.result(), ApiKey.FETCH, 12).responses[0].partitions[0]
+    assert (part.last_stable_offset, part.high_watermark, bytes(part.records)) == (3, 5, b"")
+    assert txn_broker.fetch_waiters.pending() == 0
+
+
+def test_a_long_poll_waits_for_min_bytes_past_smaller_appends(
+    wire: Dispatcher, txn_broker: Broker, timers: ManualTimers, clock: FakeClock
+) -> None:
+    """Kafka answers a parked fetch early only once ``min_bytes`` are readable."""
+    values = fetch_values([(TOPIC, 1, 0)], max_wait_ms=500, min_bytes=200)
+    parked = dispatch(wire, ApiKey.FETCH, 12, values)
+    assert isinstance(parked, Deferred)
+    small = build_batch([SimpleRecord(b"k", b"x", 0)])
+    assert len(small) < 200
+    call(wire, ApiKey.PRODUCE, 9, produce_values(TOPIC, 1, small))
+    assert not parked.done
+    call(wire, ApiKey.PRODUCE, 9, produce_values(TOPIC, 1, build_batch([SimpleRecord(b"k", b"y" * 200, 0)])))
+    assert parked.done
+    part = decode(parked.result(), ApiKey.FETCH, 12).responses[0].partitions[0]
+    assert [v.base_offset for v in iter_batches(part.records)] == [0, 1]
+    assert timers.pending() == 0
 
 
 def _produce_v12(wire: Dispatcher, records: bytes, partition: int = 0) -> Any:

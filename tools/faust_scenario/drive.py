@@ -15,14 +15,22 @@ the read_committed output.
 
 Usage: drive.py kompakt|kafka PORT N RUN_ID
 (work files in $FAUST_WORK/run-KIND-RUN_ID, /tmp/faust-scenario by default)
+
+With ``RECORD_PORT=P`` in the environment the broker advertises ``127.0.0.1:P``, where
+``tools/kafka_wire_recorder.py`` (run with this checkout's venv) records every request and
+response into ``wire.jsonl`` of the work directory; ``restore.t`` holds the time the app was
+restarted. The run then stops once the restarted app has processed every input (the
+restart-and-restore phase), without the broker kill.
 """
 
 import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -38,6 +46,8 @@ shutil.rmtree(WORK, ignore_errors=True)
 WORK.mkdir(parents=True)
 INPUT, OUTPUT, APP_ID = f"in-{RUN}", f"out-{RUN}", f"app-{RUN}"
 KEYS = 3000
+RECORD_PORT = int(os.environ.get("RECORD_PORT", "0"))
+APP_BOOT = f"127.0.0.1:{RECORD_PORT}" if RECORD_PORT else BOOT
 
 
 def start_broker():
@@ -56,6 +66,8 @@ def start_broker():
             "--override",
             "log.cleaner.backoff.ms=1000",
         ]
+        if RECORD_PORT:
+            cmd += ["--override", f"advertised.listeners=PLAINTEXT://127.0.0.1:{RECORD_PORT}"]
         env = dict(os.environ)
     else:
         cmd = [
@@ -64,6 +76,9 @@ def start_broker():
             str(PORT),
             "log.cleaner.backoff.ms=1000",
         ]
+        if RECORD_PORT:
+            listeners = f"PLAINTEXT://127.0.0.1:{RECORD_PORT},CONTROLLER://127.0.0.1:{PORT + 1}"
+            cmd.append(f"advertised.listeners={listeners}")
         env = {**os.environ, "KAFKA_BUILD": "/work/rk/build"}
     p = subprocess.Popen(cmd, env=env, stdout=open(WORK / "broker.out", "a"), stderr=subprocess.STDOUT)
     (WORK / "pids").open("a").write(f"{p.pid}\n")
@@ -77,16 +92,24 @@ def start_broker():
     raise SystemExit("broker did not start")
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def start_app(tag):
     shutil.rmtree(WORK / "appdata", ignore_errors=True)
     env = {
         **os.environ,
-        "BOOTSTRAP": BOOT,
+        "BOOTSTRAP": APP_BOOT,
         "APP_ID": APP_ID,
         "INPUT": INPUT,
         "OUTPUT": OUTPUT,
         "DATADIR": str(WORK / "appdata"),
-        "WEB_PORT": str(PORT + 7000),
+        # faust binds its web port even with web_enabled=False; a fixed one can be taken by any
+        # client socket's ephemeral port (a run of this script once failed that way)
+        "WEB_PORT": str(free_port()),
     }
     p = subprocess.Popen(
         [sys.executable, str(HERE / "faust_count_app.py")],
@@ -125,6 +148,20 @@ def outputs():
     return got
 
 
+if RECORD_PORT:
+    recorder = subprocess.Popen(
+        [
+            str(Path(__file__).resolve().parents[2] / ".venv/bin/python"),
+            str(HERE.parent / "kafka_wire_recorder.py"),
+            "record",
+            str(RECORD_PORT),
+            BOOT,
+            str(WORK / "wire.jsonl"),
+        ],
+        stdout=open(WORK / "recorder.out", "w"),
+        stderr=subprocess.STDOUT,
+    )
+    (WORK / "pids").open("a").write(f"{recorder.pid}\n")
 broker = start_broker()
 a = AdminClient({"bootstrap.servers": BOOT})
 CHANGELOG_CONFIG = {"cleanup.policy": "compact", "segment.ms": "1000", "min.cleanable.dirty.ratio": "0.01"}
@@ -139,26 +176,55 @@ for f in a.create_topics(
 time.sleep(2)  # Kafka creates topics asynchronously; faust checks the changelog's partitions
 rng = random.Random(int(RUN) if RUN.isdigit() else 7)
 prod = Producer({"bootstrap.servers": BOOT, "linger.ms": 5})
-for i in range(N):
-    k = f"key-{rng.randrange(KEYS)}".encode()
-    prod.produce(INPUT, key=k, value=None if rng.random() < 0.02 else b"v%d" % i)
-prod.flush()
+inputs = [f"key-{rng.randrange(KEYS)}".encode() for _ in range(N)]
+tombstones = [rng.random() < 0.02 for _ in range(N)]
+
+
+def produce_inputs(start, stop):
+    for i in range(start, stop):
+        prod.produce(INPUT, key=inputs[i], value=None if tombstones[i] else b"v%d" % i)
+    prod.flush()
+
+
+def trickle(start, stop, seconds):
+    """Inputs at a steady rate: the app is then killed mid-stream on either broker, with
+    transactions committed before and one open, whatever its start-up time."""
+    step = max(1, (stop - start) // 50)
+    for i in range(start, stop, step):
+        produce_inputs(i, min(i + step, stop))
+        time.sleep(seconds / 50)
+
+
+# Recording: the first half trickles in once the app is consuming; the second half is written
+# while the app is down, so the restarted app has work after its restore.
+produce_inputs(0, 100 if RECORD_PORT else N)
 total = N
 app = start_app("1")
 stage = 0
+trickling = None
 deadline = time.time() + 900
 while time.time() < deadline:
-    time.sleep(2)
+    time.sleep(2 if not RECORD_PORT else 0.5)
     got_now = outputs()
     done = len({tuple(v.split(":")[:2]) for v in got_now})
     print(f"{time.strftime('%X')} distinct inputs done {done}/{total} (outputs {len(got_now)})", flush=True)
-    if stage == 0 and done >= 0.4 * N:
+    if RECORD_PORT and trickling is None and done >= 50:
+        trickling = threading.Thread(target=trickle, args=(100, N // 2, 12.0), daemon=True)
+        trickling.start()
+    if stage == 0 and done >= (0.4 * N if not RECORD_PORT else 0.3 * N):
         app.send_signal(signal.SIGKILL)
         app.wait()
+        if RECORD_PORT:
+            trickling.join()
+            produce_inputs(N // 2, N)
+        (WORK / "restore.t").write_text(f"{time.time()}\n")
         app = start_app("2")
         stage = 1
         print("app killed and restarted", flush=True)
-    elif stage == 1 and done >= 0.7 * N:
+    elif stage == 1 and RECORD_PORT and done >= N:
+        print("restore phase recorded", flush=True)
+        break
+    elif stage == 1 and not RECORD_PORT and done >= 0.7 * N:
         broker.send_signal(signal.SIGKILL)
         broker.wait()
         broker = start_broker()
@@ -205,3 +271,5 @@ print(
 )
 broker.send_signal(signal.SIGTERM)
 broker.wait(60)
+if RECORD_PORT:
+    recorder.terminate()

@@ -29,6 +29,10 @@ out = app.topic(OUTPUT, key_type=bytes, value_type=bytes, key_serializer="raw", 
 counts = app.Table(
     "counts",
     default=int,
+    # The keys are the input's raw bytes: without key_type faust writes them to the changelog
+    # as they are but reads them back as JSON, and every restored record fails to decode.
+    key_type=bytes,
+    value_type=int,
     partitions=2,
     extra_topic_configs={"segment.ms": "1000", "min.cleanable.dirty.ratio": "0.01"},
 )

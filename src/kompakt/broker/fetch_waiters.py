@@ -55,6 +55,9 @@ class FetchWaiters:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_partition: dict[TopicPartition, set[FetchWaiter]] = {}
+        #: Set by :meth:`wake_all`: a woken fetch answers with what it has instead of parking
+        #: again for more bytes.
+        self.closing = False
 
     def register(self, waiter: FetchWaiter) -> None:
         with self._lock:
@@ -85,6 +88,7 @@ class FetchWaiters:
 
     def wake_all(self) -> int:
         """Complete every parked fetch now (shutdown: answer them rather than drop them)."""
+        self.closing = True
         with self._lock:
             waiters = {w for ws in self._by_partition.values() for w in ws}
             self._by_partition.clear()

@@ -16,8 +16,12 @@ Reading (Kafka's ``UnifiedLog.read`` and ``LogSegment.read``; the response as ``
 Long poll: when the response would hold fewer than ``min_bytes`` and ``max_wait_ms`` > 0 (and no
 partition has an error), the handler parks a waiter in ``broker.fetch_waiters`` and returns a
 :class:`Deferred`. An append to any requested partition, or the broker timer at ``max_wait_ms``,
-re-reads and answers. A fetch that raced with an append (high watermark moved between the read
-and the registration) is completed at once, so no append is missed.
+re-reads; it answers when ``min_bytes`` are readable (up to the high watermark, or the LSO for
+read_committed: Kafka's ``DelayedFetch``), or at the deadline, and otherwise parks again. So an
+append above the LSO of an open transaction does not answer a read_committed fetch empty (a
+faust app's consumer fetched ~100 times a second that way). A fetch that raced with an append
+(high watermark moved between the read and the registration) is re-read at once, so no append
+is missed.
 
 Zero copy: partitions are read with :meth:`PartitionLog.read_slice`, so large record ranges stay in
 the segment files as :class:`~kompakt.log.segment.FileSlice` objects inside the response and the
@@ -30,6 +34,7 @@ protocol allows and every client handles by sending full fetches.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -205,30 +210,96 @@ def handle(ctx: RequestContext, request: m.FetchRequest) -> m.FetchResponse | De
         return _response(wanted, first)
     first.close()
 
-    deferred: Deferred[m.FetchResponse] = Deferred()
-    timer: list[TimerHandle] = []
+    return _LongPoll(broker, wanted, max_bytes, read_committed, min_bytes).start(first, max_wait_ms)
 
-    def complete() -> None:
-        broker.fetch_waiters.unregister(waiter)
-        for handle_ in timer:
+
+class _LongPoll:
+    """A parked fetch: answered exactly once, by the deadline or by an append that makes
+    ``min_bytes`` readable.
+
+    Kafka's DelayedFetch completes early only once ``min_bytes`` are readable: up to the high
+    watermark, or up to the LSO for read_committed. An append above the LSO (a transaction still
+    open) leaves the fetch parked until its max_wait, as on Kafka, instead of answering it empty
+    and having the client fetch again at once.
+    """
+
+    def __init__(
+        self,
+        broker: Broker,
+        wanted: list[PartitionFetch],
+        max_bytes: int,
+        read_committed: bool,
+        min_bytes: int,
+    ) -> None:
+        self.broker = broker
+        self.wanted = wanted
+        self.max_bytes = max_bytes
+        self.read_committed = read_committed
+        self.min_bytes = min_bytes
+        self.deferred: Deferred[m.FetchResponse] = Deferred()
+        self.timers: list[TimerHandle] = []
+        self.parked: list[FetchWaiter] = []  # the waiter registered now (a woken fetch parks again)
+        self.answered = False
+        self._guard = threading.Lock()
+
+    def start(self, first: ReadResult, max_wait_ms: int) -> Deferred[m.FetchResponse]:
+        self.timers.append(self.broker.timer_service.call_later(max_wait_ms, lambda: self.answer(None)))
+        self.park(first)
+        return self.deferred
+
+    def read(self) -> ReadResult:
+        return read_partitions(self.broker, self.wanted, self.max_bytes, self.read_committed)
+
+    def answer(self, read: ReadResult | None) -> None:
+        """Resolve the fetch exactly once, with ``read`` or a fresh read."""
+        with self._guard:
+            if self.answered:
+                if read is not None:
+                    read.close()
+                return
+            self.answered = True
+        for waiter in self.parked:
+            self.broker.fetch_waiters.unregister(waiter)
+        for handle_ in self.timers:
             handle_.cancel()
         try:
-            deferred.resolve(_response(wanted, read_partitions(broker, wanted, max_bytes, read_committed)))
+            self.deferred.resolve(_response(self.wanted, read if read is not None else self.read()))
         except Exception as exc:  # noqa: BLE001 - handed to the waiting connection
-            deferred.fail(exc)
+            self.deferred.fail(exc)
 
-    waiter = FetchWaiter({(w.topic, w.partition) for w in wanted if w.authorized}, complete)
-    broker.fetch_waiters.register(waiter)
+    def on_append(self) -> None:
+        if self.answered:
+            return
+        if self.broker.fetch_waiters.closing:
+            self.answer(None)
+            return
+        try:
+            again = self.read()
+        except Exception:  # noqa: BLE001 - answer() reads again and hands the failure on
+            self.answer(None)
+            return
+        if again.total_bytes >= self.min_bytes or again.has_error:
+            self.answer(again)
+            return
+        again.close()
+        self.park(again)
 
-    def on_deadline() -> None:
-        waiter.fire()
-
-    timer.append(broker.timer_service.call_later(max_wait_ms, on_deadline))
-    if waiter.fired:
-        timer[0].cancel()
-    elif _moved(broker, first):
-        waiter.fire()
-    return deferred
+    def park(self, read: ReadResult) -> None:
+        waiters = self.broker.fetch_waiters
+        waiter = FetchWaiter({(w.topic, w.partition) for w in self.wanted if w.authorized}, self.on_append)
+        with self._guard:
+            if self.answered:
+                return
+            self.parked[:] = [waiter]
+        waiters.register(waiter)
+        if waiters.closing:
+            waiters.unregister(waiter)
+            self.answer(None)
+        elif self.answered:  # the deadline passed while registering
+            waiters.unregister(waiter)
+        elif _moved(self.broker, read):  # an append between the read and the registration
+            waiters.unregister(waiter)
+            waiter.fire()
 
 
 def _moved(broker: Broker, read: ReadResult) -> bool:
