@@ -22,9 +22,12 @@ Baselines:
 
 Per codec (``zstd``, ``none``): ``backup`` (snapshot run into a directory:
 ``max_concurrent_partitions`` threads fetch, check CRCs, scan, compress per segment while it pays,
-sha256, write), ``restore`` (through the protocol into a new topic: read, verify, produce the stored
-batches) and ``offline_restore`` (exact restore into a new data directory), plus the stored size,
-per-partition rates and the ratios to the baselines.
+sha256, write), ``KOMPAKT_BENCH_BACKUP_ROUNDS`` times (default 3), each round a fetch loop then the
+backup for each codec, interleaved; the figures are the medians, each round listed under
+``rounds`` with the load average at its start; ``restore`` (through the protocol into a new
+topic: read, verify, produce the stored batches) and ``offline_restore`` (exact restore into a new
+data directory) of the last round's backup, plus the stored size, per-partition rates and the
+ratios to the baselines.
 
 Module imports are a tool's start, not its rate: ``kompakt.backup.backup`` is imported at the top,
 and the native scans (``kompakt.records.scan``: numba, 0.3-1.5 s on this machine) before the first
@@ -32,7 +35,7 @@ backup, timed apart as ``import_scan_s`` (a ``kompakt backup`` command pays it o
 with its first requests to the cluster).
 
 Environment: ``KOMPAKT_BENCH_BACKUP_MB`` (topic size, default 256), ``KOMPAKT_BENCH_DIR`` (where
-the data goes, default a temporary directory).
+the data goes, default a temporary directory), ``KOMPAKT_BENCH_BACKUP_ROUNDS`` (default 3).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import re
 import select
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,6 +71,7 @@ VALUE = 1024
 PARTITIONS = 4
 RECORD_BYTES = VALUE + 9  # the value and a key of "key-NNNNN"
 GOAL = 0.8
+ROUNDS = int(os.environ.get("KOMPAKT_BENCH_BACKUP_ROUNDS", "3"))
 
 
 def start_broker(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
@@ -230,6 +235,10 @@ def disk_write(where: Path, count: int) -> dict[str, Any]:
     return rate(count, seconds)
 
 
+def median(values: list[float]) -> float:
+    return round(statistics.median(values), 2)
+
+
 def ratio(value: float, base: float) -> float:
     return round(value / base, 2) if base else 0.0
 
@@ -252,20 +261,43 @@ def main() -> int:
         started = time.perf_counter()
         importlib.import_module("kompakt.records.scan")
         result["import_scan_s"] = round(time.perf_counter() - started, 2)
-        for codec in ("zstd", "none"):
-            store = base / f"store-{codec}"
-            fetch = fetch_loop(bootstrap, "bench-src", count)["mb_per_s"]
-            backup = run_backup(
-                parse_backup_config(
+        rounds: dict[str, list[dict[str, Any]]] = {"zstd": [], "none": []}
+        for n in range(ROUNDS):
+            # Interleaved: each round runs a fetch loop, then each codec's backup beside a fetch
+            # loop of its own, so a load that comes and goes lands on both sides of each ratio.
+            for codec in ("zstd", "none"):
+                store = base / f"store-{codec}-{n}"
+                fetch = fetch_loop(bootstrap, "bench-src", count)["mb_per_s"]
+                load = os.getloadavg()[0]
+                backup = run_backup(
+                    parse_backup_config(
+                        {
+                            "backup_id": codec,
+                            "source": {"bootstrap_servers": bootstrap, "topics": {"include": ["bench-src"]}},
+                            "storage": {"path": str(store)},
+                            "backup": {"compression": codec, "consumer_group_snapshot": False},
+                        }
+                    )
+                )
+                records = sum(p["records"] for p in backup.partitions)
+                backup_rate = rate(records, backup.seconds)["mb_per_s"]
+                rounds[codec].append(
                     {
-                        "backup_id": codec,
-                        "source": {"bootstrap_servers": bootstrap, "topics": {"include": ["bench-src"]}},
-                        "storage": {"path": str(store)},
-                        "backup": {"compression": codec, "consumer_group_snapshot": False},
+                        "fetch_loop_mb_per_s": fetch,
+                        "backup_mb_per_s": backup_rate,
+                        "backup_vs_fetch_loop": ratio(backup_rate, fetch),
+                        "backup_s": round(backup.seconds, 2),
+                        "load": round(load, 1),
+                        "records": backup.run.records,
+                        "stored_mb": round(backup.run.bytes / 1e6, 1),
                     }
                 )
-            )
-            records = sum(p["records"] for p in backup.partitions)
+                if n + 1 < ROUNDS:
+                    shutil.rmtree(store, ignore_errors=True)
+        for codec in ("zstd", "none"):
+            store = base / f"store-{codec}-{ROUNDS - 1}"
+            each = rounds[codec]
+            records = each[-1]["records"]
             restore = run_restore(
                 parse_restore_config(
                     {
@@ -285,15 +317,17 @@ def main() -> int:
                     }
                 )
             )
-            backup_rate = rate(records, backup.seconds)["mb_per_s"]
+            backup_rate = median([r["backup_mb_per_s"] for r in each])
+            fetch = median([r["fetch_loop_mb_per_s"] for r in each])
             restore_rate = rate(restore.records, restore.seconds)["mb_per_s"]
             result[codec] = {
-                "records": backup.run.records,
-                "stored_mb": round(backup.run.bytes / 1e6, 1),
+                "records": records,
+                "stored_mb": each[-1]["stored_mb"],
+                "rounds": each,
                 "backup_mb_per_s": backup_rate,
                 "backup_mb_per_s_per_partition": round(backup_rate / PARTITIONS, 1),
                 "fetch_loop_mb_per_s": fetch,
-                "backup_vs_fetch_loop": ratio(backup_rate, fetch),
+                "backup_vs_fetch_loop": median([r["backup_vs_fetch_loop"] for r in each]),
                 "backup_vs_consume_rdkafka": ratio(backup_rate, consume),
                 "backup_vs_disk_write": ratio(backup_rate, result["disk_write"]["mb_per_s"]),
                 "restore_mb_per_s": restore_rate,
@@ -301,7 +335,7 @@ def main() -> int:
                 "restore_vs_produce_acks_all": ratio(restore_rate, produce),
                 "restore_vs_produce_acks_1": ratio(restore_rate, result["produce"]["mb_per_s"]),
                 "offline_restore_mb_per_s": rate(records, offline.seconds)["mb_per_s"],
-                "backup_s": round(backup.seconds, 2),
+                "backup_s": median([r["backup_s"] for r in each]),
                 "restore_s": round(restore.seconds, 2),
                 "offline_restore_s": round(offline.seconds, 2),
             }

@@ -21,6 +21,7 @@ written through confluent-kafka (the record-by-record path).
 
 from __future__ import annotations
 
+import mmap
 import struct
 import sys
 import threading
@@ -28,18 +29,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from kompakt.backup.errors import BackupError
 from kompakt.errors import KompaktError
-from kompakt.lazy_import import LazyModule
 from kompakt.protocol import client, codec
-
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-else:
-    np = LazyModule("numpy", globals(), "np")
 
 PRODUCE, FETCH, METADATA, INIT_PRODUCER_ID = 0, 1, 3, 22
 READ_COMMITTED: Final = 1
@@ -446,26 +440,27 @@ def _skip_tags(frame: memoryview, pos: int) -> int:
 class _Frames:
     """A connection's receive buffers, each used again once nothing holds a view of it.
 
-    A backup reads many Fetch answers of up to ``partition_max_bytes`` each. A ``bytearray`` of
-    that size is zeroed by ``memset`` with the GIL held, page fault by page fault (about 0.6 ms per
-    MB on the development machine, against 0.15 ms for the copy into memory already mapped), which
-    stalled every other thread of the backup. So a buffer is a NumPy array made by ``empty`` (its
-    pages are mapped as ``recv_into`` first writes them, without the GIL), and it is taken again
-    only when no view of it is alive: every view of its memory holds a reference to it, so a
-    reference count at its base means nothing reads it any more (NumPy's own ``resize`` check).
-    An answer still being stored, or one whose views a storage keeps until it puts the object
-    (S3), is never overwritten: a new buffer is made instead."""
+    A backup reads many Fetch answers of up to ``partition_max_bytes`` each, and new memory costs
+    more than the copy into it: a ``bytearray`` of that size is zeroed by ``memset`` with the GIL
+    held, page fault by page fault (about 0.6 ms per MB on the development machine, against
+    0.15 ms for a copy into memory already mapped), which stalled every other thread of the
+    backup, and a large NumPy array asks for huge pages, whose first touch can wait for the kernel
+    to compact memory. So a buffer is an anonymous ``mmap`` (its pages are mapped as ``recv_into``
+    first writes them, without the GIL), taken again only when no view of it is alive: every
+    view of its memory holds a reference to it, so a reference count at its base means nothing
+    reads it any more. An answer still being stored, or one whose views a storage keeps until it
+    puts the object (S3), is never overwritten: a new buffer is made instead."""
 
     KEEP: Final = 3
 
     def __init__(self) -> None:
-        self._buffers: list[npt.NDArray[np.uint8]] = []
+        self._buffers: list[mmap.mmap] = []
 
-    def take(self, size: int) -> npt.NDArray[np.uint8]:
+    def take(self, size: int) -> mmap.mmap:
         for buffer in self._buffers:
             if len(buffer) >= size and sys.getrefcount(buffer) <= _BASE_REFERENCES:
                 return buffer
-        buffer = np.empty(size, dtype=np.uint8)
+        buffer = mmap.mmap(-1, size)
         self._buffers.append(buffer)
         if len(self._buffers) > self.KEEP:
             # Forget the smallest other one (a buffer still viewed lives on until its views go).

@@ -25,10 +25,11 @@ Plaintext only: a cluster that needs TLS or SASL is reached through confluent-ka
 from __future__ import annotations
 
 import contextlib
+import mmap
 import socket
 import struct
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 from kompakt.errors import OperatorError
 from kompakt.protocol import codec
@@ -38,12 +39,8 @@ MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 """The default limit of one response frame; a Fetch client raises it to what it asked for."""
 _SIZE = struct.Struct(">i")
 
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
-    Buffer: TypeAlias = npt.NDArray[np.uint8]
-    """Writable memory a frame is read into (a one-dimensional array of bytes)."""
+Buffer: TypeAlias = bytearray | mmap.mmap
+"""Writable memory a frame is read into."""
 
 
 class WireError(OperatorError):
@@ -164,7 +161,7 @@ class Connection:
             raise self.error(f"{name} to {self.address} failed: {exc}") from None
 
     def _read(self, n: int, name: str, into: Buffer | None = None) -> memoryview:
-        view = memoryview(bytearray(n) if into is None else into.data)[:n]
+        view = memoryview(bytearray(n) if into is None else into)[:n]
         got = 0
         while got < n:
             chunk = self._sock.recv_into(view[got:], n - got)
