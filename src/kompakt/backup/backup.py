@@ -796,7 +796,8 @@ class BackupRun:
             first = int(offsets[0])
             if first > state.next_offset:
                 state.pending_gaps.append((state.next_offset, first - 1))
-            if len(offsets) > 1:
+            last = int(offsets[-1])
+            if last - first + 1 != len(offsets):  # holes inside (a compacted batch)
                 holes = np.flatnonzero(np.diff(offsets) > 1)
                 state.pending_gaps.extend(
                     (int(offsets[h]) + 1, int(offsets[h + 1]) - 1) for h in holes.tolist()
@@ -808,7 +809,7 @@ class BackupRun:
             except BaseException:
                 state.failed = True  # the staged file may hold part of the batch: commit none of it
                 raise
-            state.next_offset = int(offsets[-1]) + 1
+            state.next_offset = last + 1
             state.progress.records += batch.records
             state.progress.bytes += batch.key_value_bytes
             if state.builder.size >= self.config.segment_max_bytes or (
