@@ -24,10 +24,11 @@ Per codec (``zstd``, ``none``): ``backup`` (snapshot run into a directory:
 ``max_concurrent_partitions`` threads fetch, check CRCs, scan, compress per segment while it pays,
 sha256, write), ``KOMPAKT_BENCH_BACKUP_ROUNDS`` times (default 3), each round a fetch loop then the
 backup for each codec, interleaved; the figures are the medians, each round listed under
-``rounds`` with the load average at its start; ``restore`` (through the protocol into a new
-topic: read, verify, produce the stored batches) and ``offline_restore`` (exact restore into a new
-data directory) of the last round's backup, plus the stored size, per-partition rates and the
-ratios to the baselines.
+``rounds`` with the load average at its start, and the CPU each used per MB, client side and
+broker (``*_cpu_ms_per_mb``: what bounds a rate on a shared 2-core machine); ``restore``
+(through the protocol into a new topic: read, verify, produce the stored batches) and
+``offline_restore`` (exact restore into a new data directory) of the last round's backup, plus
+the stored size, per-partition rates and the ratios to the baselines.
 
 Module imports are a tool's start, not its rate: ``kompakt.backup.backup`` is imported at the top,
 and the native scans (``kompakt.records.scan``: numba, 0.3-1.5 s on this machine) before the first
@@ -45,6 +46,7 @@ import importlib
 import json
 import os
 import re
+import resource
 import select
 import shutil
 import signal
@@ -235,6 +237,24 @@ def disk_write(where: Path, count: int) -> dict[str, Any]:
     return rate(count, seconds)
 
 
+def cpu_s(broker: int) -> tuple[float, float]:
+    """CPU seconds used so far by this process (every thread) and by the broker's."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    with open(f"/proc/{broker}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return own.ru_utime + own.ru_stime, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_per_mb(before: tuple[float, float], after: tuple[float, float], records: int) -> dict[str, float]:
+    """CPU milliseconds per MB of the client side (this process) and of the broker, between two
+    :func:`cpu_s` readings: unlike a rate, not moved by what else the machine runs."""
+    mb = records * RECORD_BYTES / 1e6
+    return {
+        "client": round((after[0] - before[0]) * 1000 / mb, 2),
+        "broker": round((after[1] - before[1]) * 1000 / mb, 2),
+    }
+
+
 def median(values: list[float]) -> float:
     return round(statistics.median(values), 2)
 
@@ -267,8 +287,11 @@ def main() -> int:
             # loop of its own, so a load that comes and goes lands on both sides of each ratio.
             for codec in ("zstd", "none"):
                 store = base / f"store-{codec}-{n}"
+                cpu = cpu_s(proc.pid)
                 fetch = fetch_loop(bootstrap, "bench-src", count)["mb_per_s"]
+                fetch_cpu = cpu_per_mb(cpu, cpu_s(proc.pid), count)
                 load = os.getloadavg()[0]
+                cpu = cpu_s(proc.pid)
                 backup = run_backup(
                     parse_backup_config(
                         {
@@ -279,12 +302,15 @@ def main() -> int:
                         }
                     )
                 )
+                backup_cpu = cpu_per_mb(cpu, cpu_s(proc.pid), count)
                 records = sum(p["records"] for p in backup.partitions)
                 backup_rate = rate(records, backup.seconds)["mb_per_s"]
                 rounds[codec].append(
                     {
                         "fetch_loop_mb_per_s": fetch,
                         "backup_mb_per_s": backup_rate,
+                        "fetch_loop_cpu_ms_per_mb": fetch_cpu,
+                        "backup_cpu_ms_per_mb": backup_cpu,
                         "backup_vs_fetch_loop": ratio(backup_rate, fetch),
                         "backup_s": round(backup.seconds, 2),
                         "load": round(load, 1),
@@ -328,6 +354,14 @@ def main() -> int:
                 "backup_mb_per_s_per_partition": round(backup_rate / PARTITIONS, 1),
                 "fetch_loop_mb_per_s": fetch,
                 "backup_vs_fetch_loop": median([r["backup_vs_fetch_loop"] for r in each]),
+                "fetch_loop_cpu_ms_per_mb": {
+                    side: median([r["fetch_loop_cpu_ms_per_mb"][side] for r in each])
+                    for side in ("client", "broker")
+                },
+                "backup_cpu_ms_per_mb": {
+                    side: median([r["backup_cpu_ms_per_mb"][side] for r in each])
+                    for side in ("client", "broker")
+                },
                 "backup_vs_consume_rdkafka": ratio(backup_rate, consume),
                 "backup_vs_disk_write": ratio(backup_rate, result["disk_write"]["mb_per_s"]),
                 "restore_mb_per_s": restore_rate,
