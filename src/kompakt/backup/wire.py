@@ -445,7 +445,7 @@ class _Frames:
     held, page fault by page fault (about 0.6 ms per MB on the development machine, against
     0.15 ms for a copy into memory already mapped), which stalled every other thread of the
     backup, and a large NumPy array asks for huge pages, whose first touch can wait for the kernel
-    to compact memory. So a buffer is an anonymous ``mmap`` (its pages are mapped as ``recv_into``
+    to compact memory. So a buffer is a private anonymous ``mmap`` (its pages are mapped as ``recv_into``
     first writes them, without the GIL), taken again only when no view of it is alive: every
     view of its memory holds a reference to it, so a reference count at its base means nothing
     reads it any more. An answer still being stored, or one whose views a storage keeps until it
@@ -460,7 +460,7 @@ class _Frames:
         for buffer in self._buffers:
             if len(buffer) >= size and sys.getrefcount(buffer) <= _BASE_REFERENCES:
                 return buffer
-        buffer = mmap.mmap(-1, size)
+        buffer = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
         self._buffers.append(buffer)
         if len(self._buffers) > self.KEEP:
             # Forget the smallest other one (a buffer still viewed lives on until its views go).
