@@ -8,7 +8,8 @@ Baselines:
 
 * ``produce``: filling the source topic (1 KiB values, 4 partitions, librdkafka, ``acks=1``);
 * ``produce_acks_all``: the same records again into another topic with the restore's default
-  settings (idempotent, ``acks=all``): what a restore is compared with (``goal``: 0.8 of it);
+  settings (idempotent, ``acks=all``): what a restore is compared with (``goal``: 0.8 of it),
+  produced again at the start of each round and each round's restores compared with that one;
 * ``consume_rdkafka``: a confluent-kafka consumer reading the whole topic (``read_committed``,
   the clock started at the first record, no Python per message beyond ``consume``);
 * ``fetch_loop``: kompakt's own Fetch (the backup's data path) reading the whole topic and
@@ -26,8 +27,8 @@ sha256, write), ``KOMPAKT_BENCH_BACKUP_ROUNDS`` times (default 3), each round a 
 backup for each codec, interleaved; the figures are the medians, each round listed under
 ``rounds`` with the load average at its start, and the CPU each used per MB, client side and
 broker (``*_cpu_ms_per_mb``: what bounds a rate on a shared 2-core machine); ``restore``
-(through the protocol into a new topic: read, verify, produce the stored batches) and
-``offline_restore`` (exact restore into a new data directory) of the last round's backup, plus
+(through the protocol into a new topic: read, verify, produce the stored batches) of each round's
+backup, and ``offline_restore`` (exact restore into a new data directory) of the last one, plus
 the stored size, per-partition rates and the ratios to the baselines.
 
 Module imports are a tool's start, not its rate: ``kompakt.backup.backup`` is imported at the top,
@@ -277,14 +278,19 @@ def main() -> int:
         result["fetch_loop"] = fetch_loop(bootstrap, "bench-src", count)
         result["disk_write"] = disk_write(base / "disk-write", count)
         consume = result["consume_rdkafka"]["mb_per_s"]
-        produce = result["produce_acks_all"]["mb_per_s"]
         started = time.perf_counter()
         importlib.import_module("kompakt.records.scan")
         result["import_scan_s"] = round(time.perf_counter() - started, 2)
         rounds: dict[str, list[dict[str, Any]]] = {"zstd": [], "none": []}
         for n in range(ROUNDS):
-            # Interleaved: each round runs a fetch loop, then each codec's backup beside a fetch
-            # loop of its own, so a load that comes and goes lands on both sides of each ratio.
+            # Interleaved: each round produces the restore's baseline again, then for each codec
+            # runs a fetch loop, the backup and its restore, so a load that comes and goes lands
+            # on both sides of each ratio.
+            produce = (
+                result["produce_acks_all"]["mb_per_s"]
+                if n == 0
+                else fill(bootstrap, f"bench-idem-{n}", count, acks_all=True)["mb_per_s"]
+            )
             for codec in ("zstd", "none"):
                 store = base / f"store-{codec}-{n}"
                 cpu = cpu_s(proc.pid)
@@ -305,6 +311,17 @@ def main() -> int:
                 backup_cpu = cpu_per_mb(cpu, cpu_s(proc.pid), count)
                 records = sum(p["records"] for p in backup.partitions)
                 backup_rate = rate(records, backup.seconds)["mb_per_s"]
+                restore = run_restore(
+                    parse_restore_config(
+                        {
+                            "backup_id": codec,
+                            "target": {"bootstrap_servers": bootstrap},
+                            "storage": {"path": str(store)},
+                            "restore": {"topic_mapping": {"bench-src": f"bench-dst-{codec}-{n}"}},
+                        }
+                    )
+                )
+                restore_rate = rate(restore.records, restore.seconds)["mb_per_s"]
                 rounds[codec].append(
                     {
                         "fetch_loop_mb_per_s": fetch,
@@ -313,6 +330,10 @@ def main() -> int:
                         "backup_cpu_ms_per_mb": backup_cpu,
                         "backup_vs_fetch_loop": ratio(backup_rate, fetch),
                         "backup_s": round(backup.seconds, 2),
+                        "produce_acks_all_mb_per_s": produce,
+                        "restore_mb_per_s": restore_rate,
+                        "restore_vs_produce_acks_all": ratio(restore_rate, produce),
+                        "restore_s": round(restore.seconds, 2),
                         "load": round(load, 1),
                         "records": backup.run.records,
                         "stored_mb": round(backup.run.bytes / 1e6, 1),
@@ -324,16 +345,6 @@ def main() -> int:
             store = base / f"store-{codec}-{ROUNDS - 1}"
             each = rounds[codec]
             records = each[-1]["records"]
-            restore = run_restore(
-                parse_restore_config(
-                    {
-                        "backup_id": codec,
-                        "target": {"bootstrap_servers": bootstrap},
-                        "storage": {"path": str(store)},
-                        "restore": {"topic_mapping": {"bench-src": f"bench-dst-{codec}"}},
-                    }
-                )
-            )
             offline = run_offline_restore(
                 parse_restore_config(
                     {
@@ -345,7 +356,7 @@ def main() -> int:
             )
             backup_rate = median([r["backup_mb_per_s"] for r in each])
             fetch = median([r["fetch_loop_mb_per_s"] for r in each])
-            restore_rate = rate(restore.records, restore.seconds)["mb_per_s"]
+            restore_rate = median([r["restore_mb_per_s"] for r in each])
             result[codec] = {
                 "records": records,
                 "stored_mb": each[-1]["stored_mb"],
@@ -366,11 +377,12 @@ def main() -> int:
                 "backup_vs_disk_write": ratio(backup_rate, result["disk_write"]["mb_per_s"]),
                 "restore_mb_per_s": restore_rate,
                 "restore_mb_per_s_per_partition": round(restore_rate / PARTITIONS, 1),
-                "restore_vs_produce_acks_all": ratio(restore_rate, produce),
+                "restore_vs_produce_acks_all": median([r["restore_vs_produce_acks_all"] for r in each]),
+                "produce_acks_all_mb_per_s": median([r["produce_acks_all_mb_per_s"] for r in each]),
                 "restore_vs_produce_acks_1": ratio(restore_rate, result["produce"]["mb_per_s"]),
                 "offline_restore_mb_per_s": rate(records, offline.seconds)["mb_per_s"],
                 "backup_s": median([r["backup_s"] for r in each]),
-                "restore_s": round(restore.seconds, 2),
+                "restore_s": median([r["restore_s"] for r in each]),
                 "offline_restore_s": round(offline.seconds, 2),
             }
             shutil.rmtree(base / f"offline-{codec}", ignore_errors=True)
