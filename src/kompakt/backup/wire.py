@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import mmap
 import struct
-import sys
 import threading
 import time
 from collections import deque
@@ -445,11 +444,10 @@ class _Frames:
     held, page fault by page fault (about 0.6 ms per MB on the development machine, against
     0.15 ms for a copy into memory already mapped), which stalled every other thread of the
     backup, and a large NumPy array asks for huge pages, whose first touch can wait for the kernel
-    to compact memory. So a buffer is a private anonymous ``mmap`` (its pages are mapped as ``recv_into``
-    first writes them, without the GIL), taken again only when no view of it is alive: every
-    view of its memory holds a reference to it, so a reference count at its base means nothing
-    reads it any more. An answer still being stored, or one whose views a storage keeps until it
-    puts the object (S3), is never overwritten: a new buffer is made instead."""
+    to compact memory. So a buffer is a private anonymous ``mmap`` (its pages are mapped as
+    ``recv_into`` first writes them, without the GIL), taken again only when no view of it is
+    alive (:func:`_unshared`). An answer still being stored, or one whose views a storage keeps
+    until it puts the object (S3), is never overwritten: a new buffer is made instead."""
 
     KEEP: Final = 3
 
@@ -458,7 +456,7 @@ class _Frames:
 
     def take(self, size: int) -> mmap.mmap:
         for buffer in self._buffers:
-            if len(buffer) >= size and sys.getrefcount(buffer) <= _BASE_REFERENCES:
+            if len(buffer) >= size and _unshared(buffer):
                 return buffer
         buffer = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
         self._buffers.append(buffer)
@@ -468,9 +466,16 @@ class _Frames:
         return buffer
 
 
-_BASE_REFERENCES: Final = 3
-"""A pooled buffer's references when nothing else has it: the pool's list, the loop variable and
-``sys.getrefcount``'s argument."""
+def _unshared(buffer: mmap.mmap) -> bool:
+    """Whether no view of ``buffer`` is alive: an mmap counts the buffers it has exported and
+    refuses to resize while any is (``BufferError``, checked before anything else), so a resize to
+    its own size tells exactly. (A reference count would not: Python 3.14 borrows some.) Any
+    other refusal (a platform without ``mremap``) counts as shared: a new buffer is made."""
+    try:
+        buffer.resize(len(buffer))
+    except (BufferError, OSError, SystemError, TypeError, ValueError):
+        return False
+    return True
 
 
 @dataclass
