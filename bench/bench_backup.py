@@ -8,7 +8,8 @@ Baselines:
 
 * ``produce``: filling the source topic (1 KiB values, 4 partitions, librdkafka, ``acks=1``);
 * ``produce_acks_all``: the same records again into another topic with the restore's default
-  settings (idempotent, ``acks=all``): what a restore is compared with (``goal``: 0.8 of it);
+  settings (idempotent, ``acks=all``): what a restore is compared with (``goal``: 0.8 of it),
+  produced again at the start of each round and each round's restores compared with that one;
 * ``consume_rdkafka``: a confluent-kafka consumer reading the whole topic (``read_committed``,
   the clock started at the first record, no Python per message beyond ``consume``);
 * ``fetch_loop``: kompakt's own Fetch (the backup's data path) reading the whole topic and
@@ -22,9 +23,13 @@ Baselines:
 
 Per codec (``zstd``, ``none``): ``backup`` (snapshot run into a directory:
 ``max_concurrent_partitions`` threads fetch, check CRCs, scan, compress per segment while it pays,
-sha256, write), ``restore`` (through the protocol into a new topic: read, verify, produce the stored
-batches) and ``offline_restore`` (exact restore into a new data directory), plus the stored size,
-per-partition rates and the ratios to the baselines.
+sha256, write), ``KOMPAKT_BENCH_BACKUP_ROUNDS`` times (default 3), each round a fetch loop then the
+backup for each codec, interleaved; the figures are the medians, each round listed under
+``rounds`` with the load average at its start, and the CPU each used per MB, client side and
+broker (``*_cpu_ms_per_mb``: what bounds a rate on a shared 2-core machine); ``restore``
+(through the protocol into a new topic: read, verify, produce the stored batches) of each round's
+backup, and ``offline_restore`` (exact restore into a new data directory) of the last one, plus
+the stored size, per-partition rates and the ratios to the baselines.
 
 Module imports are a tool's start, not its rate: ``kompakt.backup.backup`` is imported at the top,
 and the native scans (``kompakt.records.scan``: numba, 0.3-1.5 s on this machine) before the first
@@ -32,7 +37,7 @@ backup, timed apart as ``import_scan_s`` (a ``kompakt backup`` command pays it o
 with its first requests to the cluster).
 
 Environment: ``KOMPAKT_BENCH_BACKUP_MB`` (topic size, default 256), ``KOMPAKT_BENCH_DIR`` (where
-the data goes, default a temporary directory).
+the data goes, default a temporary directory), ``KOMPAKT_BENCH_BACKUP_ROUNDS`` (default 3).
 """
 
 from __future__ import annotations
@@ -42,9 +47,11 @@ import importlib
 import json
 import os
 import re
+import resource
 import select
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,6 +74,7 @@ VALUE = 1024
 PARTITIONS = 4
 RECORD_BYTES = VALUE + 9  # the value and a key of "key-NNNNN"
 GOAL = 0.8
+ROUNDS = int(os.environ.get("KOMPAKT_BENCH_BACKUP_ROUNDS", "3"))
 
 
 def start_broker(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
@@ -230,6 +238,28 @@ def disk_write(where: Path, count: int) -> dict[str, Any]:
     return rate(count, seconds)
 
 
+def cpu_s(broker: int) -> tuple[float, float]:
+    """CPU seconds used so far by this process (every thread) and by the broker's."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    with open(f"/proc/{broker}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return own.ru_utime + own.ru_stime, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_per_mb(before: tuple[float, float], after: tuple[float, float], records: int) -> dict[str, float]:
+    """CPU milliseconds per MB of the client side (this process) and of the broker, between two
+    :func:`cpu_s` readings: unlike a rate, not moved by what else the machine runs."""
+    mb = records * RECORD_BYTES / 1e6
+    return {
+        "client": round((after[0] - before[0]) * 1000 / mb, 2),
+        "broker": round((after[1] - before[1]) * 1000 / mb, 2),
+    }
+
+
+def median(values: list[float]) -> float:
+    return round(statistics.median(values), 2)
+
+
 def ratio(value: float, base: float) -> float:
     return round(value / base, 2) if base else 0.0
 
@@ -248,34 +278,73 @@ def main() -> int:
         result["fetch_loop"] = fetch_loop(bootstrap, "bench-src", count)
         result["disk_write"] = disk_write(base / "disk-write", count)
         consume = result["consume_rdkafka"]["mb_per_s"]
-        produce = result["produce_acks_all"]["mb_per_s"]
         started = time.perf_counter()
         importlib.import_module("kompakt.records.scan")
         result["import_scan_s"] = round(time.perf_counter() - started, 2)
+        rounds: dict[str, list[dict[str, Any]]] = {"zstd": [], "none": []}
+        for n in range(ROUNDS):
+            # Interleaved: each round produces the restore's baseline again, then for each codec
+            # runs a fetch loop, the backup and its restore, so a load that comes and goes lands
+            # on both sides of each ratio.
+            produce = (
+                result["produce_acks_all"]["mb_per_s"]
+                if n == 0
+                else fill(bootstrap, f"bench-idem-{n}", count, acks_all=True)["mb_per_s"]
+            )
+            for codec in ("zstd", "none"):
+                store = base / f"store-{codec}-{n}"
+                cpu = cpu_s(proc.pid)
+                fetch = fetch_loop(bootstrap, "bench-src", count)["mb_per_s"]
+                fetch_cpu = cpu_per_mb(cpu, cpu_s(proc.pid), count)
+                load = os.getloadavg()[0]
+                cpu = cpu_s(proc.pid)
+                backup = run_backup(
+                    parse_backup_config(
+                        {
+                            "backup_id": codec,
+                            "source": {"bootstrap_servers": bootstrap, "topics": {"include": ["bench-src"]}},
+                            "storage": {"path": str(store)},
+                            "backup": {"compression": codec, "consumer_group_snapshot": False},
+                        }
+                    )
+                )
+                backup_cpu = cpu_per_mb(cpu, cpu_s(proc.pid), count)
+                records = sum(p["records"] for p in backup.partitions)
+                backup_rate = rate(records, backup.seconds)["mb_per_s"]
+                restore = run_restore(
+                    parse_restore_config(
+                        {
+                            "backup_id": codec,
+                            "target": {"bootstrap_servers": bootstrap},
+                            "storage": {"path": str(store)},
+                            "restore": {"topic_mapping": {"bench-src": f"bench-dst-{codec}-{n}"}},
+                        }
+                    )
+                )
+                restore_rate = rate(restore.records, restore.seconds)["mb_per_s"]
+                rounds[codec].append(
+                    {
+                        "fetch_loop_mb_per_s": fetch,
+                        "backup_mb_per_s": backup_rate,
+                        "fetch_loop_cpu_ms_per_mb": fetch_cpu,
+                        "backup_cpu_ms_per_mb": backup_cpu,
+                        "backup_vs_fetch_loop": ratio(backup_rate, fetch),
+                        "backup_s": round(backup.seconds, 2),
+                        "produce_acks_all_mb_per_s": produce,
+                        "restore_mb_per_s": restore_rate,
+                        "restore_vs_produce_acks_all": ratio(restore_rate, produce),
+                        "restore_s": round(restore.seconds, 2),
+                        "load": round(load, 1),
+                        "records": backup.run.records,
+                        "stored_mb": round(backup.run.bytes / 1e6, 1),
+                    }
+                )
+                if n + 1 < ROUNDS:
+                    shutil.rmtree(store, ignore_errors=True)
         for codec in ("zstd", "none"):
-            store = base / f"store-{codec}"
-            fetch = fetch_loop(bootstrap, "bench-src", count)["mb_per_s"]
-            backup = run_backup(
-                parse_backup_config(
-                    {
-                        "backup_id": codec,
-                        "source": {"bootstrap_servers": bootstrap, "topics": {"include": ["bench-src"]}},
-                        "storage": {"path": str(store)},
-                        "backup": {"compression": codec, "consumer_group_snapshot": False},
-                    }
-                )
-            )
-            records = sum(p["records"] for p in backup.partitions)
-            restore = run_restore(
-                parse_restore_config(
-                    {
-                        "backup_id": codec,
-                        "target": {"bootstrap_servers": bootstrap},
-                        "storage": {"path": str(store)},
-                        "restore": {"topic_mapping": {"bench-src": f"bench-dst-{codec}"}},
-                    }
-                )
-            )
+            store = base / f"store-{codec}-{ROUNDS - 1}"
+            each = rounds[codec]
+            records = each[-1]["records"]
             offline = run_offline_restore(
                 parse_restore_config(
                     {
@@ -285,24 +354,35 @@ def main() -> int:
                     }
                 )
             )
-            backup_rate = rate(records, backup.seconds)["mb_per_s"]
-            restore_rate = rate(restore.records, restore.seconds)["mb_per_s"]
+            backup_rate = median([r["backup_mb_per_s"] for r in each])
+            fetch = median([r["fetch_loop_mb_per_s"] for r in each])
+            restore_rate = median([r["restore_mb_per_s"] for r in each])
             result[codec] = {
-                "records": backup.run.records,
-                "stored_mb": round(backup.run.bytes / 1e6, 1),
+                "records": records,
+                "stored_mb": each[-1]["stored_mb"],
+                "rounds": each,
                 "backup_mb_per_s": backup_rate,
                 "backup_mb_per_s_per_partition": round(backup_rate / PARTITIONS, 1),
                 "fetch_loop_mb_per_s": fetch,
-                "backup_vs_fetch_loop": ratio(backup_rate, fetch),
+                "backup_vs_fetch_loop": median([r["backup_vs_fetch_loop"] for r in each]),
+                "fetch_loop_cpu_ms_per_mb": {
+                    side: median([r["fetch_loop_cpu_ms_per_mb"][side] for r in each])
+                    for side in ("client", "broker")
+                },
+                "backup_cpu_ms_per_mb": {
+                    side: median([r["backup_cpu_ms_per_mb"][side] for r in each])
+                    for side in ("client", "broker")
+                },
                 "backup_vs_consume_rdkafka": ratio(backup_rate, consume),
                 "backup_vs_disk_write": ratio(backup_rate, result["disk_write"]["mb_per_s"]),
                 "restore_mb_per_s": restore_rate,
                 "restore_mb_per_s_per_partition": round(restore_rate / PARTITIONS, 1),
-                "restore_vs_produce_acks_all": ratio(restore_rate, produce),
+                "restore_vs_produce_acks_all": median([r["restore_vs_produce_acks_all"] for r in each]),
+                "produce_acks_all_mb_per_s": median([r["produce_acks_all_mb_per_s"] for r in each]),
                 "restore_vs_produce_acks_1": ratio(restore_rate, result["produce"]["mb_per_s"]),
                 "offline_restore_mb_per_s": rate(records, offline.seconds)["mb_per_s"],
-                "backup_s": round(backup.seconds, 2),
-                "restore_s": round(restore.seconds, 2),
+                "backup_s": median([r["backup_s"] for r in each]),
+                "restore_s": median([r["restore_s"] for r in each]),
                 "offline_restore_s": round(offline.seconds, 2),
             }
             shutil.rmtree(base / f"offline-{codec}", ignore_errors=True)

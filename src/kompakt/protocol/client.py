@@ -16,7 +16,8 @@ What it guarantees:
   the first answer is read (:meth:`Connection.send`, :meth:`Connection.receive`), as Kafka
   answers one connection's requests in order;
 * a frame is read into one buffer with ``recv_into`` (no join of chunks), since Fetch answers run to
-  tens of MiB.
+  tens of MiB; a caller that reads many of them can hand in the buffer (:meth:`Connection.receive_frame`'s
+  ``buffer``), since a fresh one of that size costs more in page faults than the copy into it.
 
 Plaintext only: a cluster that needs TLS or SASL is reached through confluent-kafka instead.
 """
@@ -24,10 +25,11 @@ Plaintext only: a cluster that needs TLS or SASL is reached through confluent-ka
 from __future__ import annotations
 
 import contextlib
+import mmap
 import socket
 import struct
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TypeAlias
 
 from kompakt.errors import OperatorError
 from kompakt.protocol import codec
@@ -36,6 +38,9 @@ API_VERSIONS = 18
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 """The default limit of one response frame; a Fetch client raises it to what it asked for."""
 _SIZE = struct.Struct(">i")
+
+Buffer: TypeAlias = bytearray | mmap.mmap
+"""Writable memory a frame is read into."""
 
 
 class WireError(OperatorError):
@@ -135,23 +140,28 @@ class Connection:
             raise self.error(f"{self.address} answered correlation id {answered}, not {correlation}")
         return body
 
-    def receive_frame(self, name: str, *, wait_s: float = 0.0) -> memoryview:
+    def receive_frame(
+        self, name: str, *, wait_s: float = 0.0, buffer: Callable[[int], Buffer] | None = None
+    ) -> memoryview:
         """The next response frame, undecoded (its size checked): for the rare answer kio cannot
-        decode, such as DescribeTransactions' ``-1`` start time of a transaction not started."""
+        decode, such as DescribeTransactions' ``-1`` start time of a transaction not started, and
+        for a reader of its own (the backup's Fetch).
+
+        ``buffer(size)`` gives the writable memory (at least ``size`` bytes) the frame is read into,
+        instead of a new one: the frame is a view of its first ``size`` bytes."""
         try:
             self._sock.settimeout(self.timeout_s + wait_s)
             (size,) = _SIZE.unpack(self._read(4, name))
             if not 0 < size <= self.max_response_bytes:
                 raise self.error(f"{self.address} answered a frame of {size} bytes to {name}")
-            return self._read(size, name)
+            return self._read(size, name, None if buffer is None else buffer(size))
         except TimeoutError:
             raise self.error(f"{name} to {self.address} timed out") from None
         except OSError as exc:
             raise self.error(f"{name} to {self.address} failed: {exc}") from None
 
-    def _read(self, n: int, name: str) -> memoryview:
-        buf = bytearray(n)
-        view = memoryview(buf)
+    def _read(self, n: int, name: str, into: Buffer | None = None) -> memoryview:
+        view = memoryview(bytearray(n) if into is None else into)[:n]
         got = 0
         while got < n:
             chunk = self._sock.recv_into(view[got:], n - got)
