@@ -105,13 +105,13 @@ class _Output:
     """Output of one chunk, in order: byte pieces (single batches or verbatim runs of batches)
     plus, per output batch, the header facts the segment indexes by (Kafka's per-batch rule)."""
 
-    pieces: list[bytes | memoryview] = field(default_factory=list)
+    pieces: list[bytes | bytearray | memoryview] = field(default_factory=list)
     last_offsets: list[int] = field(default_factory=list)
     max_timestamps: list[int] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
 
 
-def _empty_header(table: BatchTable, i: int) -> bytes:
+def _empty_header(table: BatchTable, i: int) -> bytearray:
     """``MemoryRecords.filterTo``'s empty batch: a 61-byte header keeping the batch's offsets and producer
     fields, with no records."""
     attrs = int(table.attributes[i]) & (ATTR_TIMESTAMP_TYPE | ATTR_TRANSACTIONAL | ATTR_CONTROL)
@@ -120,7 +120,7 @@ def _empty_header(table: BatchTable, i: int) -> bytes:
 
 def _header(
     table: BatchTable, i: int, attrs: int, base_ts: int, max_ts: int, count: int, body: bytes | memoryview
-) -> bytes:
+) -> bytearray:
     """A whole batch: the header fields of batch ``i`` kept, the given ones replaced, and a CRC."""
     fields = table.columns[:, i].tolist()  # one array access instead of one per field
     return _pack_batch(fields, attrs, base_ts, max_ts, count, body)
@@ -128,7 +128,7 @@ def _header(
 
 def _pack_batch(
     fields: list[int], attrs: int, base_ts: int, max_ts: int, count: int, body: bytes | memoryview
-) -> bytes:
+) -> bytearray:
     out = bytearray(BATCH_OVERHEAD + len(body))
     HEADER.pack_into(
         out,
@@ -149,7 +149,7 @@ def _pack_batch(
     )
     out[BATCH_OVERHEAD:] = body
     _U32.pack_into(out, 17, checksum.crc32c(memoryview(out)[CRC_START:]))
-    return bytes(out)
+    return out  # not copied into bytes: it is joined into the chunk's output and written once
 
 
 def _last_batch_of_active_producer(table: BatchTable, ctx: FilterContext) -> BoolArray:
@@ -233,7 +233,7 @@ def _rebuild(
     kept: RecordTable,
     new_horizon: BoolArray,
     ctx: FilterContext,
-) -> dict[int, tuple[bytes, int, int]]:
+) -> dict[int, tuple[bytes | bytearray, int, int]]:
     """Rebuild the batches that lost records or need a horizon: ``sel`` are their positions in
     the kept table's span list, ``which`` their indexes in the chunk. Returns ``batch index ->
     (bytes, max timestamp, records)``."""
@@ -256,7 +256,7 @@ def _rebuild(
     starts, ends = rewrite_batches(src, kept, None, sel, base_ts, out)
     counts = (first[sel + 1] - first[sel]).tolist()
     new_attrs = np.where(stamped, attrs | ATTR_DELETE_HORIZON, attrs & ~ATTR_DELETE_HORIZON).tolist()
-    result: dict[int, tuple[bytes, int, int]] = {}
+    result: dict[int, tuple[bytes | bytearray, int, int]] = {}
     for i, a, b_ts, m_ts, n, lo, hi in zip(
         which.tolist(),
         new_attrs,
@@ -294,7 +294,7 @@ def filter_chunk(chunk: Chunk, ctx: FilterContext) -> _Output:
     _count_discarded(chunk, is_control, discard_records, ctx.stats)
 
     kept_count = np.where(discard_records, 0, counts)  # control batches keep their one record
-    rebuilt: dict[int, tuple[bytes, int, int]] = {}
+    rebuilt: dict[int, tuple[bytes | bytearray, int, int]] = {}
     data = np.flatnonzero(~is_control & ~discard_records & (counts > 0))
     tombstone_ok = ~expired
     compressed = (attrs & ATTR_COMPRESSION_MASK) != 0
@@ -369,7 +369,7 @@ def _tombstones_in(chunk: Chunk, which: I64Array) -> int:
     return total
 
 
-def _stamp_marker(chunk: Chunk, i: int, ctx: FilterContext) -> tuple[bytes, int, int]:
+def _stamp_marker(chunk: Chunk, i: int, ctx: FilterContext) -> tuple[bytes | bytearray, int, int]:
     table = chunk.table
     pos = int(table.position[i])
     raw = chunk.buf[pos : pos + int(table.size[i])].tobytes()
@@ -411,7 +411,7 @@ def _assemble(
     ctx: FilterContext,
     kept_count: I64Array,
     retain_empty: BoolArray,
-    rebuilt: dict[int, tuple[bytes, int, int]],
+    rebuilt: dict[int, tuple[bytes | bytearray, int, int]],
 ) -> _Output:
     table = chunk.table
     out = _Output()
@@ -425,7 +425,8 @@ def _assemble(
             return
         lo = int(table.position[run_start])
         hi = int(table.position[upto - 1] + table.size[upto - 1])
-        out.pieces.append(chunk.buf[lo:hi].tobytes())
+        # A view, not a copy: the chunk's buffer holds until the walk moves on, after the write.
+        out.pieces.append(chunk.buf[lo:hi].data)
         out.last_offsets.extend(table.last_offset[run_start:upto].tolist())
         out.max_timestamps.extend(table.max_timestamp[run_start:upto].tolist())
         out.sizes.extend(table.size[run_start:upto].tolist())
