@@ -63,17 +63,21 @@ class Cleaner:
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         readers: ReaderPositions | None = None,
         workers: int = DEFAULT_WORKERS,
+        huge_pages: bool = True,
     ) -> None:
         """``workers``: threads that read ahead and do the per-chunk native work of both passes
-        (:mod:`kompakt.cleaner.pipeline`); 0 does everything in the calling thread."""
+        (:mod:`kompakt.cleaner.pipeline`); 0 does everything in the calling thread.
+        ``huge_pages``: its buffers in 2 MiB pages, as a cleaner thread that cleans many times
+        wants them; a process that cleans once is faster with base pages
+        (:mod:`kompakt.records.memory`; the offset map has the same choice)."""
         self.thread_id = thread_id
         self.offset_map = offset_map
         self.clock = clock
         self.throttler = throttler
         self._check_abort = check_abort
-        self.read_buffer = ReadBuffer(read_buffer_bytes)
-        self.pipeline = ChunkPipeline(read_buffer_bytes, workers)
-        self.workspace = Workspace()
+        self.read_buffer = ReadBuffer(read_buffer_bytes, huge_pages=huge_pages)
+        self.pipeline = ChunkPipeline(read_buffer_bytes, workers, huge_pages=huge_pages)
+        self.workspace = Workspace(huge_pages=huge_pages)
         self.producer_id_expiration_ms = producer_id_expiration_ms
         #: Where the readers a tombstone must wait for are (None: nothing holds, as in Kafka).
         self.readers = readers

@@ -14,9 +14,7 @@ when the key is already present.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import mmap
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -28,10 +26,10 @@ from kompakt.cleaner.kernels.hashing import hash_key, hash_keys
 from kompakt.cleaner.sizing import SLOT_BYTES
 from kompakt.errors import ConfigError, OffsetMapTooSmallError
 from kompakt.records.layout import R_NCOLS
+from kompakt.records.memory import HUGE_PAGE, zeros_u8
 from kompakt.records.native import BoolArray, I64Array, U8Array, U64Array, Workspace, take_array
 from kompakt.records.scan import RecordTable, Spans, record_error, scan_records
 
-_HUGE_PAGE: Final = 2 * 1024 * 1024
 _UNSEALED: Final = 2**63 - 1
 _NO_BITS: Final[U8Array] = np.zeros(1, dtype=np.uint8)
 _TOO_SMALL: Final = (
@@ -199,24 +197,18 @@ def _check_lengths(n: int, *arrays: npt.NDArray[Any]) -> None:
         raise ValueError("per-record arrays differ in length")
 
 
-def _zeroed_table(slots: int) -> U64Array:
+def _zeroed_table(slots: int, huge_pages: bool) -> U64Array:
     """A zero ``(slots, 3)`` uint64 table whose pages cost no memory until first written.
 
-    Large tables come from an anonymous private mapping aligned to, and advised for, 2 MiB pages:
-    random probes into a table bigger than the caches then miss the TLB far less often. Small ones
-    come from ``np.zeros`` (calloc, equally lazy).
+    Large tables come from an anonymous private mapping (:mod:`kompakt.records.memory`), by
+    default aligned to, and advised for, 2 MiB pages: random probes into a table bigger than the
+    caches then miss the TLB far less often. Small ones come from ``np.zeros`` (calloc, equally
+    lazy).
     """
     nbytes = slots * SLOT_BYTES
-    if nbytes < 4 * _HUGE_PAGE:
+    if nbytes < 4 * HUGE_PAGE:
         return np.zeros((slots, 3), dtype=np.uint64)
-    region = mmap.mmap(-1, nbytes + _HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    advice = getattr(mmap, "MADV_HUGEPAGE", None)
-    if advice is not None:
-        with contextlib.suppress(OSError):  # THP disabled or unsupported: plain pages still work
-            region.madvise(advice)
-    raw = np.frombuffer(region, dtype=np.uint8)
-    skip = -raw.ctypes.data % _HUGE_PAGE
-    table: U64Array = raw[skip : skip + nbytes].view(np.uint64).reshape(slots, 3)
+    table: U64Array = zeros_u8(nbytes, huge=huge_pages).view(np.uint64).reshape(slots, 3)
     return table
 
 
@@ -228,16 +220,25 @@ class HashedOffsetMap:
     small, cache-resident prefix.
     """
 
-    def __init__(self, memory_bytes: int, load_factor: float, *, initial_slots: int = km.INITIAL_CAP) -> None:
+    def __init__(
+        self,
+        memory_bytes: int,
+        load_factor: float,
+        *,
+        initial_slots: int = km.INITIAL_CAP,
+        huge_pages: bool = True,
+    ) -> None:
         """``initial_slots``: how many slots are in use after each ``clear`` (tests lower it to
-        exercise growth on small maps)."""
+        exercise growth on small maps). ``huge_pages``: the table in 2 MiB pages, for a map that
+        lives for many cleans; a process that cleans once is faster with base pages
+        (:mod:`kompakt.records.memory`)."""
         self._slots = memory_bytes // SLOT_BYTES
         self._max_keys = _max_keys(self._slots, load_factor)
         if self._slots > km.MAX_SLOTS:
             raise ConfigError(f"offset map of {memory_bytes} bytes exceeds {km.MAX_SLOTS} slots")
         if initial_slots < 1:
             raise ValueError(f"initial_slots must be positive, got {initial_slots}")
-        self._table: U64Array = _zeroed_table(self._slots)
+        self._table: U64Array = _zeroed_table(self._slots, huge_pages)
         self._initial_cap = min(self._slots, initial_slots)
         self._cap = self._initial_cap  # slots in use; those past it are zero
         self._size = 0

@@ -72,28 +72,42 @@ Prepare = Callable[[Chunk, Workspace], T]
 class ChunkPipeline:
     """The read-ahead of one cleaner thread: its slots, and worker threads during a walk."""
 
-    def __init__(self, chunk_bytes: int, workers: int = DEFAULT_WORKERS, depth: int | None = None) -> None:
+    def __init__(
+        self,
+        chunk_bytes: int,
+        workers: int = DEFAULT_WORKERS,
+        depth: int | None = None,
+        *,
+        huge_pages: bool = True,
+    ) -> None:
         """``workers`` 0 prepares each chunk in the caller's thread, one chunk at a time.
         ``depth``: chunks prepared ahead of the one the caller holds (default: one more than
-        ``workers``, so that a worker finds the next chunk read when it is done)."""
+        ``workers``, so that a worker finds the next chunk read when it is done).
+        ``huge_pages``: the slots' buffers and scratch arrays in 2 MiB pages (for a pipeline
+        that walks many times; see :mod:`kompakt.records.memory`)."""
         if workers < 0:
             raise ValueError(f"workers must be >= 0, got {workers}")
         self.workers = workers
         self.depth = max(1, workers + 1 if depth is None else depth)
         self._chunk_bytes = chunk_bytes
-        self._slots: list[Slot] = [Slot(ReadBuffer(chunk_bytes))]
+        self._huge_pages = huge_pages
+        self._slots: list[Slot] = [self._new_slot()]
+
+    def _new_slot(self) -> Slot:
+        huge = self._huge_pages
+        return Slot(ReadBuffer(self._chunk_bytes, huge_pages=huge), Workspace(huge_pages=huge))
 
     @classmethod
     def inline(cls, buffer: ReadBuffer) -> ChunkPipeline:
         """A walk in the caller's thread through ``buffer``, one chunk at a time."""
-        pipeline = cls(buffer.base_size, workers=0)
-        pipeline._slots = [Slot(buffer)]
+        pipeline = cls(buffer.base_size, workers=0, huge_pages=buffer.huge_pages)
+        pipeline._slots = [Slot(buffer, Workspace(huge_pages=buffer.huge_pages))]
         return pipeline
 
     def _slot_pool(self) -> list[Slot]:
         wanted = 1 if self.workers == 0 else self.depth + 1
         while len(self._slots) < wanted:
-            self._slots.append(Slot(ReadBuffer(self._chunk_bytes)))
+            self._slots.append(self._new_slot())
         return list(self._slots[:wanted])
 
     def walk(

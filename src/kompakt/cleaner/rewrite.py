@@ -105,13 +105,13 @@ class _Output:
     """Output of one chunk, in order: byte pieces (single batches or verbatim runs of batches)
     plus, per output batch, the header facts the segment indexes by (Kafka's per-batch rule)."""
 
-    pieces: list[bytes | memoryview] = field(default_factory=list)
+    pieces: list[bytes | bytearray | memoryview] = field(default_factory=list)
     last_offsets: list[int] = field(default_factory=list)
     max_timestamps: list[int] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
 
 
-def _empty_header(table: BatchTable, i: int) -> bytes:
+def _empty_header(table: BatchTable, i: int) -> bytearray:
     """``MemoryRecords.filterTo``'s empty batch: a 61-byte header keeping the batch's offsets and producer
     fields, with no records."""
     attrs = int(table.attributes[i]) & (ATTR_TIMESTAMP_TYPE | ATTR_TRANSACTIONAL | ATTR_CONTROL)
@@ -120,7 +120,7 @@ def _empty_header(table: BatchTable, i: int) -> bytes:
 
 def _header(
     table: BatchTable, i: int, attrs: int, base_ts: int, max_ts: int, count: int, body: bytes | memoryview
-) -> bytes:
+) -> bytearray:
     """A whole batch: the header fields of batch ``i`` kept, the given ones replaced, and a CRC."""
     fields = table.columns[:, i].tolist()  # one array access instead of one per field
     return _pack_batch(fields, attrs, base_ts, max_ts, count, body)
@@ -128,13 +128,24 @@ def _header(
 
 def _pack_batch(
     fields: list[int], attrs: int, base_ts: int, max_ts: int, count: int, body: bytes | memoryview
-) -> bytes:
+) -> bytearray:
     out = bytearray(BATCH_OVERHEAD + len(body))
+    out[BATCH_OVERHEAD:] = body
+    _pack_header_into(memoryview(out), fields, attrs, base_ts, max_ts, count)
+    return out  # not copied into bytes: it is joined into the chunk's output and written once
+
+
+def _pack_header_into(
+    batch: memoryview, fields: list[int], attrs: int, base_ts: int, max_ts: int, count: int
+) -> None:
+    """Write the header and CRC of the batch ``batch`` whose records are already in place after
+    its first ``BATCH_OVERHEAD`` bytes."""
+    body_len = len(batch) - BATCH_OVERHEAD
     HEADER.pack_into(
-        out,
+        batch,
         0,
         fields[B_BASE_OFFSET],
-        BATCH_OVERHEAD - LOG_OVERHEAD + len(body),
+        BATCH_OVERHEAD - LOG_OVERHEAD + body_len,
         fields[B_EPOCH],
         MAGIC_V2,
         0,
@@ -147,9 +158,7 @@ def _pack_batch(
         fields[B_BASE_SEQ],
         count,
     )
-    out[BATCH_OVERHEAD:] = body
-    _U32.pack_into(out, 17, checksum.crc32c(memoryview(out)[CRC_START:]))
-    return bytes(out)
+    _U32.pack_into(batch, 17, checksum.crc32c(batch[CRC_START:]))
 
 
 def _last_batch_of_active_producer(table: BatchTable, ctx: FilterContext) -> BoolArray:
@@ -233,13 +242,14 @@ def _rebuild(
     kept: RecordTable,
     new_horizon: BoolArray,
     ctx: FilterContext,
-) -> dict[int, tuple[bytes, int, int]]:
+) -> dict[int, tuple[bytes | bytearray | memoryview, int, int]]:
     """Rebuild the batches that lost records or need a horizon: ``sel`` are their positions in
     the kept table's span list, ``which`` their indexes in the chunk. Returns ``batch index ->
     (bytes, max timestamp, records)``."""
     table = chunk.table
     first = kept.batch_first
     attrs = table.attributes[which]
+    compressed = bool((attrs & ATTR_COMPRESSION_MASK).any())  # all or none (filter_chunk)
     had_horizon = (attrs & ATTR_DELETE_HORIZON) != 0
     stamped = new_horizon | had_horizon
     horizon = np.where(had_horizon, table.base_timestamp[which], ctx.now_ms + ctx.delete_retention_ms)
@@ -252,11 +262,17 @@ def _rebuild(
     max_ts = np.where((attrs & ATTR_TIMESTAMP_TYPE) != 0, table.max_timestamp[which], span_max[sel])
     # Re-encoding only changes two varints per record (<= 15 bytes), plus a header gap per batch.
     bound = int(kept.length.sum()) + 15 * len(kept) + BATCH_OVERHEAD * (len(sel) + 1)
-    out = ctx.workspace.take("rewrite_out", 0, bound, np.uint8)
+    # One array per kind: the uncompressed batches are framed in place and handed on as views of
+    # it, which the chunk's compressed batches must not overwrite before the chunk is written.
+    # Room for half as much again as the chunk from the first call, so the array is allocated once
+    # per workspace rather than regrown in steps as the kept share rises along the log: every
+    # regrowth is fresh memory, and only the pages written cost anything.
+    room = max(bound, chunk.length + chunk.length // 2)
+    out = ctx.workspace.take("rewrite_out_z" if compressed else "rewrite_out", 0, room, np.uint8)
     starts, ends = rewrite_batches(src, kept, None, sel, base_ts, out)
     counts = (first[sel + 1] - first[sel]).tolist()
     new_attrs = np.where(stamped, attrs | ATTR_DELETE_HORIZON, attrs & ~ATTR_DELETE_HORIZON).tolist()
-    result: dict[int, tuple[bytes, int, int]] = {}
+    result: dict[int, tuple[bytes | bytearray | memoryview, int, int]] = {}
     for i, a, b_ts, m_ts, n, lo, hi in zip(
         which.tolist(),
         new_attrs,
@@ -267,10 +283,15 @@ def _rebuild(
         ends.tolist(),
         strict=True,
     ):
-        body: bytes | memoryview = out[lo:hi].data
         codec = a & ATTR_COMPRESSION_MASK
-        if codec != Compression.NONE:
-            body = compress(Compression(codec), body)
+        if codec == Compression.NONE:
+            # Framed where the records are (the kernel left the header's room before them): no
+            # copy, and no fresh memory, which a process that cleans once pays a fault for.
+            batch = out[lo - BATCH_OVERHEAD : hi].data
+            _pack_header_into(batch, table.columns[:, i].tolist(), a, b_ts, m_ts, n)
+            result[i] = (batch, m_ts, n)
+            continue
+        body = compress(Compression(codec), out[lo:hi].data)
         result[i] = (_header(table, i, a, b_ts, m_ts, n, body), m_ts, n)
     return result
 
@@ -294,7 +315,7 @@ def filter_chunk(chunk: Chunk, ctx: FilterContext) -> _Output:
     _count_discarded(chunk, is_control, discard_records, ctx.stats)
 
     kept_count = np.where(discard_records, 0, counts)  # control batches keep their one record
-    rebuilt: dict[int, tuple[bytes, int, int]] = {}
+    rebuilt: dict[int, tuple[bytes | bytearray | memoryview, int, int]] = {}
     data = np.flatnonzero(~is_control & ~discard_records & (counts > 0))
     tombstone_ok = ~expired
     compressed = (attrs & ATTR_COMPRESSION_MASK) != 0
@@ -369,7 +390,9 @@ def _tombstones_in(chunk: Chunk, which: I64Array) -> int:
     return total
 
 
-def _stamp_marker(chunk: Chunk, i: int, ctx: FilterContext) -> tuple[bytes, int, int]:
+def _stamp_marker(
+    chunk: Chunk, i: int, ctx: FilterContext
+) -> tuple[bytes | bytearray | memoryview, int, int]:
     table = chunk.table
     pos = int(table.position[i])
     raw = chunk.buf[pos : pos + int(table.size[i])].tobytes()
@@ -411,7 +434,7 @@ def _assemble(
     ctx: FilterContext,
     kept_count: I64Array,
     retain_empty: BoolArray,
-    rebuilt: dict[int, tuple[bytes, int, int]],
+    rebuilt: dict[int, tuple[bytes | bytearray | memoryview, int, int]],
 ) -> _Output:
     table = chunk.table
     out = _Output()
@@ -425,7 +448,8 @@ def _assemble(
             return
         lo = int(table.position[run_start])
         hi = int(table.position[upto - 1] + table.size[upto - 1])
-        out.pieces.append(chunk.buf[lo:hi].tobytes())
+        # A view, not a copy: the chunk's buffer holds until the walk moves on, after the write.
+        out.pieces.append(chunk.buf[lo:hi].data)
         out.last_offsets.extend(table.last_offset[run_start:upto].tolist())
         out.max_timestamps.extend(table.max_timestamp[run_start:upto].tolist())
         out.sizes.extend(table.size[run_start:upto].tolist())

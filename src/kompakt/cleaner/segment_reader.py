@@ -20,6 +20,7 @@ import numpy as np
 
 from kompakt.errors import CorruptRecordError
 from kompakt.records.batch import LOG_OVERHEAD
+from kompakt.records.memory import empty
 from kompakt.records.native import U8Array
 from kompakt.records.scan import BatchTable, StopReason, first_bad_crc, scan_batches
 
@@ -39,18 +40,21 @@ class Chunk:
 class ReadBuffer:
     """One growable byte buffer per cleaner thread."""
 
-    def __init__(self, size: int = DEFAULT_CHUNK_BYTES) -> None:
+    def __init__(self, size: int = DEFAULT_CHUNK_BYTES, *, huge_pages: bool = True) -> None:
+        """``huge_pages``: in 2 MiB pages (numpy's default), for a buffer read into many times;
+        base pages for one filled once (:mod:`kompakt.records.memory`)."""
         self.base_size = size
-        self.buf: U8Array = np.empty(size, dtype=np.uint8)
+        self.huge_pages = huge_pages
+        self.buf: U8Array = empty(size, np.uint8, huge=huge_pages)
 
     def ensure(self, size: int) -> None:
         if size > len(self.buf):
-            self.buf = np.empty(size, dtype=np.uint8)
+            self.buf = empty(size, np.uint8, huge=self.huge_pages)
 
     def restore(self) -> None:
         """Return to the base size after an oversized batch, as Kafka restores its buffers."""
         if len(self.buf) > self.base_size:
-            self.buf = np.empty(self.base_size, dtype=np.uint8)
+            self.buf = empty(self.base_size, np.uint8, huge=self.huge_pages)
 
 
 def iter_chunks(

@@ -114,6 +114,9 @@ def run_compact(
     """Compact a stopped directory with the broker's cleaner code (refuses a directory in use)."""
     from kompakt.cleaner.offline import compact_directory
     from kompakt.clock import SystemClock
+    from kompakt.records.memory import keep_freed_memory
+
+    keep_freed_memory()  # this process compacts and exits: freed memory is worth keeping
 
     target = log_target(path)
     if target.kind == "segment":

@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kompakt.records.lazy_numba import cgutils, intrinsic, ir, njit, types
+from kompakt.records.memory import empty
 
 U8Array = npt.NDArray[np.uint8]
 I64Array = npt.NDArray[np.int64]
@@ -45,8 +46,11 @@ class Workspace:
     workspace are valid only until the next call that uses the same workspace slot.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, huge_pages: bool = True) -> None:
+        """``huge_pages``: large arrays in 2 MiB pages (numpy's default), for a workspace that
+        lives for many calls; base pages for one used once (:mod:`kompakt.records.memory`)."""
         self._arrays: dict[str, npt.NDArray[Any]] = {}
+        self.huge_pages = huge_pages
 
     def take(self, name: str, rows: int, n: int, dtype: type[np.generic]) -> npt.NDArray[Any]:
         """A ``(rows, capacity >= n)`` array of ``dtype`` (1-D of ``capacity`` if ``rows == 0``)."""
@@ -54,7 +58,7 @@ class Workspace:
         cap = 0 if arr is None else arr.shape[-1]
         if arr is None or arr.dtype != dtype or cap < n:
             cap = max(n, cap + cap // 4, 1024)
-            arr = np.empty(cap if rows == 0 else (rows, cap), dtype=dtype)
+            arr = empty(cap if rows == 0 else (rows, cap), dtype, huge=self.huge_pages)
             self._arrays[name] = arr
         return arr
 
