@@ -5,7 +5,9 @@ records are nearly the whole frame (a megabyte a request with librdkafka's defau
 handler only validates them and writes them to the segment file, so that copy was one more pass
 over every byte produced on the event loop's thread (broker profile: ``PyBytes::new`` in kio's
 reader, about a tenth of the loop's ``memmove``). This reader builds the same kio
-``ProduceRequest`` objects, with each ``records`` a read-only ``memoryview`` into the frame.
+``ProduceRequest`` objects, with each ``records`` a ``memoryview`` into the frame: writable when
+the frame is (the server receives large frames into buffers of their own, which nothing reads
+after the request), so that the log sets a batch's offsets in place instead of copying it.
 
 It runs only after :mod:`kompakt.protocol.bounds` has checked the frame against the same
 layout (every length, count and tag inside the frame), so it does no bounds checks of its own;
@@ -134,8 +136,9 @@ def _reader(version: int) -> Callable[[memoryview, int], RequestPayload]:
 
 
 def read_produce(frame: bytes | memoryview, at: int, version: int) -> RequestPayload:
-    """The Produce body of a bounds-checked frame starting at ``at``; records are views of it."""
+    """The Produce body of a bounds-checked frame starting at ``at``; records are views of it
+    (writable when ``frame`` is)."""
     view = memoryview(frame)
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
-    return _reader(version)(view.toreadonly(), at)
+    return _reader(version)(view, at)

@@ -20,7 +20,9 @@ allocates is also what a broker keeps after a burst of them: with asyncio's stre
 
 Reading: :class:`FrameProtocol` is an asyncio buffered protocol that receives a large frame (a
 Produce request) straight into a buffer of its own size with ``recv_into``, instead of the chain of
-copies of ``StreamReader`` (socket → bytes → reader buffer → bytes → frame assembly → frame). It
+copies of ``StreamReader`` (socket → bytes → reader buffer → bytes → frame assembly → frame). Such
+a frame is handed on writable: it belongs to its request alone, and the log sets a produced
+batch's offsets in it instead of copying the batch. It
 reads ahead up to :data:`_READ_AHEAD` bytes of whole frames while the current request is served,
 then pauses the socket. Writing goes through the transport, whose buffer limit is 0, so
 :meth:`Connection._drain` returns only once everything written is on the socket.
@@ -46,10 +48,12 @@ import time
 from collections.abc import Callable
 from typing import TypeVar, cast
 
+from kompakt.broker.context import HandlerResult, RequestContext
 from kompakt.broker.deferred import Deferred
 from kompakt.broker.dispatch import Dispatcher
 from kompakt.broker.sasl.state import refusal as sasl_refusal
 from kompakt.broker.session import KafkaPrincipal, Session
+from kompakt.log import nowait
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.framing import FrameTooLarge
@@ -192,7 +196,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._frame_filled += nbytes
         if self._frame_filled == self._frame_size:
             self._frame, self._frame_filled = None, 0
-            self._push(memoryview(frame).toreadonly())
+            self._push(memoryview(frame))
 
     def eof_received(self) -> bool:
         self.at_eof = True
@@ -288,7 +292,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         frame: bytearray | mmap.mmap = mmap.mmap(-1, size) if size >= _MAPPED_FRAME_BYTES else bytearray(size)
         frame[:taken] = received[:taken]
         if taken == size:
-            self._push(memoryview(frame).toreadonly())
+            self._push(memoryview(frame))
         else:
             self._frame, self._frame_size, self._frame_filled = frame, size, taken
         return taken
@@ -505,10 +509,13 @@ class Connection(FrameProtocol):
         ctx = dispatcher.context(request, self.client_host, session)
         started = time.perf_counter()
         try:
-            if dispatcher.spec(request.api_key).blocking:
-                result = await asyncio.to_thread(dispatcher.call, ctx, request.body)
-            else:
+            spec = dispatcher.spec(request.api_key)
+            if not spec.blocking:
                 result = dispatcher.call(ctx, request.body)
+            elif spec.try_cached and nowait.available():
+                result = await self._call_cached_or_in_thread(ctx, request.body)
+            else:
+                result = await asyncio.to_thread(dispatcher.call, ctx, request.body)
             response = await wait_deferred(result) if isinstance(result, Deferred) else result
             if response is None:
                 self._record(request.api_key, started)
@@ -534,6 +541,19 @@ class Connection(FrameProtocol):
             framed = 0 if request.api_key == ApiKey.PRODUCE else len(frame)
             self._memory.after_request(max(framed, built))
         return True
+
+    async def _call_cached_or_in_thread(
+        self, ctx: RequestContext, body: codec.RequestPayload
+    ) -> HandlerResult:
+        """A storage handler on the event loop when everything it reads is in the page cache,
+        else in a worker thread (:mod:`kompakt.log.nowait`): the thread hop was a quarter of a
+        cached Fetch's broker time, and a read from disk on the loop would stall every connection.
+        """
+        try:
+            with nowait.cached_only():
+                return self._dispatcher.call(ctx, body)
+        except nowait.WouldBlock:
+            return await asyncio.to_thread(self._dispatcher.call, ctx, body)
 
     async def _send(self, chunks: codec.Chunks) -> None:
         """Write one response in order, then release its file ranges.

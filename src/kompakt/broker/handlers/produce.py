@@ -124,7 +124,7 @@ def _append_transactional(
     if coordinator is None:
         return _error(partition_log.partition, codec.ErrorCode.invalid_txn_state, "no coordinator")
     if not coordinator.config.transaction_partition_verification_enable:
-        return partition_log.append(batch, log_append_time_ms=log_append_time_ms)
+        return partition_log.append(batch, log_append_time_ms=log_append_time_ms, in_place=True)
     tp = (partition_log.topic, partition_log.partition)
     add = api_version > 11
     with coordinator.verified(
@@ -139,7 +139,7 @@ def _append_transactional(
                 answer,
                 f"Unable to verify the partition has been added to the transaction: {error.name}",
             )
-        return partition_log.append(batch, log_append_time_ms=log_append_time_ms)
+        return partition_log.append(batch, log_append_time_ms=log_append_time_ms, in_place=True)
 
 
 def produce_partition(
@@ -170,7 +170,11 @@ def produce_partition(
                 return appended
             info = appended
         else:
-            info = partition_log.append(validated.batch, log_append_time_ms=validated.log_append_time_ms)
+            # The batch is a view of the request's frame, nothing reads it after this append: the
+            # log sets its offsets in place when the frame is writable (a large one, see the server).
+            info = partition_log.append(
+                validated.batch, log_append_time_ms=validated.log_append_time_ms, in_place=True
+            )
     except DuplicateSequenceError as exc:
         log.debug("duplicate batch for %s-%d: %s", topic, partition, exc)
         log_start_offset = partition_log.log_start_offset if partition_log is not None else -1
