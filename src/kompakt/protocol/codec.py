@@ -301,7 +301,7 @@ def decode_request(frame: bytes | memoryview, supported: Mapping[int, VersionRan
         check, read_header, read_body = _request_readers(api_key, api_version)
         check(readable)
         header, header_size = read_header(readable, 0)
-        if api_key == ApiKey.PRODUCE and api_version in produce_reader.VERSIONS:
+        if api_key == ApiKey.PRODUCE and produce_reader.reads(api_version):
             body = produce_reader.read_produce(frame, header_size, api_version)
         else:
             body, _ = read_body(readable, header_size)

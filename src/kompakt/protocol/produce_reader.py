@@ -1,4 +1,4 @@
-"""Produce request bodies (v3-9) read with their records left in the frame.
+"""Produce request bodies (v3-12) read with their records left in the frame.
 
 kio's reader copies every partition's records into a new ``bytes`` object. For Produce those
 records are nearly the whole frame (a megabyte a request with librdkafka's defaults), and the
@@ -31,6 +31,14 @@ _I32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _PRODUCE = 0
 VERSIONS = range(3, 10)
+#: Later versions with v9's request layout (v10-12 change only the response and the semantics);
+#: librdkafka 2.x sends v10 or later, which kio's reader would otherwise copy record by record set.
+LATER_SAME_LAYOUT = range(10, 13)
+
+
+def reads(version: int) -> bool:
+    """Whether this reader reads Produce ``version``."""
+    return version in VERSIONS or version in LATER_SAME_LAYOUT
 
 
 def _uvarint(frame: memoryview, at: int) -> tuple[int, int]:
