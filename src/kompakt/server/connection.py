@@ -113,6 +113,61 @@ async def wait_deferred(deferred: Deferred[T]) -> T:
 
 _SCRATCH = threading.local()
 
+#: Frame buffers up to this size are kept for reuse once their request is answered.
+_POOLED_FRAME_BYTES = 2 * 1024 * 1024
+#: How many idle frame buffers are kept (per event-loop thread).
+_POOLED_FRAMES = 2
+#: New frame buffers are rounded up to this, so that one fits the next frame of similar size.
+_FRAME_ROUNDING = 256 * 1024
+
+
+class _FrameBuffers:
+    """Receive buffers of large frames, reused once the request that used them is answered.
+
+    ``bytearray(size)`` zero-fills the whole buffer before a byte arrives: for a producer's 1 MB
+    Produce frames that memset was 4.5 % of the broker's samples in a produce profile. A buffer is
+    taken back only when nothing still holds a view of it (resizing a ``bytearray`` with live
+    views fails, which is the test), so a request that kept a slice of its frame is never
+    overwritten; such a buffer is simply left to the garbage collector.
+    """
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def _idle(self) -> list[bytearray]:
+        idle: list[bytearray] | None = getattr(self._local, "idle", None)
+        if idle is None:
+            idle = self._local.idle = []
+        return idle
+
+    def take(self, size: int) -> bytearray:
+        idle = self._idle()
+        for at, buffer in enumerate(idle):
+            if len(buffer) >= size:
+                return idle.pop(at)
+        if size <= _POOLED_FRAME_BYTES:
+            size = -(-size // _FRAME_ROUNDING) * _FRAME_ROUNDING
+        return bytearray(size)
+
+    def give(self, frame: memoryview) -> None:
+        """Keep the buffer under ``frame`` (released here) for a later frame, if no view of it lives."""
+        buffer = frame.obj
+        if not isinstance(buffer, bytearray) or not _FRAME_ROUNDING <= len(buffer) <= _POOLED_FRAME_BYTES:
+            return  # not a frame buffer of its own (a small frame's), or too large to keep
+        idle = self._idle()
+        if len(idle) >= _POOLED_FRAMES:
+            return
+        try:
+            frame.release()
+            buffer.append(0)  # BufferError while any other view of the buffer is alive
+        except BufferError:
+            return
+        del buffer[-1]
+        idle.append(buffer)
+
+
+_FRAMES = _FrameBuffers()
+
 
 def _scratch() -> memoryview:
     """This thread's receive buffer, shared by every connection of its event loop.
@@ -180,7 +235,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._frame is not None:
-            return memoryview(self._frame)[self._frame_filled :]
+            return memoryview(self._frame)[self._frame_filled : self._frame_size]
         if self._partial is None:
             # Between frames: read a little at first, so that most of a large frame lands in its
             # own buffer rather than being copied there from the scratch buffer.
@@ -196,7 +251,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._frame_filled += nbytes
         if self._frame_filled == self._frame_size:
             self._frame, self._frame_filled = None, 0
-            self._push(memoryview(frame))
+            self._push(memoryview(frame)[: self._frame_size])
 
     def eof_received(self) -> bool:
         self.at_eof = True
@@ -286,13 +341,16 @@ class FrameProtocol(asyncio.BufferedProtocol):
 
         From :data:`_MAPPED_FRAME_BYTES` on, an anonymous mapping rather than a ``bytearray``: it
         is not zero-filled up front (a size prefix alone costs no resident memory) and it is
-        unmapped, not kept by malloc, when it is freed.
+        unmapped, not kept by malloc, when it is freed. Below that, a buffer that served an earlier
+        frame when one is free (:class:`_FrameBuffers`), else a new one, at least ``size`` long.
         """
         taken = min(size, len(received))
-        frame: bytearray | mmap.mmap = mmap.mmap(-1, size) if size >= _MAPPED_FRAME_BYTES else bytearray(size)
+        frame: bytearray | mmap.mmap = (
+            mmap.mmap(-1, size) if size >= _MAPPED_FRAME_BYTES else _FRAMES.take(size)
+        )
         frame[:taken] = received[:taken]
         if taken == size:
-            self._push(memoryview(frame))
+            self._push(memoryview(frame)[:size])
         else:
             self._frame, self._frame_size, self._frame_filled = frame, size, taken
         return taken
@@ -455,6 +513,8 @@ class Connection(FrameProtocol):
             for frame in frames:
                 if not await self._serve(frame):
                     return True
+                if isinstance(frame, memoryview):
+                    _FRAMES.give(frame)
             await self._drain()
         error = self.error
         if isinstance(error, FrameTooLarge):
