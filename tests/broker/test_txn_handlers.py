@@ -234,12 +234,18 @@ def test_api_versions_advertises_the_transaction_apis(wire: Dispatcher) -> None:
         66: (0, 2),
     }
     # transaction.version supported 0-2 and finalized at 2, as a Kafka 4.1 cluster formats itself:
-    # the Java producer then runs transactions version 2.
+    # the Java producer then runs transactions version 2. metadata.version and group.version are
+    # finalized at Kafka 4.1.2's levels (its ApiVersions v4 answer: group.version 1,
+    # metadata.version 27 = 4.1-IV1), at the one level kompakt serves.
     assert [(f.name, f.min_version, f.max_version) for f in r.supported_features] == [
-        ("transaction.version", 0, 2)
+        ("group.version", 1, 1),
+        ("metadata.version", 27, 27),
+        ("transaction.version", 0, 2),
     ]
     assert [(f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features] == [
-        ("transaction.version", 2, 2)
+        ("group.version", 1, 1),
+        ("metadata.version", 27, 27),
+        ("transaction.version", 2, 2),
     ]
     assert r.finalized_features_epoch >= 0
 
@@ -254,7 +260,9 @@ def test_a_v1_only_broker_finalizes_transaction_version_1(txn_broker: Broker) ->
         {"client_software_name": "t", "client_software_version": "1"},
     )
     assert [(f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features] == [
-        ("transaction.version", 1, 1)
+        ("group.version", 1, 1),
+        ("metadata.version", 27, 27),
+        ("transaction.version", 1, 1),
     ]
 
 
@@ -270,7 +278,9 @@ def test_describe_of_an_unknown_id_answers_not_found_with_start_time_minus_one(w
 def _finalized(wire: Dispatcher) -> tuple[list[tuple[str, int, int]], int]:
     r = call(wire, ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
     return [
-        (f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features
+        (f.name, f.min_version_level, f.max_version_level)
+        for f in r.finalized_features
+        if f.name == "transaction.version"
     ], r.finalized_features_epoch
 
 
@@ -343,3 +353,80 @@ def test_produce_v12_adds_the_partition_and_end_txn_v5_bumps_the_epoch(wire: Dis
     # The old epoch's late write is fenced (INVALID_PRODUCER_EPOCH for a v12 producer too).
     late = call(wire, ApiKey.PRODUCE, 12, values).responses[0].partition_responses[0]
     assert late.error_code is ErrorCode.invalid_producer_epoch
+
+
+def _produce_v12(wire: Dispatcher, records: bytes, partition: int = 0) -> Any:
+    values = produce_values(TOPIC, partition, records)
+    values["transactional_id"] = TXN_ID
+    return call(wire, ApiKey.PRODUCE, 12, values).responses[0].partition_responses[0]
+
+
+def test_a_v2_producer_new_to_a_partition_must_start_at_sequence_0(wire: Dispatcher) -> None:
+    """Kafka 4.1's ProducerAppendInfo.checkSequence: a transactions-v2 producer with no batches in
+    a partition is refused a non-zero first sequence (OUT_OF_ORDER_SEQUENCE_NUMBER, Kafka's message),
+    nothing is written, and the same transaction then writes from sequence 0. A v1 producer (Produce
+    v9 after AddPartitionsToTxn) is still accepted at any first sequence, as on Kafka."""
+    pid, epoch = init(wire, version=5)
+    refused = _produce_v12(wire, txn_batch(pid, epoch, 5, b"late"))
+    assert refused.error_code is ErrorCode.out_of_order_sequence_number
+    assert refused.error_message == (
+        f"Invalid sequence number for producer {pid} at offset 0 in partition {TOPIC}-0: 5 (incoming seq. "
+        "number). Expected sequence 0 for transactions v2 idempotent producer with no existing state."
+    )
+    first = _produce_v12(wire, txn_batch(pid, epoch, 0, b"v0"))
+    assert (first.error_code, first.base_offset) == (ErrorCode.none, 0)
+    second = _produce_v12(wire, txn_batch(pid, epoch, 1, b"v1"))
+    assert (second.error_code, second.base_offset) == (ErrorCode.none, 1)
+    # After the commit the epoch is bumped and the producer has no batches at it: sequence 0 again.
+    end = {"transactional_id": TXN_ID, "producer_id": pid, "producer_epoch": epoch, "committed": True}
+    bumped = call(wire, ApiKey.END_TXN, 5, end).producer_epoch
+    assert _produce_v12(wire, txn_batch(pid, bumped, 2, b"x")).error_code is (
+        ErrorCode.out_of_order_sequence_number
+    )
+    assert _produce_v12(wire, txn_batch(pid, bumped, 0, b"y")).error_code is ErrorCode.none
+
+
+def test_a_v1_producer_new_to_a_partition_may_start_anywhere(wire: Dispatcher) -> None:
+    pid, epoch = init(wire)
+    assert add_partitions_v3(wire, pid, epoch, TOPIC, [0]) == {0: ErrorCode.none}
+    assert produce(wire, txn_batch(pid, epoch, 5, b"v")).error_code is ErrorCode.none
+
+
+def test_a_v2_producer_is_verified_with_verification_disabled(txn_broker: Broker) -> None:
+    """Its partitions join the transaction only through Produce v12, so Kafka verifies (adds) them
+    even with transaction.partition.verification.enable=false; the commit then writes the marker."""
+    assert txn_broker.log_manager is not None and txn_broker.producer_ids is not None
+    txn_broker.txn = TransactionCoordinator(
+        txn_broker.log_manager,
+        txn_broker.clock,
+        txn_broker.producer_ids,
+        TxnConfig(transaction_log_num_partitions=2, transaction_partition_verification_enable=False),
+    )
+    wire = Dispatcher(txn_broker)
+    pid, epoch = init(wire, version=5)
+    assert _produce_v12(wire, txn_batch(pid, epoch, 0, b"v0")).error_code is ErrorCode.none
+    end = {"transactional_id": TXN_ID, "producer_id": pid, "producer_epoch": epoch, "committed": True}
+    assert call(wire, ApiKey.END_TXN, 5, end).error_code is ErrorCode.none
+    log = txn_broker.log_manager.get_log(TOPIC, 0)
+    assert log.log_end_offset == 2  # the data batch and the commit marker
+
+
+def test_the_fixed_features_accept_only_their_level(wire: Dispatcher) -> None:
+    """metadata.version and group.version are served at one level: an update to it is a no-op, any
+    other level is refused with Kafka's message for a level outside the supported range."""
+
+    def update(feature: str, level: int, upgrade_type: int) -> Any:
+        key = {"feature": feature, "max_version_level": level, "upgrade_type": upgrade_type}
+        return call(wire, ApiKey.UPDATE_FEATURES, 1, {"timeout": 60_000, "feature_updates": [key]})
+
+    assert update("metadata.version", 27, 1).error_code is ErrorCode.none
+    refused = update("group.version", 0, 2)
+    assert refused.error_code is ErrorCode.invalid_update_version
+    assert refused.error_message == (
+        "The update failed for all features since the following feature had an error: Invalid "
+        "update version 0 for feature group.version. Local controller 0 only supports versions 1-1"
+    )
+    r = call(wire, ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+    assert ("group.version", 1, 1) in [
+        (f.name, f.min_version_level, f.max_version_level) for f in r.finalized_features
+    ]

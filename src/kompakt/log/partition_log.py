@@ -322,15 +322,17 @@ class PartitionLog:
         assign_offsets: bool = True,
         log_append_time_ms: int | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        transaction_version_2: bool = False,
         in_place: bool = False,
     ) -> AppendInfo:
         """Append one validated v2 batch as the leader: assign offsets, roll if needed, write.
 
         A retried idempotent batch raises DuplicateSequenceError carrying its original offsets
         and appends nothing; out-of-order and fenced producers raise before anything is written.
-        ``in_place`` (a writable ``batch`` the caller is done with: a Produce frame) sets the
-        offsets in ``batch`` itself rather than in a copy: the copy was the one pass over every
-        produced byte left in the broker's own code.
+        ``transaction_version_2`` applies that producer's first-sequence rule
+        (:meth:`ProducerStateManager.check`). ``in_place`` (a writable ``batch`` the caller is done
+        with: a Produce frame) sets the offsets in ``batch`` itself rather than in a copy: the copy
+        was the one pass over every produced byte left in the broker's own code.
         """
         if not assign_offsets:
             return self.append_with_offsets(batch)
@@ -346,7 +348,7 @@ class PartitionLog:
         with self.lock:
             state = self.producer_state
             for view in views:
-                state.check(view, origin)
+                state.check(view, origin, transaction_version_2=transaction_version_2)
             next_offset = self._log_end_offset
             for pos, view in zip(positions, views, strict=True):
                 set_base_offset(buf, pos, next_offset)

@@ -201,14 +201,29 @@ class ProducerStateManager:
 
     # ------------------------------------------------------------------ produce-side checks
 
-    def check(self, batch: RecordBatchView, origin: AppendOrigin = AppendOrigin.CLIENT) -> None:
-        """Raise if a batch must not be appended (duplicate, out of order, fenced)."""
+    def check(
+        self,
+        batch: RecordBatchView,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        *,
+        transaction_version_2: bool = False,
+    ) -> None:
+        """Raise if a batch must not be appended (duplicate, out of order, fenced).
+
+        ``transaction_version_2``: the batch is a transactions-v2 producer's (Produce v12+), verified
+        by adding its partition to the transaction. Kafka 4.1 then refuses a non-zero first sequence
+        from a producer this partition has no batches of (``ProducerAppendInfo.checkSequence``):
+        without the rule such a producer is accepted at any sequence, and a batch whose
+        predecessors were lost in flight would be written after a gap the producer never sees.
+        """
         pid = batch.producer_id
         if pid < 0:
             return
         entry = self.producers.get(pid)
         epoch = batch.producer_epoch
         if entry is None:
+            if transaction_version_2 and origin is AppendOrigin.CLIENT and not batch.is_control:
+                self._check_first_sequence_v2(batch)
             return
         if not batch.is_control and origin is AppendOrigin.CLIENT:
             dup = entry.find_duplicate(epoch, batch.base_sequence, batch.last_sequence)
@@ -228,6 +243,8 @@ class ProducerStateManager:
             )
         if batch.is_control or origin is AppendOrigin.COORDINATOR:
             return
+        if transaction_version_2 and not entry.batches:
+            self._check_first_sequence_v2(batch)
         seq = batch.base_sequence
         if entry.epoch == NO_PRODUCER_EPOCH:
             return
@@ -244,6 +261,14 @@ class ProducerStateManager:
                 f"Out of order sequence number for producer {pid} at offset {batch.base_offset} in partition "
                 f"{self.topic_partition}: {seq} (incoming seq. number), "
                 f"{entry.last_seq} (current end sequence number)"
+            )
+
+    def _check_first_sequence_v2(self, batch: RecordBatchView) -> None:
+        if batch.base_sequence != 0:
+            raise OutOfOrderSequenceError(
+                f"Invalid sequence number for producer {batch.producer_id} at offset {batch.base_offset} "
+                f"in partition {self.topic_partition}: {batch.base_sequence} (incoming seq. number). "
+                "Expected sequence 0 for transactions v2 idempotent producer with no existing state."
             )
 
     # ------------------------------------------------------------------ applying appended batches

@@ -123,10 +123,12 @@ def _append_transactional(
     view = RecordBatchView(batch)
     if coordinator is None:
         return _error(partition_log.partition, codec.ErrorCode.invalid_txn_state, "no coordinator")
-    if not coordinator.config.transaction_partition_verification_enable:
+    add = api_version > 11
+    # A v2 producer's partitions join its transaction only here, so Kafka verifies them even with
+    # verification disabled (``ReplicaManager.maybeSendPartitionsToTransactionCoordinator``).
+    if not add and not coordinator.config.transaction_partition_verification_enable:
         return partition_log.append(batch, log_append_time_ms=log_append_time_ms, in_place=True)
     tp = (partition_log.topic, partition_log.partition)
-    add = api_version > 11
     with coordinator.verified(
         transactional_id, view.producer_id, view.producer_epoch, [tp], add=add
     ) as errors:
@@ -139,7 +141,9 @@ def _append_transactional(
                 answer,
                 f"Unable to verify the partition has been added to the transaction: {error.name}",
             )
-        return partition_log.append(batch, log_append_time_ms=log_append_time_ms, in_place=True)
+        return partition_log.append(
+            batch, log_append_time_ms=log_append_time_ms, transaction_version_2=add, in_place=True
+        )
 
 
 def produce_partition(

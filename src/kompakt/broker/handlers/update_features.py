@@ -3,8 +3,9 @@
 Kafka forwards this to its controller, which checks every update first and applies none when one
 fails (``FeatureControlManager.updateFeatures``): the answer is then INVALID_UPDATE_VERSION with
 "The update failed for all features since the following feature had an error: …". Only
-``transaction.version`` is a feature here (0–2; see :mod:`kompakt.broker.txn.features` for where
-the level is kept). v0 says ``allow_downgrade`` (a safe downgrade) where v1+ say the upgrade
+``transaction.version`` can change here (0–2; see :mod:`kompakt.broker.txn.features` for where
+the level is kept); ``metadata.version`` and ``group.version`` accept only their one level.
+v0 says ``allow_downgrade`` (a safe downgrade) where v1+ say the upgrade
 type; v1 adds ``validate_only``; v0–1 answer per feature on success, v2 only at the top.
 ALTER on CLUSTER is required, as on Kafka.
 """
@@ -13,7 +14,13 @@ from __future__ import annotations
 
 from kompakt.broker.acl.model import AclOperation
 from kompakt.broker.context import HandlerSpec, RequestContext
-from kompakt.broker.txn.features import SAFE_DOWNGRADE, TRANSACTION_VERSION, UPGRADE, check_update
+from kompakt.broker.txn.features import (
+    FIXED_LEVELS,
+    SAFE_DOWNGRADE,
+    TRANSACTION_VERSION,
+    UPGRADE,
+    check_update,
+)
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.messages import update_features as m
@@ -40,7 +47,7 @@ def handle(ctx: RequestContext, request: m.UpdateFeaturesRequest) -> m.UpdateFea
     txn = ctx.broker.txn
     if txn is None:
         return _response(ctx, request, codec.ErrorCode.coordinator_not_available, None)
-    current = {TRANSACTION_VERSION: txn.transaction_version}
+    current = {**FIXED_LEVELS, TRANSACTION_VERSION: txn.transaction_version}
     wanted: dict[str, int] = {}
     for update in request.feature_updates:
         if ctx.api_version == 0:

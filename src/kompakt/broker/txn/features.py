@@ -24,8 +24,20 @@ log = logging.getLogger(__name__)
 
 FEATURES_FILE: Final = "kompakt-features.json"
 TRANSACTION_VERSION: Final = "transaction.version"
-#: Kafka 4.1's ``TransactionVersion`` levels, TV_0..TV_2.
-SUPPORTED: Final[dict[str, tuple[int, int]]] = {TRANSACTION_VERSION: (0, 2)}
+METADATA_VERSION: Final = "metadata.version"
+GROUP_VERSION: Final = "group.version"
+#: Features served at one level: ``metadata.version`` 27 (4.1-IV1, the RPC behaviour kompakt
+#: follows) and ``group.version`` 1 (the KIP-848 consumer protocol, which kompakt cannot switch
+#: off). Kafka 4.1.2 also lists ``kraft.version`` and ``eligible.leader.replicas.version``
+#: (a controller quorum and replicas, which a single kompakt node does not have) and
+#: ``share.version`` (share groups, not served): kompakt does not claim them.
+FIXED_LEVELS: Final[dict[str, int]] = {GROUP_VERSION: 1, METADATA_VERSION: 27}
+#: What ApiVersions lists as supported: the fixed features at their level, and Kafka 4.1's
+#: ``TransactionVersion`` levels TV_0..TV_2.
+SUPPORTED: Final[dict[str, tuple[int, int]]] = {
+    **{name: (level, level) for name, level in FIXED_LEVELS.items()},
+    TRANSACTION_VERSION: (0, 2),
+}
 _DOCUMENT_VERSION: Final = 1
 
 #: ``FeatureUpdate.UpgradeType`` codes.
@@ -61,6 +73,13 @@ def load_levels(data_dir: Path) -> dict[str, int]:
             log.error("Ignoring %s=%d in %s: this broker supports %d-%d", name, level, path, low, high)
             del levels[name]
     return levels
+
+
+def finalized_levels(transaction_version: int) -> dict[str, int]:
+    """Every finalized feature and its level, by name; a level of 0 is not listed (Kafka lists
+    only features finalized above 0)."""
+    levels = {**FIXED_LEVELS, TRANSACTION_VERSION: transaction_version}
+    return {name: levels[name] for name in sorted(levels) if levels[name] > 0}
 
 
 def save_levels(data_dir: Path, levels: dict[str, int]) -> None:
