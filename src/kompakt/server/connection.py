@@ -117,7 +117,8 @@ _SCRATCH = threading.local()
 _POOLED_FRAME_BYTES = 2 * 1024 * 1024
 #: How many idle frame buffers are kept (per event-loop thread).
 _POOLED_FRAMES = 2
-#: New frame buffers are rounded up to this, so that one fits the next frame of similar size.
+#: Frame buffers from this size on are rounded up to a multiple of it (so that one fits the next
+#: frame of a similar size) and may be kept; smaller frames get exact, unpooled buffers.
 _FRAME_ROUNDING = 256 * 1024
 
 
@@ -145,7 +146,7 @@ class _FrameBuffers:
         for at, buffer in enumerate(idle):
             if len(buffer) >= size:
                 return idle.pop(at)
-        if size <= _POOLED_FRAME_BYTES:
+        if _FRAME_ROUNDING <= size <= _POOLED_FRAME_BYTES:  # a buffer that may be kept: round it up
             size = -(-size // _FRAME_ROUNDING) * _FRAME_ROUNDING
         return bytearray(size)
 
