@@ -65,17 +65,6 @@ def cached_only() -> Iterator[None]:
         _STATE.on = previous
 
 
-@contextmanager
-def waiting_allowed() -> Iterator[None]:
-    """Inside :func:`cached_only`, a block whose reads may wait again (off the event loop)."""
-    previous = active()
-    _STATE.on = False
-    try:
-        yield
-    finally:
-        _STATE.on = previous
-
-
 def check(what: str) -> None:
     """Raise :class:`WouldBlock` in :func:`cached_only` mode: ``what`` would touch the disk."""
     if active():
