@@ -364,7 +364,10 @@ class HandlerSpec:
 
     The dispatcher hands the handler the request as its API's typed view and converts the typed
     answer (now, or when a :class:`Deferred` settles) to kio's class for the version asked.
-    ``blocking`` handlers (storage I/O) are run by the server in a worker thread.
+    ``blocking`` handlers (storage I/O) are run by the server in a worker thread. A ``try_cached``
+    one is first tried on the event loop in :func:`~kompakt.log.nowait.cached_only` mode, and must
+    then raise :class:`~kompakt.log.nowait.WouldBlock` before any side effect when a read would
+    wait (the server then runs it in the worker thread).
     """
 
     api_key: int
@@ -372,6 +375,7 @@ class HandlerSpec:
     max_version: int
     handler: Handler
     blocking: bool = False
+    try_cached: bool = False
 
     @property
     def versions(self) -> VersionRange:

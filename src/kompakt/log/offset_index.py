@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, ClassVar, Final, cast
 
 from kompakt.errors import CorruptIndexError, InvalidOffsetError
 from kompakt.lazy_import import LazyModule
+from kompakt.log import nowait
 from kompakt.log.files import DEFAULT_FILE_OPS, FileOps
 
 if TYPE_CHECKING:
@@ -110,6 +111,7 @@ class FixedWidthIndex(ABC):
     def _ensure_loaded(self) -> None:
         if self._loaded:
             return
+        nowait.check("an index not loaded yet")
         raw = _read_file(self._path_str)
         if len(raw) % self.entry_size != 0:
             raise CorruptIndexError(

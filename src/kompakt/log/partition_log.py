@@ -28,6 +28,7 @@ from typing import Final
 
 from kompakt.clock import Clock
 from kompakt.errors import InvalidOffsetError, InvalidRecordError, OffsetOutOfRangeError
+from kompakt.log import nowait
 from kompakt.log.config import LogConfig
 from kompakt.log.files import CLEANED_FILE_SUFFIX, DEFAULT_FILE_OPS, FileOps
 from kompakt.log.producer_state import (
@@ -322,17 +323,24 @@ class PartitionLog:
         log_append_time_ms: int | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         transaction_version_2: bool = False,
+        in_place: bool = False,
     ) -> AppendInfo:
         """Append one validated v2 batch as the leader: assign offsets, roll if needed, write.
 
         A retried idempotent batch raises DuplicateSequenceError carrying its original offsets
         and appends nothing; out-of-order and fenced producers raise before anything is written.
         ``transaction_version_2`` applies that producer's first-sequence rule
-        (:meth:`ProducerStateManager.check`).
+        (:meth:`ProducerStateManager.check`). ``in_place`` (a writable ``batch`` the caller is done
+        with: a Produce frame) sets the offsets in ``batch`` itself rather than in a copy: the copy
+        was the one pass over every produced byte left in the broker's own code.
         """
         if not assign_offsets:
             return self.append_with_offsets(batch)
-        buf = bytearray(batch)
+        buf: bytearray | memoryview
+        if in_place and isinstance(batch, memoryview) and not batch.readonly and batch.c_contiguous:
+            buf = batch.cast("B") if batch.format != "B" else batch
+        else:
+            buf = bytearray(batch)
         positions = batch_positions(buf)
         views = [RecordBatchView(buf, p) for p in positions]
         if len(views) != 1 and any(v.producer_id >= 0 for v in views):
@@ -369,7 +377,7 @@ class PartitionLog:
 
     def _append_locked(
         self,
-        buf: bytes | bytearray,
+        buf: bytes | bytearray | memoryview,
         views: Sequence[RecordBatchView],
         *,
         leader: bool,
@@ -580,14 +588,29 @@ class PartitionLog:
 
         The same batches as :meth:`read`; ranges under :data:`ZERO_COPY_MIN_BYTES`, and any range
         when no descriptor is left to duplicate, are returned as bytes.
+
+        In :func:`~kompakt.log.nowait.cached_only` mode (a Fetch tried on the event loop) a lock
+        held by an append, like a page not cached, raises :class:`~kompakt.log.nowait.WouldBlock`.
         """
-        with self.lock:
+        lock = self.lock
+        if not nowait.active():
+            lock.acquire()
+        elif not lock.acquire(blocking=False):
+            raise nowait.WouldBlock(f"{self.name} is locked by a writer")
+        try:
             hw = self._high_watermark
             lso = self.last_stable_offset
             bound = lso if read_committed else hw
             records = self._read_slice_locked(offset, max_bytes, bound, min_one_message)
-            aborted = self.collect_aborted_transactions(offset, bound) if read_committed else None
+            try:
+                aborted = self.collect_aborted_transactions(offset, bound) if read_committed else None
+            except BaseException:
+                if isinstance(records, FileSlice):
+                    records.close()
+                raise
             return SliceFetchResult(records, hw, self._log_start_offset, lso, aborted)
+        finally:
+            lock.release()
 
     def _read_slice_locked(
         self, offset: int, max_bytes: int, max_offset: int, min_one_message: bool
@@ -608,9 +631,10 @@ class PartitionLog:
                 if records is None:
                     return b""
                 if records.size < ZERO_COPY_MIN_BYTES:
-                    data = bytes(records)
-                    records.close()
-                    return data
+                    try:
+                        return bytes(records)
+                    finally:
+                        records.close()
                 return records
             segment = self.segments.higher(segment.base_offset)
         return b""

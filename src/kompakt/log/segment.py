@@ -29,6 +29,7 @@ from typing import Final
 
 from kompakt.config.defs import LONG_MAX
 from kompakt.errors import CorruptIndexError, CorruptRecordError, InvalidOffsetError
+from kompakt.log import nowait
 from kompakt.log.config import LogConfig
 from kompakt.log.files import DEFAULT_FILE_OPS, FileOps, SegmentExtension, segment_file_name
 from kompakt.log.index_rule import plan_index_entries
@@ -75,7 +76,7 @@ class FileSlice:
         return self.size
 
     def __bytes__(self) -> bytes:
-        data = os.pread(self.fileno(), self.size, self.position)
+        data = nowait.pread(self.fileno(), self.size, self.position)
         if len(data) != self.size:
             raise CorruptRecordError(f"segment range of {self.size} bytes ends after {len(data)} bytes")
         return data
@@ -336,6 +337,7 @@ class LogSegment:
     def _size(self) -> int:
         size = self._known_size
         if size is None:
+            nowait.check("the size of a segment not opened yet")
             size = self._known_size = os.stat(self._file_path("log")).st_size
         return size
 
@@ -354,6 +356,7 @@ class LogSegment:
 
     def _file(self) -> int:
         if self._fd is None:
+            nowait.check("a segment file not opened yet")
             self._fd = self._ops.open_fd(self.log_path, os.O_RDWR)
         return self._fd
 
@@ -362,7 +365,7 @@ class LogSegment:
         size = max(0, min(size, self._size - position))
         if size == 0:
             return b""
-        return os.pread(self._file(), size, position)
+        return nowait.pread(self._file(), size, position)
 
     @property
     def last_modified_ms(self) -> int:
@@ -770,7 +773,7 @@ class LogSegment:
         while pos + LOG_OVERHEAD <= limit:
             offset_in_window = pos - window_start
             if offset_in_window < 0 or offset_in_window + LOG_OVERHEAD > len(window):
-                window = os.pread(fd, min(_HEADER_WINDOW, limit - pos), pos)
+                window = nowait.pread(fd, min(_HEADER_WINDOW, limit - pos), pos)
                 window_start, offset_in_window = pos, 0
                 if len(window) < LOG_OVERHEAD:
                     break

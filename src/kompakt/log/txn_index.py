@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Final
 
 from kompakt.errors import CorruptIndexError
+from kompakt.log import nowait
 from kompakt.log.files import DEFAULT_FILE_OPS, FileOps
 
 _ENTRY: Final = struct.Struct(">hqqqq")
@@ -53,6 +54,7 @@ class TransactionIndex:
 
     def _load(self) -> list[AbortedTxn]:
         if self._entries is None:
+            nowait.check("a transaction index not loaded yet")
             raw = self.path.read_bytes() if self.path.exists() else b""
             if len(raw) % ENTRY_SIZE:
                 raise CorruptIndexError(

@@ -294,14 +294,17 @@ def decode_request(frame: bytes | memoryview, supported: Mapping[int, VersionRan
     version_range = supported.get(api_key)
     if version_range is None or api_version not in version_range:
         raise UnsupportedVersion(api_key, api_version, correlation_id)
+    # A writable frame (a large one, received in place) stays writable for Produce only, whose
+    # records the log updates in place; kio's readers take read-only buffers.
+    readable = frame.toreadonly() if isinstance(frame, memoryview) and not frame.readonly else frame
     try:
         check, read_header, read_body = _request_readers(api_key, api_version)
-        check(frame)
-        header, header_size = read_header(frame, 0)
-        if api_key == ApiKey.PRODUCE and api_version in produce_reader.VERSIONS:
+        check(readable)
+        header, header_size = read_header(readable, 0)
+        if api_key == ApiKey.PRODUCE and produce_reader.reads(api_version):
             body = produce_reader.read_produce(frame, header_size, api_version)
         else:
-            body, _ = read_body(frame, header_size)
+            body, _ = read_body(readable, header_size)
     except Exception as exc:  # noqa: BLE001 - kio's native reader raises many types on hostile input
         raise MalformedRequest(
             f"cannot decode {api_name(api_key)} v{api_version}: {type(exc).__name__}: {exc}",

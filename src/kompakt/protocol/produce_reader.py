@@ -1,11 +1,13 @@
-"""Produce request bodies (v3-9) read with their records left in the frame.
+"""Produce request bodies (v3-12) read with their records left in the frame.
 
 kio's reader copies every partition's records into a new ``bytes`` object. For Produce those
 records are nearly the whole frame (a megabyte a request with librdkafka's defaults), and the
 handler only validates them and writes them to the segment file, so that copy was one more pass
 over every byte produced on the event loop's thread (broker profile: ``PyBytes::new`` in kio's
 reader, about a tenth of the loop's ``memmove``). This reader builds the same kio
-``ProduceRequest`` objects, with each ``records`` a read-only ``memoryview`` into the frame.
+``ProduceRequest`` objects, with each ``records`` a ``memoryview`` into the frame: writable when
+the frame is (the server receives large frames into buffers of their own, which nothing reads
+after the request), so that the log sets a batch's offsets in place instead of copying it.
 
 It runs only after :mod:`kompakt.protocol.bounds` has checked the frame against the same
 layout (every length, count and tag inside the frame), so it does no bounds checks of its own;
@@ -29,6 +31,14 @@ _I32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _PRODUCE = 0
 VERSIONS = range(3, 10)
+#: Later versions with v9's request layout (v10-12 change only the response and the semantics);
+#: librdkafka 2.x sends v10 or later, which kio's reader would otherwise copy record by record set.
+LATER_SAME_LAYOUT = range(10, 13)
+
+
+def reads(version: int) -> bool:
+    """Whether this reader reads Produce ``version``."""
+    return version in VERSIONS or version in LATER_SAME_LAYOUT
 
 
 def _uvarint(frame: memoryview, at: int) -> tuple[int, int]:
@@ -134,8 +144,9 @@ def _reader(version: int) -> Callable[[memoryview, int], RequestPayload]:
 
 
 def read_produce(frame: bytes | memoryview, at: int, version: int) -> RequestPayload:
-    """The Produce body of a bounds-checked frame starting at ``at``; records are views of it."""
+    """The Produce body of a bounds-checked frame starting at ``at``; records are views of it
+    (writable when ``frame`` is)."""
     view = memoryview(frame)
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
-    return _reader(version)(view.toreadonly(), at)
+    return _reader(version)(view, at)

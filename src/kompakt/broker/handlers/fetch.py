@@ -28,6 +28,11 @@ the segment files as :class:`~kompakt.log.segment.FileSlice` objects inside the 
 server sends them from the file (``sendfile``, or a page-cache read and a write to a peer on the
 same host, which is cheaper over loopback); the connection closes them once the response is written.
 
+On the event loop: the server first runs this handler in :func:`~kompakt.log.nowait.cached_only`
+mode, where every read takes page-cache data only; a read that would wait raises
+:class:`~kompakt.log.nowait.WouldBlock` before anything is registered, and the server runs the
+request again in a worker thread. Nothing else here depends on the thread it runs on.
+
 Fetch sessions are declined: the answer always has session_id 0 and error NONE, which the
 protocol allows and every client handles by sending full fetches.
 """
@@ -44,6 +49,7 @@ from kompakt.broker.deferred import Deferred
 from kompakt.broker.error_codes import error_code_for
 from kompakt.broker.fetch_waiters import FetchWaiter
 from kompakt.errors import KompaktError, OffsetOutOfRangeError
+from kompakt.log import nowait
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.messages import fetch as m
@@ -106,8 +112,23 @@ def _entry(
 def read_partitions(
     broker: Broker, wanted: Sequence[PartitionFetch], max_bytes: int, read_committed: bool
 ) -> ReadResult:
-    """Read every requested partition once, honouring the partition and response byte limits."""
+    """Read every requested partition once, honouring the partition and response byte limits.
+
+    A read that cannot finish (:class:`~kompakt.log.nowait.WouldBlock` on the event loop, or any
+    error) releases the file ranges it already holds before the exception leaves.
+    """
     result = ReadResult()
+    try:
+        _read_into(result, broker, wanted, max_bytes, read_committed)
+    except BaseException:
+        result.close()
+        raise
+    return result
+
+
+def _read_into(
+    result: ReadResult, broker: Broker, wanted: Sequence[PartitionFetch], max_bytes: int, read_committed: bool
+) -> None:
     logs = broker.logs
     remaining = max(max_bytes, 0)
     for want in wanted:
@@ -166,7 +187,6 @@ def read_partitions(
                 aborted,
             )
         )
-    return result
 
 
 def _requested(ctx: RequestContext, request: m.FetchRequest) -> list[PartitionFetch]:
@@ -294,12 +314,20 @@ class _LongPoll:
         waiters.register(waiter)
         if waiters.closing:
             waiters.unregister(waiter)
-            self.answer(None)
+            if nowait.active():
+                self.broker.timer_service.call_later(0, lambda: self.answer(None))
+            else:
+                self.answer(None)
         elif self.answered:  # the deadline passed while registering
             waiters.unregister(waiter)
         elif _moved(self.broker, read):  # an append between the read and the registration
             waiters.unregister(waiter)
-            waiter.fire()
+            if nowait.active():
+                # Tried on the event loop: the re-read may need the disk, so it runs where the
+                # timers run theirs (a worker thread), at once.
+                self.broker.timer_service.call_later(0, lambda: None if waiter.fire() else None)
+            else:
+                waiter.fire()
 
 
 def _moved(broker: Broker, read: ReadResult) -> bool:
@@ -314,4 +342,4 @@ def _moved(broker: Broker, read: ReadResult) -> bool:
     return False
 
 
-SPEC = HandlerSpec(ApiKey.FETCH, 4, 12, handle, blocking=True)
+SPEC = HandlerSpec(ApiKey.FETCH, 4, 12, handle, blocking=True, try_cached=True)

@@ -127,7 +127,7 @@ def _append_transactional(
     # A v2 producer's partitions join its transaction only here, so Kafka verifies them even with
     # verification disabled (``ReplicaManager.maybeSendPartitionsToTransactionCoordinator``).
     if not add and not coordinator.config.transaction_partition_verification_enable:
-        return partition_log.append(batch, log_append_time_ms=log_append_time_ms)
+        return partition_log.append(batch, log_append_time_ms=log_append_time_ms, in_place=True)
     tp = (partition_log.topic, partition_log.partition)
     with coordinator.verified(
         transactional_id, view.producer_id, view.producer_epoch, [tp], add=add
@@ -141,7 +141,9 @@ def _append_transactional(
                 answer,
                 f"Unable to verify the partition has been added to the transaction: {error.name}",
             )
-        return partition_log.append(batch, log_append_time_ms=log_append_time_ms, transaction_version_2=add)
+        return partition_log.append(
+            batch, log_append_time_ms=log_append_time_ms, transaction_version_2=add, in_place=True
+        )
 
 
 def produce_partition(
@@ -172,7 +174,11 @@ def produce_partition(
                 return appended
             info = appended
         else:
-            info = partition_log.append(validated.batch, log_append_time_ms=validated.log_append_time_ms)
+            # The batch is a view of the request's frame, nothing reads it after this append: the
+            # log sets its offsets in place when the frame is writable (a large one, see the server).
+            info = partition_log.append(
+                validated.batch, log_append_time_ms=validated.log_append_time_ms, in_place=True
+            )
     except DuplicateSequenceError as exc:
         log.debug("duplicate batch for %s-%d: %s", topic, partition, exc)
         log_start_offset = partition_log.log_start_offset if partition_log is not None else -1
