@@ -19,8 +19,6 @@ records are applied, which lets the builder apply decompressed and plain runs as
 
 from __future__ import annotations
 
-import contextlib
-import mmap
 from typing import Any, Final, TypeAlias
 
 import numpy as np
@@ -28,6 +26,7 @@ import numpy.typing as npt
 
 from kompakt.cleaner.kernels.hashing import hash_one
 from kompakt.records.lazy_numba import njit
+from kompakt.records.memory import HUGE_PAGE, zeros_u8
 from kompakt.records.native import prefetch, ptr
 from kompakt.records.precompiled import entry_point
 from kompakt.records.scan import parse_fields
@@ -54,7 +53,6 @@ NEEDS_GROWTH: Final = -1
 
 #: Probe loops prefetch the home slot of the record this many places ahead.
 _AHEAD: Final = 16
-_HUGE_PAGE: Final = 2 * 1024 * 1024
 
 
 def zeroed_table(capacity: int) -> U64Array:
@@ -65,16 +63,9 @@ def zeroed_table(capacity: int) -> U64Array:
     the same).
     """
     nbytes = capacity * 24
-    if nbytes < 4 * _HUGE_PAGE:
+    if nbytes < 4 * HUGE_PAGE:
         return np.zeros((capacity, 3), dtype=np.uint64)
-    region = mmap.mmap(-1, nbytes + _HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    advice = getattr(mmap, "MADV_HUGEPAGE", None)
-    if advice is not None:
-        with contextlib.suppress(OSError):
-            region.madvise(advice)
-    raw = np.frombuffer(region, dtype=np.uint8)
-    skip = -raw.ctypes.data % _HUGE_PAGE
-    table: U64Array = raw[skip : skip + nbytes].view(np.uint64).reshape(capacity, 3)
+    table: U64Array = zeros_u8(nbytes, huge=True).view(np.uint64).reshape(capacity, 3)
     return table
 
 

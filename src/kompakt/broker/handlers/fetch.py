@@ -40,7 +40,7 @@ protocol allows and every client handles by sending full fetches.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kompakt.broker.acl.model import AclOperation, ResourceType
@@ -304,6 +304,13 @@ class _LongPoll:
         again.close()
         self.park(again)
 
+    @staticmethod
+    def _wake(waiter: FetchWaiter) -> Callable[[], None]:
+        def wake() -> None:
+            waiter.fire()
+
+        return wake
+
     def park(self, read: ReadResult) -> None:
         waiters = self.broker.fetch_waiters
         waiter = FetchWaiter({(w.topic, w.partition) for w in self.wanted if w.authorized}, self.on_append)
@@ -325,7 +332,7 @@ class _LongPoll:
             if nowait.active():
                 # Tried on the event loop: the re-read may need the disk, so it runs where the
                 # timers run theirs (a worker thread), at once.
-                self.broker.timer_service.call_later(0, lambda: None if waiter.fire() else None)
+                self.broker.timer_service.call_later(0, self._wake(waiter))
             else:
                 waiter.fire()
 
