@@ -6,13 +6,22 @@ from __future__ import annotations
 import os
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from kompakt.backup import wire
-from kompakt.backup.batches import HEADER_ORIGINAL_OFFSET, HEADER_OSO, for_produce, ingest
+from kompakt.backup.batches import (
+    BACKUP_CODEC_EPOCH,
+    HEADER_ORIGINAL_OFFSET,
+    HEADER_OSO,
+    backup_compressed,
+    for_produce,
+    ingest,
+)
 from kompakt.backup.errors import BackupError, CorruptBackupError
+from kompakt.backup.reader import as_restored
 from kompakt.backup.restore import ORIGINAL_OFFSET_HEADER, _oso_headers
 from kompakt.backup.segment import (
     BatchSegment,
@@ -24,8 +33,8 @@ from kompakt.backup.segment import (
 )
 from kompakt.backup.storage import FilesystemStorage
 from kompakt.protocol import client
-from kompakt.records.batch import RecordBatchView, TimestampType, iter_batches
-from kompakt.records.builder import SimpleRecord, build_batch
+from kompakt.records.batch import BATCH_OVERHEAD, RecordBatchView, TimestampType, iter_batches
+from kompakt.records.builder import SimpleRecord, build_batch, finish_crc
 from kompakt.records.compression import Compression
 from kompakt.records.control import ControlType, build_control_batch
 from kompakt.records.record import Record, decode_records
@@ -290,3 +299,67 @@ def test_an_answer_read_ahead_is_handed_over_and_a_close_wakes_its_reader() -> N
                 wire.receive_fetch(fetcher, 1, 100)
             assert fetcher.reading is None
             wire.close_fetcher(fetcher)
+
+
+def _file_of(answer: bytes, segment: BatchSegment) -> bytes:
+    for stored in _ingest(answer).batches:  # type: ignore[attr-defined]
+        segment.add(stored)
+    return b"".join(bytes(p) for p in segment.finish().data)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("threads", [0, 2])
+def test_a_restore_gets_back_the_batches_the_backup_compressed_as_the_source_had_them(threads: int) -> None:
+    """Issue 33: a zstd backup compresses the batches the producer did not; the restore gives
+    those back byte for byte, while a producer's own zstd batch stays as the producer sent it,
+    and so does every batch after compression stopped paying in the segment."""
+    text = [SimpleRecord(b"k%d" % i, b"text %d " % i * 300, 100 + i, (("h", b"x"),), i) for i in range(20)]
+    source = [
+        build_batch(text[:7], base_offset=0),
+        build_batch(text[7:12], base_offset=7, compression=Compression.ZSTD),  # the producer's zstd
+        build_batch(text[12:], base_offset=12),
+        *[build_batch([SimpleRecord(b"r", os.urandom(300_000), 5)], base_offset=20 + i) for i in range(6)],
+    ]
+    data = _file_of(b"".join(source), BatchSegment(Compression.ZSTD, 1))
+    stored = list(iter_batches(data))
+    # Stored: zstd three times (twice the backup's, marked), then the noise compressed while the
+    # first MiB was sampled, then stored as it is.
+    codecs = [(b.compression, b.producer_epoch) for b in stored]
+    assert codecs[:3] == [(Compression.ZSTD, BACKUP_CODEC_EPOCH), (Compression.ZSTD, -1)] + [
+        (Compression.ZSTD, BACKUP_CODEC_EPOCH)
+    ]
+    assert (Compression.ZSTD, BACKUP_CODEC_EPOCH) in codecs[3:] and codecs[-1] == (Compression.NONE, -1)
+    assert [backup_compressed(b.raw) for b in stored] == [e == BACKUP_CODEC_EPOCH for _, e in codecs]
+    assert all(b.is_valid() for b in stored)
+
+    pool = ThreadPoolExecutor(threads) if threads else None
+    try:
+        restored = list(as_restored(stored, pool, "f.log"))
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    assert [s is b for s, b in restored] == [not backup_compressed(s.raw) for s, _ in restored]
+    # Every batch is the source's, byte for byte: the producer's zstd one because it was never
+    # touched, the others because the backup's compression is undone.
+    assert [bytes(b.raw) for _, b in restored] == source
+
+
+def test_batches_built_from_consumed_records_are_marked_and_a_bad_payload_is_named() -> None:
+    builder = SegmentBuilder(Compression.ZSTD, None, 1 << 20, None)
+    for i in range(5):
+        builder.add(i * 3, 1_000 + i, TimestampType.CREATE_TIME, b"k%d" % i, b"v" * 500, [], 0)
+    data = builder.finish().data
+    assert isinstance(data, bytes)
+    (view,) = iter_batches(data)
+    assert view.compression == Compression.ZSTD and backup_compressed(view.raw)
+    ((_, back),) = as_restored([view], None, "f.log")
+    assert back.compression == Compression.NONE and back.is_valid() and back.producer_epoch == -1
+    assert decode_records(back) == decode_records(view)
+
+    broken = bytearray(data[:BATCH_OVERHEAD]) + b"not zstd at all"
+    broken[8:12] = (len(broken) - 12).to_bytes(4, "big")
+    bad = RecordBatchView(finish_crc(broken))
+    assert bad.is_valid()  # the CRC holds: the backup wrote it so
+    with pytest.raises(CorruptBackupError, match=r"f\.log: batch at offset 0: invalid zstd"):
+        list(as_restored([bad], None, "f.log"))
+    with ThreadPoolExecutor(1) as pool, pytest.raises(CorruptBackupError, match=r"f\.log: batch at offset 0"):
+        list(as_restored([view, bad], pool, "f.log"))

@@ -69,6 +69,12 @@ RECORD_OVERHEAD: Final = 24
 """What a record weighs for ``batch_max_bytes`` besides its key and value (the old builder's rule)."""
 _NO_PRODUCER: Final = (-1).to_bytes(8, "big", signed=True) + (-1).to_bytes(2, "big", signed=True)
 _NO_EPOCH: Final = (-1).to_bytes(4, "big", signed=True)
+BACKUP_CODEC_EPOCH: Final = -2
+"""The producer epoch of a stored batch whose records section the backup compressed (the source's
+batch was not compressed). Every other stored batch has -1 there, as it has no producer id; a
+restore gives a batch so marked back uncompressed, as the source had it (:func:`original`)."""
+_BACKUP_CODEC_EPOCH: Final = BACKUP_CODEC_EPOCH.to_bytes(2, "big", signed=True)
+_NO_PRODUCER_EPOCH: Final = (-1).to_bytes(2, "big", signed=True)
 
 
 @dataclass
@@ -100,12 +106,15 @@ class StoredBatch:
         return bytes(self.header) + bytes(self.body)
 
     def recompressed(self, codec: Compression, level: int | None) -> StoredBatch:
-        """This (uncompressed) batch with its records section compressed by ``codec``."""
+        """This (uncompressed) batch with its records section compressed by ``codec``, marked as
+        compressed by the backup (:data:`BACKUP_CODEC_EPOCH`), so a restore can give the source's
+        batch back."""
         section = compress(codec, memoryview(self.body), level)
         header = bytearray(self.header)
         attrs = int.from_bytes(header[21:23], "big")
         header[21:23] = ((attrs & ~ATTR_COMPRESSION_MASK) | int(codec)).to_bytes(2, "big")
         header[8:12] = (BATCH_OVERHEAD - 12 + len(section)).to_bytes(4, "big", signed=True)
+        header[51:53] = _BACKUP_CODEC_EPOCH
         _crc(header, section)
         return replace(self, header=header, body=section)
 
@@ -547,6 +556,29 @@ def _decompressed(batch: bytearray) -> bytearray:
     out[8:12] = (BATCH_OVERHEAD - 12 + len(section)).to_bytes(4, "big", signed=True)
     out += section
     return out
+
+
+def backup_compressed(batch: bytes | bytearray | memoryview) -> bool:
+    """Whether a stored batch's codec is the backup's (its source batch was uncompressed)."""
+    return bool(batch[22] & ATTR_COMPRESSION_MASK) and batch[51:53] == _BACKUP_CODEC_EPOCH
+
+
+def original(batch: bytes | bytearray | memoryview) -> bytearray:
+    """A batch the backup compressed, as the source had it: the records section decompressed,
+    the codec bits and the producer epoch cleared (every other field was already as stored), a
+    new CRC. For a batch the backup did not change beyond its header, these are the source's
+    bytes from the attributes on. zstd and lz4 decompress without the GIL, so a few threads can
+    do this beside the thread that sends."""
+    view = memoryview(batch)
+    codec = view[22] & ATTR_COMPRESSION_MASK
+    section = decompress(codec, view[BATCH_OVERHEAD:])
+    out = bytearray(BATCH_OVERHEAD + len(section))
+    out[:BATCH_OVERHEAD] = view[:BATCH_OVERHEAD]
+    out[BATCH_OVERHEAD:] = section
+    out[22] &= ~ATTR_COMPRESSION_MASK & 0xFF
+    out[8:12] = (len(out) - 12).to_bytes(4, "big", signed=True)
+    out[51:53] = _NO_PRODUCER_EPOCH
+    return finish_crc(out)
 
 
 def crc_ok(batch: bytes | bytearray | memoryview) -> bool:

@@ -32,14 +32,16 @@ offset in the snapshot valid as it is, and the groups can be committed after the
 from __future__ import annotations
 
 import time
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from kompakt.backup.batches import backup_compressed
 from kompakt.backup.config import RestoreConfig
 from kompakt.backup.erasure import FilterCounts
 from kompakt.backup.errors import BackupError
 from kompakt.backup.progress import NoProgress, PartitionProgress, Progress
-from kompakt.backup.reader import RestoreSource, policy_set
+from kompakt.backup.reader import ORIGINAL_THREADS, RestoreSource, as_restored, policy_set
 from kompakt.backup.restore import RestorePlan, RestoreTotals, TopicPlan, plan_topics
 from kompakt.backup.storage import Storage
 from kompakt.clock import Clock, SystemClock
@@ -57,6 +59,8 @@ from kompakt.records.compression import Compression
 from kompakt.records.record import decode_records
 
 FOREVER_MS = 2**62
+APPEND_BYTES = 8 * 1024 * 1024
+"""Batches given back uncompressed are appended in runs of about this size."""
 
 
 OfflineResult = RestoreTotals
@@ -265,14 +269,15 @@ def run_offline_restore(
         ]
         reporter.begin(bars)
         index = 0
-        for tplan in plan.topics:
-            for entry in source.partitions(tplan.source):
-                bar = bars[index]
-                index += 1
-                row = _restore_partition(manager, source, tplan, entry, bar, counts, reporter)
-                rows.append(row)
-                total_records += bar.records
-                total_bytes += bar.bytes
+        with ThreadPoolExecutor(ORIGINAL_THREADS, thread_name_prefix="restore-original") as pool:
+            for tplan in plan.topics:
+                for entry in source.partitions(tplan.source):
+                    bar = bars[index]
+                    index += 1
+                    row = _restore_partition(manager, source, tplan, entry, bar, counts, reporter, pool)
+                    rows.append(row)
+                    total_records += bar.records
+                    total_bytes += bar.bytes
         if isinstance(manager.scheduler, ManualScheduler):
             manager.scheduler.run_due(FOREVER_MS)  # remove the empty segments the restore replaced
     finally:
@@ -289,19 +294,36 @@ def _restore_partition(
     bar: PartitionProgress,
     counts: FilterCounts,
     reporter: Progress,
+    pool: Executor,
 ) -> dict[str, Any]:
     log = manager.get_log(tplan.target, entry.partition)
     if entry.start_offset > 0:
         log.truncate_fully_and_start_at(entry.start_offset)
     part_filter = source.record_filter.for_partition()
     filtering = source.record_filter.active
-    for _file, data, batches in source.iter_batches(entry, verified=True):
-        if not filtering:
+    for file, data, batches in source.iter_batches(entry, verified=True):
+        if not filtering and not any(backup_compressed(b.raw) for b in batches):
             log.append_with_offsets(data)
             bar.records += sum(b.records_count for b in batches)
             bar.bytes += len(data)
+        elif not filtering:
+            # The batches the backup compressed are written as the source had them, uncompressed,
+            # a few MiB at a time while the next ones are decompressed.
+            run: list[memoryview] = []
+            size = 0
+            for _stored, view in as_restored(batches, pool, file.path):
+                run.append(view.raw)
+                size += view.size
+                bar.records += view.records_count
+                if size >= APPEND_BYTES:
+                    log.append_with_offsets(b"".join(run))
+                    bar.bytes += size
+                    run, size = [], 0
+            if run:
+                log.append_with_offsets(b"".join(run))
+                bar.bytes += size
         else:
-            for view in batches:
+            for _stored, view in as_restored(batches, pool, file.path):
                 records, changed = part_filter.apply(decode_records(view))
                 if not records:
                     continue

@@ -8,10 +8,12 @@ are in it, and every file matches its sha256 before any record is used.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
+from kompakt.backup.batches import backup_compressed, original
 from kompakt.backup.config import RestoreConfig
 from kompakt.backup.erasure import RecordFilter
 from kompakt.backup.errors import BackupError, CorruptBackupError
@@ -25,10 +27,15 @@ from kompakt.backup.manifest import (
 )
 from kompakt.backup.segment import StreamCheck, verify_segment
 from kompakt.backup.storage import Storage
+from kompakt.errors import KompaktError
 from kompakt.records.batch import RecordBatchView
 
 VERIFY_THREADS = 4
 """Files checked at once before a restore (I/O, sha256 and CRC-32C run outside the GIL)."""
+ORIGINAL_THREADS = 2
+"""Threads that give back the batches the backup compressed (:func:`as_restored`)."""
+ORIGINALS_AHEAD = 16 * 1024 * 1024
+"""Stored bytes handed to those threads ahead of the batch the restore is writing."""
 
 
 def policy_set(policy: str) -> frozenset[str]:
@@ -172,3 +179,58 @@ class RestoreSource:
                 if n + 1 < len(files):
                     ahead = pool.submit(read, files[n + 1])
                 yield file, data, batches
+
+
+RestoredBatch = tuple[RecordBatchView, RecordBatchView]
+"""A stored batch, and the batch a restore writes in its place."""
+
+
+def as_restored(
+    views: Iterable[RecordBatchView], pool: Executor | None, name: str
+) -> Iterator[RestoredBatch]:
+    """Each stored batch with the batch to restore: the source's own, uncompressed, where the
+    backup had compressed it (:func:`kompakt.backup.batches.original`), else the stored batch.
+
+    With a ``pool``, those batches are decompressed by its threads (zstd and lz4 release the GIL)
+    up to :data:`ORIGINALS_AHEAD` stored bytes ahead of the caller, so decompressing overlaps the
+    caller's sending or writing; without one, here, as each is taken. The order is kept. A batch
+    that does not decompress is an error naming the file and offset (its CRC was checked, so the
+    backup wrote it so)."""
+    pending: deque[tuple[RecordBatchView, Future[bytearray] | None]] = deque()
+    queued = 0
+
+    def take() -> RestoredBatch:
+        nonlocal queued
+        view, future = pending.popleft()
+        queued -= view.size
+        if future is None:
+            return view, view
+        try:
+            return view, RecordBatchView(future.result())
+        except KompaktError as exc:
+            raise CorruptBackupError(f"{name}: batch at offset {view.base_offset}: {exc}") from None
+
+    for view in views:
+        raw = view.raw
+        if not backup_compressed(raw):
+            if not pending:
+                yield view, view
+                continue
+            pending.append((view, None))
+        elif pool is None:
+            try:
+                yield view, RecordBatchView(original(raw))
+            except KompaktError as exc:
+                raise CorruptBackupError(f"{name}: batch at offset {view.base_offset}: {exc}") from None
+            continue
+        else:
+            pending.append((view, pool.submit(original, raw)))
+        queued += view.size
+        while pending and (queued >= ORIGINALS_AHEAD or _ready(pending[0][1])):
+            yield take()
+    while pending:
+        yield take()
+
+
+def _ready(future: Future[bytearray] | None) -> bool:
+    return future is None or future.done()

@@ -30,6 +30,7 @@ import functools
 import json
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ from kompakt.backup.errors import BackupError
 from kompakt.backup.kafka import KAFKA, KAFKA_ADMIN, Client
 from kompakt.backup.manifest import PartitionEntry
 from kompakt.backup.progress import NoProgress, PartitionProgress, Progress
-from kompakt.backup.reader import RestoreSource, policy_set
+from kompakt.backup.reader import ORIGINAL_THREADS, RestoreSource, as_restored, policy_set
 from kompakt.backup.storage import Storage
 from kompakt.cleaner.throttler import Throttler
 from kompakt.clock import SystemClock
@@ -403,6 +404,9 @@ def _produce_batches(
     )
     states = [(t, e) for t in plan.topics for e in source.partitions(t.source)]
     bars = [PartitionProgress(t.target, e.partition, e.records) for t, e in states]
+    # The batches the backup compressed go out as the source had them, uncompressed (the
+    # broker has nothing to decompress), unless the restore names a codec of its own.
+    pool = None if codec is not None else ThreadPoolExecutor(ORIGINAL_THREADS, thread_name_prefix="restore")
     reporter.begin(bars)
     try:
         for (tplan, entry), bar in zip(states, bars, strict=True):
@@ -411,12 +415,13 @@ def _produce_batches(
             part_filter = source.record_filter.for_partition()
             producer = wire.PartitionProducer(session, tplan.target, target, max(30.0, config.timeout_s * 3))
             last_report = time.monotonic()
-            for _file, _data, views in source.iter_batches(entry, verified=True):
-                for view in views:
+            for file, _data, views in source.iter_batches(entry, verified=True):
+                batches = as_restored(views, pool, file.path) if pool is not None else ((v, v) for v in views)
+                for stored, view in batches:
                     if source.record_filter.active:
                         out = _filtered(view, part_filter, producer, session, headers, entry.partition, codec)
                         if out is None:
-                            limits.after_batch(len(view.raw), 0)
+                            limits.after_batch(stored.size, 0)
                             continue
                     else:
                         out = for_produce(
@@ -432,7 +437,7 @@ def _produce_batches(
                     if pending and pending[0] <= view.last_offset:
                         on_done = _anchor(produced, tplan.source, entry.partition, out, pending)
                     producer.send(out.data, out.records, on_done)
-                    limits.after_batch(len(view.raw), out.records)
+                    limits.after_batch(stored.size, out.records)
                     bar.records += out.records
                     bar.bytes += len(out.data)
                     bar.done = bar.records
@@ -447,6 +452,8 @@ def _produce_batches(
             produced.counts.outside_window += part_filter.counts.outside_window
             produced.add_partition(tplan, entry, target, bar)
     finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
         session.close()
         reporter.end()
     return produced

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kompakt.backup.batches import StoredBatch
+from kompakt.backup.batches import BACKUP_CODEC_EPOCH, StoredBatch
 from kompakt.backup.errors import CorruptBackupError
 from kompakt.backup.storage import StagedObject
 from kompakt.errors import KompaktError
@@ -68,11 +68,14 @@ def encode_batch(
     compression_level: int | None,
     timestamp_type: TimestampType,
     delete_horizon_ms: int | None,
+    mark: bool = False,
 ) -> bytes:
     """One v2 batch of consumed records at their own offsets (gaps become offset-delta holes).
 
     Byte-for-byte what :func:`kompakt.records.builder.build_batch` builds (a test checks it),
     with the record encoding inlined and small varints looked up, since this runs per record.
+    ``mark``: a compressed batch is marked as compressed by the backup
+    (:data:`~kompakt.backup.batches.BACKUP_CODEC_EPOCH`), so a restore sends it uncompressed.
     """
     base_offset = records[0][0]
     base_timestamp = delete_horizon_ms if delete_horizon_ms is not None else records[0][1]
@@ -110,7 +113,7 @@ def encode_batch(
         base_timestamp=base_timestamp,
         max_timestamp=max_timestamp,
         producer_id=-1,
-        producer_epoch=-1,
+        producer_epoch=BACKUP_CODEC_EPOCH if mark and compression != Compression.NONE else -1,
         base_sequence=-1,
         records_count=len(records),
     )
@@ -225,6 +228,7 @@ class SegmentBuilder:
             compression_level=self.compression_level,
             timestamp_type=self._pending_type,
             delete_horizon_ms=horizon,
+            mark=True,
         )
         self._batches.append(batch)
         self._size += len(batch)
