@@ -44,6 +44,11 @@ def _backup_batches(root: Path, backup_id: str, topic: str, partition: int) -> l
     return [b for f in entry.files for b in iter_batches((root / backup_id / f.path).read_bytes())]
 
 
+def _but_epoch(batch: RecordBatchView) -> bytes:
+    """A batch's bytes without its partition leader epoch (outside the CRC)."""
+    return bytes(batch.raw[:12]) + bytes(batch.raw[16:])
+
+
 def _layout(batches: list[RecordBatchView], *, relative: bool = False) -> Layout:
     """Each batch's offsets (or its offset span), record count and codec."""
     return [
@@ -236,3 +241,55 @@ def test_a_backup_made_before_issue_33_restores(broker: BrokerProcess, tmp_path:
             assert got == [
                 (r.offset, r.timestamp, r.key, r.value, r.headers) for r in _expected(f"{source}-{p}")
             ]
+
+
+def test_a_zstd_backup_restores_the_batches_it_compressed_as_the_source_had_them(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """Issue 33: the backup compresses the batches the producer did not; a restore gives those back
+    as the source had them (the broker has nothing to decompress), while the producer's own zstd
+    and lz4 batches stay as the producer sent them."""
+    create_topic(broker, "mix-src", 1)
+    producers = [
+        Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50, **codec})
+        for codec in ({}, {"compression.type": "zstd"}, {"compression.type": "lz4"})
+    ]
+    for burst in range(3):  # a flush per producer and burst: batches of each kind, interleaved
+        for n, producer in enumerate(producers):
+            for i in range(30):
+                headers = [("n", b"%d" % i)] if i % 3 else None
+                value = None if i == 7 else b"" if i == 8 else b"value %d %d %d " % (burst, n, i) * 20
+                producer.produce("mix-src", key=b"k%d" % i, value=value, headers=headers, partition=0)
+            assert producer.flush(15) == 0
+    source = _log_batches(broker.data_dir, "mix-src", 0)
+    codecs = [b.compression for b in source]
+    assert codecs.count(Compression.NONE) >= 3 and {Compression.ZSTD, Compression.LZ4} <= set(codecs)
+
+    run_backup(backup_config(broker, tmp_path, "mix", topics=["mix-src"], backup={"compression": "zstd"}))
+    stored = _backup_batches(tmp_path, "mix", "mix-src", 0)
+    # Stored: every batch compressed, the producer's with its own codec.
+    assert [b.compression for b in stored] == [c or Compression.ZSTD for c in codecs]
+
+    # acks=1 restores without a producer id, as these producers wrote: the restored partition is
+    # the source's, byte for byte, offsets included, but for the partition leader epoch (outside
+    # the CRC: librdkafka sends 0, the restore -1, and the broker keeps what it is sent).
+    restore = {"topic_mapping": {"mix-src": "mix-dst"}, "produce_acks": 1}
+    run_restore(restore_config(broker, tmp_path, "mix", restore=restore))
+    assert [_but_epoch(b) for b in _log_batches(broker.data_dir, "mix-dst", 0)] == [
+        _but_epoch(b) for b in source
+    ]
+
+    # The default, idempotent restore: the same batches, under the restore's producer id.
+    run_restore(restore_config(broker, tmp_path, "mix", restore={"topic_mapping": {"mix-src": "mix-idem"}}))
+    restored = _log_batches(broker.data_dir, "mix-idem", 0)
+    assert [(b.attributes, bytes(b.records_section)) for b in restored] == [
+        (b.attributes, bytes(b.records_section)) for b in source
+    ]
+    assert restored[0].producer_id >= 0
+    assert [r.producer_id for r in restored] == [restored[0].producer_id] * len(source)
+
+    # The offline restore writes them as the source had them too.
+    data_dir = tmp_path / "offline"
+    run_offline_restore(restore_config(None, tmp_path, "mix", data_dir=data_dir))
+    assert [_but_epoch(b) for b in _log_batches(data_dir, "mix-src", 0)] == [_but_epoch(b) for b in source]
+    del producers

@@ -575,7 +575,10 @@ class PartitionProducer:
         return self._address
 
     def next_sequence(self, records: int) -> int:
-        """The base sequence of the next batch of ``records`` records (Kafka's wraps at 2^31)."""
+        """The base sequence of the next batch of ``records`` records (Kafka's wraps at 2^31);
+        -1 without a producer id, as a producer that is not idempotent writes it."""
+        if not self.session.idempotent:
+            return -1
         sequence = self.sequence
         self.sequence = (self.sequence + records) & 0x7FFFFFFF
         return sequence
