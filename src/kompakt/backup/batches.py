@@ -23,7 +23,9 @@ allows, which is nearly always. What changes a batch, and how (:func:`ingest`):
 :func:`for_produce` is the restore's side: a stored batch becomes a Produce batch (base offset 0,
 contiguous offset deltas, CreateTime, no delete horizon, the restore's producer id and sequence).
 A batch that already is one (a producer's batch from a topic never compacted) goes out with a new
-header and CRC; any other is rebuilt natively, with the original-offset headers when asked.
+header and CRC; any other is rebuilt natively, with the original-offset headers when asked. A
+batch the backup compressed (:data:`BACKUP_CODEC_EPOCH`) is first given back as the source had it,
+uncompressed (:func:`original`).
 """
 
 from __future__ import annotations

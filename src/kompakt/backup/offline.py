@@ -6,8 +6,9 @@ offset, the same gaps (compaction and retention holes stay holes, as offset delt
 boundaries, exactly as Kafka's cleaner leaves them), the same log end offset, timestamps and
 timestamp types, and tombstones with their delete horizon (see ``docs/backup-format.md`` for how
 that horizon is chosen). Batches are appended with :meth:`PartitionLog.append_with_offsets`
-unchanged when no filter applies; with a time window or erasure they are rebuilt with the
-remaining records at the same offsets.
+unchanged when no filter applies, but for those the backup compressed, which are written as the
+source had them, uncompressed; with a time window or erasure they are rebuilt with the remaining
+records at the same offsets.
 
 The directory's ``.lock`` is taken through the :class:`LogManager`, so a directory a running
 broker holds is refused. A target partition must be empty: this restore never merges into data.

@@ -17,7 +17,8 @@ stays empty), headers and timestamp; the target assigns new offsets. With
 ``record_original_offsets`` each record carries its original offset in the header
 ``kompakt.original.offset`` (decimal ASCII). A single idempotent producer keeps each partition's
 order: kompakt's own (:mod:`kompakt.backup.wire`), which produces the stored batches themselves
-(:func:`kompakt.backup.batches.for_produce`), or confluent-kafka's, record by record, for a
+(:func:`kompakt.backup.batches.for_produce`; those the backup compressed as the source had them,
+uncompressed: :func:`kompakt.backup.reader.as_restored`), or confluent-kafka's, record by record, for a
 target that needs TLS or SASL. Committed group offsets from the snapshot are translated: an
 offset ``C`` maps to the new offset of the first restored record whose original offset is
 ``>= C`` (so a consumer resumes at the same record), or to the end of the restored partition when

@@ -286,7 +286,8 @@ class BatchSegment:
     """A segment file assembled from whole batches as a Fetch returned them (the backup's fast path).
 
     A batch the producer compressed is stored as it is. An uncompressed one gets its records
-    section compressed with the backup's codec (the records themselves are not touched), until the
+    section compressed with the backup's codec (the records themselves are not touched; the batch
+    is marked so, :data:`~kompakt.backup.batches.BACKUP_CODEC_EPOCH`, for the restore), until the
     first :data:`COMPRESSION_SAMPLE_BYTES` of this segment's uncompressed batches show that it does
     not pay (they shrank by less than 10 %: random, encrypted or already compressed values); the
     rest of that segment is then stored uncompressed, which saves the CPU and keeps the rate of
