@@ -52,6 +52,7 @@ from kompakt.records.compression import Compression, compress, decompress
 from kompakt.records.control import ControlType, parse_control_key
 
 if TYPE_CHECKING:
+    import cramjam
     import numpy as np
     import numpy.typing as npt
 
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
 
     I64Array = npt.NDArray[np.int64]
 else:
+    cramjam = LazyModule("cramjam", globals(), "cramjam")
     np = LazyModule("numpy", globals(), "np")
     scan = LazyModule("kompakt.records.scan", globals(), "scan")
     rebuild = LazyModule("kompakt.records.rebuild", globals(), "rebuild")
@@ -469,7 +471,7 @@ class ProduceBatch:
 
 
 def for_produce(
-    batch: memoryview,
+    batch: memoryview | bytearray,
     *,
     producer_id: int,
     producer_epoch: int,
@@ -483,7 +485,8 @@ def for_produce(
 
     ``headers`` is a mask of :data:`kompakt.records.rebuild.HEADER_ORIGINAL_OFFSET` and
     ``HEADER_OSO`` (with ``partition``, the source partition OSO's header names); ``compression``
-    recompresses a batch stored with another codec.
+    recompresses a batch stored with another codec. A ``bytearray`` is the caller's to give away
+    (:func:`original`'s): a batch that needs a new header only gets it in place, not in a copy.
     """
     fields = HEADER.unpack_from(batch, 0)
     base_offset, attrs, last_delta, count = int(fields[0]), int(fields[5]), int(fields[6]), int(fields[12])
@@ -492,7 +495,7 @@ def for_produce(
     plain = not attrs & (ATTR_TIMESTAMP_TYPE | ATTR_DELETE_HORIZON | ATTR_CONTROL)
     want = codec if compression is None else int(compression)
     if contiguous and plain and not headers:
-        out = bytearray(batch)
+        out = batch if isinstance(batch, bytearray) else bytearray(batch)
         out[0:8] = bytes(8)
         out[12:16] = _NO_EPOCH
         out[21:23] = (attrs & ~ATTR_TRANSACTIONAL).to_bytes(2, "big")
@@ -503,7 +506,7 @@ def for_produce(
             plain_batch = _decompressed(out) if codec else out
             out = recompressed(plain_batch, Compression(want), level) if want else plain_batch
         return ProduceBatch(finish_crc(out), count, None, base_offset)
-    section = batch[BATCH_OVERHEAD:]
+    section = memoryview(batch)[BATCH_OVERHEAD:]
     payload = section if codec == 0 else decompress(codec, section)
     buffer = np.frombuffer(payload, dtype=np.uint8)
     one = np.array([0], dtype=np.int64)
@@ -565,6 +568,27 @@ def backup_compressed(batch: bytes | bytearray | memoryview) -> bool:
     return bool(batch[22] & ATTR_COMPRESSION_MASK) and batch[51:53] == _BACKUP_CODEC_EPOCH
 
 
+ORIGINAL_MAX_BYTES: Final = 256 * 1024 * 1024
+"""A zstd frame that says it holds more is decompressed without trusting its size up front."""
+
+
+def _zstd_content_size(frame: memoryview) -> int | None:
+    """The decompressed size a zstd frame's header states, or None when it states none (RFC 8878
+    3.1.1.1: the descriptor byte says where the field is and how wide)."""
+    if len(frame) < 6 or bytes(frame[:4]) != b"\x28\xb5\x2f\xfd":
+        return None
+    descriptor = frame[4]
+    fcs_flag, single = descriptor >> 6, (descriptor >> 5) & 1
+    width = (1 if single else 0, 2, 4, 8)[fcs_flag]
+    if width == 0:
+        return None
+    start = 5 + (0 if single else 1) + (0, 1, 2, 4)[descriptor & 3]
+    if len(frame) < start + width:
+        return None
+    value = int.from_bytes(frame[start : start + width], "little")
+    return value + 256 if width == 2 else value
+
+
 def original(batch: bytes | bytearray | memoryview) -> bytearray:
     """A batch the backup compressed, as the source had it: the records section decompressed,
     the codec bits and the producer epoch cleared (every other field was already as stored), a
@@ -573,10 +597,22 @@ def original(batch: bytes | bytearray | memoryview) -> bytearray:
     do this beside the thread that sends."""
     view = memoryview(batch)
     codec = view[22] & ATTR_COMPRESSION_MASK
-    section = decompress(codec, view[BATCH_OVERHEAD:])
-    out = bytearray(BATCH_OVERHEAD + len(section))
+    packed = view[BATCH_OVERHEAD:]
+    size = _zstd_content_size(packed) if codec == Compression.ZSTD else None
+    out = bytearray(BATCH_OVERHEAD + size) if size is not None and size <= ORIGINAL_MAX_BYTES else None
+    if out is not None:
+        # Straight into the batch: no copy of the records section after it is decompressed (the
+        # backup's zstd is one frame that states its size; anything else takes the long way).
+        try:
+            if cramjam.zstd.decompress_into(packed, memoryview(out)[BATCH_OVERHEAD:]) != size:
+                out = None
+        except cramjam.DecompressionError:
+            out = None
+    if out is None:
+        section = decompress(codec, packed)
+        out = bytearray(BATCH_OVERHEAD + len(section))
+        out[BATCH_OVERHEAD:] = section
     out[:BATCH_OVERHEAD] = view[:BATCH_OVERHEAD]
-    out[BATCH_OVERHEAD:] = section
     out[22] &= ~ATTR_COMPRESSION_MASK & 0xFF
     out[8:12] = (len(out) - 12).to_bytes(4, "big", signed=True)
     out[51:53] = _NO_PRODUCER_EPOCH

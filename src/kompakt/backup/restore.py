@@ -425,8 +425,9 @@ def _produce_batches(
                             limits.after_batch(stored.size, 0)
                             continue
                     else:
+                        given = view.buf if view is not stored and isinstance(view.buf, bytearray) else None
                         out = for_produce(
-                            view.raw,
+                            view.raw if given is None else given,  # an original batch: patched in place
                             producer_id=session.producer_id,
                             producer_epoch=session.producer_epoch,
                             sequence=producer.next_sequence(view.records_count),
@@ -435,7 +436,7 @@ def _produce_batches(
                             compression=codec,
                         )
                     on_done = None
-                    if pending and pending[0] <= view.last_offset:
+                    if pending and pending[0] <= stored.last_offset:  # (view's header is the Produce's now)
                         on_done = _anchor(produced, tplan.source, entry.partition, out, pending)
                     producer.send(out.data, out.records, on_done)
                     limits.after_batch(stored.size, out.records)

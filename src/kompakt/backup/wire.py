@@ -601,7 +601,7 @@ class PartitionProducer:
             "acks": self.session.acks,
             "timeout": self.session.timeout_ms,
             "topic_data": [
-                {"name": self.topic, "partition_data": [{"index": self.partition, "records": bytes(batch)}]}
+                {"name": self.topic, "partition_data": [{"index": self.partition, "records": batch}]}
             ],
         }
 
