@@ -29,7 +29,8 @@ backup for each codec, interleaved; the figures are the medians, each round list
 broker (``*_cpu_ms_per_mb``: what bounds a rate on a shared 2-core machine); ``restore``
 (through the protocol into a new topic: read, verify, produce the stored batches) of each round's
 backup, and ``offline_restore`` (exact restore into a new data directory) of the last one, plus
-the stored size, per-partition rates and the ratios to the baselines.
+the stored size, per-partition rates and the ratios to the baselines. Each timed phase starts with
+the page cache's dirty data written out (:func:`settle`).
 
 Module imports are a tool's start, not its rate: ``kompakt.backup.backup`` is imported at the top,
 and the native scans (``kompakt.records.scan``: numba, 0.3-1.5 s on this machine) before the first
@@ -238,6 +239,15 @@ def disk_write(where: Path, count: int) -> dict[str, Any]:
     return rate(count, seconds)
 
 
+def settle() -> None:
+    """Write the page cache's dirty data out before a timed phase. On this VM a few GB of dirty
+    pages (the earlier phases' topics) make every write wait for a shared disk of about 80 MB/s:
+    unsettled, the second and third rounds measured that disk (restores and produces at 50-80 MB/s
+    after 400-500 MB/s in the first), whichever side of a ratio it hit. Every phase now starts
+    from the same clean state; the flush itself is not timed."""
+    os.sync()
+
+
 def cpu_s(broker: int) -> tuple[float, float]:
     """CPU seconds used so far by this process (every thread) and by the broker's."""
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -273,6 +283,7 @@ def main() -> int:
     result: dict[str, Any] = {"topic_mb": megabytes, "partitions": PARTITIONS, "value_bytes": VALUE}
     try:
         result["produce"] = fill(bootstrap, "bench-src", count, acks_all=False)
+        settle()
         result["produce_acks_all"] = fill(bootstrap, "bench-idem", count, acks_all=True)
         result["consume_rdkafka"] = consume_rdkafka(bootstrap, "bench-src", count)
         result["fetch_loop"] = fetch_loop(bootstrap, "bench-src", count)
@@ -286,6 +297,8 @@ def main() -> int:
             # Interleaved: each round produces the restore's baseline again, then for each codec
             # runs a fetch loop, the backup and its restore, so a load that comes and goes lands
             # on both sides of each ratio.
+            if n:
+                settle()
             produce = (
                 result["produce_acks_all"]["mb_per_s"]
                 if n == 0
@@ -293,6 +306,7 @@ def main() -> int:
             )
             for codec in ("zstd", "none"):
                 store = base / f"store-{codec}-{n}"
+                settle()
                 cpu = cpu_s(proc.pid)
                 fetch = fetch_loop(bootstrap, "bench-src", count)["mb_per_s"]
                 fetch_cpu = cpu_per_mb(cpu, cpu_s(proc.pid), count)
@@ -311,6 +325,8 @@ def main() -> int:
                 backup_cpu = cpu_per_mb(cpu, cpu_s(proc.pid), count)
                 records = sum(p["records"] for p in backup.partitions)
                 backup_rate = rate(records, backup.seconds)["mb_per_s"]
+                settle()
+                cpu = cpu_s(proc.pid)
                 restore = run_restore(
                     parse_restore_config(
                         {
@@ -321,6 +337,7 @@ def main() -> int:
                         }
                     )
                 )
+                restore_cpu = cpu_per_mb(cpu, cpu_s(proc.pid), count)
                 restore_rate = rate(restore.records, restore.seconds)["mb_per_s"]
                 rounds[codec].append(
                     {
@@ -333,6 +350,7 @@ def main() -> int:
                         "produce_acks_all_mb_per_s": produce,
                         "restore_mb_per_s": restore_rate,
                         "restore_vs_produce_acks_all": ratio(restore_rate, produce),
+                        "restore_cpu_ms_per_mb": restore_cpu,
                         "restore_s": round(restore.seconds, 2),
                         "load": round(load, 1),
                         "records": backup.run.records,
@@ -345,6 +363,7 @@ def main() -> int:
             store = base / f"store-{codec}-{ROUNDS - 1}"
             each = rounds[codec]
             records = each[-1]["records"]
+            settle()
             offline = run_offline_restore(
                 parse_restore_config(
                     {
@@ -378,6 +397,10 @@ def main() -> int:
                 "restore_mb_per_s": restore_rate,
                 "restore_mb_per_s_per_partition": round(restore_rate / PARTITIONS, 1),
                 "restore_vs_produce_acks_all": median([r["restore_vs_produce_acks_all"] for r in each]),
+                "restore_cpu_ms_per_mb": {
+                    side: median([r["restore_cpu_ms_per_mb"][side] for r in each])
+                    for side in ("client", "broker")
+                },
                 "produce_acks_all_mb_per_s": median([r["produce_acks_all_mb_per_s"] for r in each]),
                 "restore_vs_produce_acks_1": ratio(restore_rate, result["produce"]["mb_per_s"]),
                 "offline_restore_mb_per_s": rate(records, offline.seconds)["mb_per_s"],
