@@ -29,8 +29,11 @@ backup for each codec, interleaved; the figures are the medians, each round list
 broker (``*_cpu_ms_per_mb``: what bounds a rate on a shared 2-core machine); ``restore``
 (through the protocol into a new topic: read, verify, produce the stored batches) of each round's
 backup, and ``offline_restore`` (exact restore into a new data directory) of the last one, plus
-the stored size, per-partition rates and the ratios to the baselines. Each timed phase starts with
-the page cache's dirty data written out (:func:`settle`).
+the stored size, per-partition rates and the ratios to the baselines. Each round also lists the
+CPU per MB of its restores and of its produce baseline: on the shared VM, writes into page cache
+beyond the first few hundred MB can fall to ~60 MB/s at ~15 ms of kernel CPU per MB, for every
+writer (a plain file write shows it), and a round that met that shows it as a broker CPU per MB
+ten times the others'.
 
 Module imports are a tool's start, not its rate: ``kompakt.backup.backup`` is imported at the top,
 and the native scans (``kompakt.records.scan``: numba, 0.3-1.5 s on this machine) before the first
@@ -239,15 +242,6 @@ def disk_write(where: Path, count: int) -> dict[str, Any]:
     return rate(count, seconds)
 
 
-def settle() -> None:
-    """Write the page cache's dirty data out before a timed phase. On this VM a few GB of dirty
-    pages (the earlier phases' topics) make every write wait for a shared disk of about 80 MB/s:
-    unsettled, the second and third rounds measured that disk (restores and produces at 50-80 MB/s
-    after 400-500 MB/s in the first), whichever side of a ratio it hit. Every phase now starts
-    from the same clean state; the flush itself is not timed."""
-    os.sync()
-
-
 def cpu_s(broker: int) -> tuple[float, float]:
     """CPU seconds used so far by this process (every thread) and by the broker's."""
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -283,8 +277,9 @@ def main() -> int:
     result: dict[str, Any] = {"topic_mb": megabytes, "partitions": PARTITIONS, "value_bytes": VALUE}
     try:
         result["produce"] = fill(bootstrap, "bench-src", count, acks_all=False)
-        settle()
+        cpu = cpu_s(proc.pid)
         result["produce_acks_all"] = fill(bootstrap, "bench-idem", count, acks_all=True)
+        produce_cpu = cpu_per_mb(cpu, cpu_s(proc.pid), count)
         result["consume_rdkafka"] = consume_rdkafka(bootstrap, "bench-src", count)
         result["fetch_loop"] = fetch_loop(bootstrap, "bench-src", count)
         result["disk_write"] = disk_write(base / "disk-write", count)
@@ -297,16 +292,14 @@ def main() -> int:
             # Interleaved: each round produces the restore's baseline again, then for each codec
             # runs a fetch loop, the backup and its restore, so a load that comes and goes lands
             # on both sides of each ratio.
-            if n:
-                settle()
-            produce = (
-                result["produce_acks_all"]["mb_per_s"]
-                if n == 0
-                else fill(bootstrap, f"bench-idem-{n}", count, acks_all=True)["mb_per_s"]
-            )
+            if n == 0:
+                produce = result["produce_acks_all"]["mb_per_s"]
+            else:
+                cpu = cpu_s(proc.pid)
+                produce = fill(bootstrap, f"bench-idem-{n}", count, acks_all=True)["mb_per_s"]
+                produce_cpu = cpu_per_mb(cpu, cpu_s(proc.pid), count)
             for codec in ("zstd", "none"):
                 store = base / f"store-{codec}-{n}"
-                settle()
                 cpu = cpu_s(proc.pid)
                 fetch = fetch_loop(bootstrap, "bench-src", count)["mb_per_s"]
                 fetch_cpu = cpu_per_mb(cpu, cpu_s(proc.pid), count)
@@ -325,7 +318,6 @@ def main() -> int:
                 backup_cpu = cpu_per_mb(cpu, cpu_s(proc.pid), count)
                 records = sum(p["records"] for p in backup.partitions)
                 backup_rate = rate(records, backup.seconds)["mb_per_s"]
-                settle()
                 cpu = cpu_s(proc.pid)
                 restore = run_restore(
                     parse_restore_config(
@@ -348,6 +340,7 @@ def main() -> int:
                         "backup_vs_fetch_loop": ratio(backup_rate, fetch),
                         "backup_s": round(backup.seconds, 2),
                         "produce_acks_all_mb_per_s": produce,
+                        "produce_acks_all_cpu_ms_per_mb": produce_cpu,
                         "restore_mb_per_s": restore_rate,
                         "restore_vs_produce_acks_all": ratio(restore_rate, produce),
                         "restore_cpu_ms_per_mb": restore_cpu,
@@ -363,7 +356,6 @@ def main() -> int:
             store = base / f"store-{codec}-{ROUNDS - 1}"
             each = rounds[codec]
             records = each[-1]["records"]
-            settle()
             offline = run_offline_restore(
                 parse_restore_config(
                     {
