@@ -363,3 +363,19 @@ def test_batches_built_from_consumed_records_are_marked_and_a_bad_payload_is_nam
         list(as_restored([bad], None, "f.log"))
     with ThreadPoolExecutor(1) as pool, pytest.raises(CorruptBackupError, match=r"f\.log: batch at offset 0"):
         list(as_restored([view, bad], pool, "f.log"))
+
+
+def test_an_lz4_backup_gives_back_its_batches_and_a_restore_codec_keeps_the_stored_one() -> None:
+    text = [SimpleRecord(b"k%d" % i, b"lz4 %d " % i * 200, 7, (), i) for i in range(5)]
+    source = [build_batch(text, base_offset=b * 5) for b in range(3)]
+    stored = list(iter_batches(_file_of(b"".join(source), BatchSegment(Compression.LZ4, None))))
+    assert [(b.compression, backup_compressed(b.raw)) for b in stored] == [(Compression.LZ4, True)] * 3
+    assert [bytes(b.raw) for _, b in as_restored(stored, None, "f.log")] == source
+    # restore.producer_compression: the stored batch goes out with that codec, under the
+    # restore's producer (the mark gone with the rest of the stored producer fields).
+    producer = {"producer_id": 5, "producer_epoch": 1, "sequence": 0}
+    view = RecordBatchView(for_produce(stored[0].raw, **producer, compression=Compression.LZ4).data)
+    assert view.is_valid() and view.compression == Compression.LZ4 and view.producer_epoch == 1
+    assert bytes(view.records_section) == bytes(stored[0].records_section)
+    view = RecordBatchView(for_produce(stored[0].raw, **producer, compression=Compression.NONE).data)
+    assert bytes(view.records_section) == bytes(RecordBatchView(source[0]).records_section)
