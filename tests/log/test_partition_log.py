@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from kompakt.errors import InvalidOffsetError, OffsetOutOfRangeError
+from kompakt.records.batch import iter_batches
 
 from .log_helpers import LogHarness, all_records, batch, batch_ranges, config, kv, read_offsets
 
@@ -64,6 +65,19 @@ def test_log_append_time(tmp_path: Path) -> None:
     info = h.log.append(kv(1, timestamp=5), log_append_time_ms=777)
     assert info.max_timestamp == 777 and info.log_append_time_ms == 777
     assert h.log.offset_for_timestamp(700) == (0, 777)
+
+
+def test_a_leader_append_carries_the_leader_epoch_whatever_the_producer_sent(tmp_path: Path) -> None:
+    # The Java producer sends -1, librdkafka 0, a buggy client anything: Kafka's leader stamps
+    # its own epoch, and a consumer validates its position with the epoch it reads back.
+    h = LogHarness(tmp_path / "t-0")
+    h.log.append(kv(1, partition_leader_epoch=-1))
+    frame = memoryview(bytearray(kv(2, partition_leader_epoch=7)))
+    h.log.append(frame, in_place=True)
+    h.log.append_with_offsets(kv(3, base_offset=2, partition_leader_epoch=5))  # a follower keeps it
+    stored = h.log.read(0, 100_000).records
+    assert [v.partition_leader_epoch for v in iter_batches(stored)] == [0, 0, 5]
+    assert all(v.is_valid() for v in iter_batches(stored))
 
 
 def test_offset_for_timestamp(tmp_path: Path) -> None:

@@ -46,13 +46,22 @@ from kompakt.log.roll import random_roll_jitter_ms, roll_reason
 from kompakt.log.segment import FileSlice, LogSegment, batch_positions
 from kompakt.log.segments import LogSegments, ManualScheduler, Scheduler, delete_later, swap_in
 from kompakt.log.txn_index import AbortedTxn
-from kompakt.records.batch import RecordBatchView, iter_batches, set_base_offset, set_max_timestamp_log_append
+from kompakt.records.batch import (
+    RecordBatchView,
+    iter_batches,
+    set_base_offset,
+    set_max_timestamp_log_append,
+    set_partition_leader_epoch,
+)
 
 log = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP: Final = -2
 LATEST_TIMESTAMP: Final = -1
 MAX_TIMESTAMP: Final = -3
+LEADER_EPOCH: Final = 0
+"""The one leader epoch a kompakt partition has (it has one replica and never changes leader):
+what Metadata and OffsetForLeaderEpoch report and what every appended batch carries."""
 #: While a partition's appends keep failing, at most one log line per this interval (injected
 #: clock) says so, with the count of failures not reported in between.
 WRITE_ERROR_LOG_INTERVAL_MS: Final = 60_000
@@ -324,8 +333,14 @@ class PartitionLog:
         origin: AppendOrigin = AppendOrigin.CLIENT,
         transaction_version_2: bool = False,
         in_place: bool = False,
+        leader_epoch: int = LEADER_EPOCH,
     ) -> AppendInfo:
         """Append one validated v2 batch as the leader: assign offsets, roll if needed, write.
+
+        Every batch gets the leader's epoch as its partition leader epoch, whatever the producer
+        put there (Kafka's ``LogValidator`` does the same; the Java producer sends -1, librdkafka
+        0): consumers take a record's epoch from it to validate their position after a reset,
+        and a leader's files then read as Kafka's do.
 
         A retried idempotent batch raises DuplicateSequenceError carrying its original offsets
         and appends nothing; out-of-order and fenced producers raise before anything is written.
@@ -352,6 +367,7 @@ class PartitionLog:
             next_offset = self._log_end_offset
             for pos, view in zip(positions, views, strict=True):
                 set_base_offset(buf, pos, next_offset)
+                set_partition_leader_epoch(buf, pos, leader_epoch)
                 if log_append_time_ms is not None:
                     set_max_timestamp_log_append(buf, pos, log_append_time_ms)
                 next_offset = view.next_offset

@@ -15,11 +15,10 @@ from kompakt.broker.acl.model import AclOperation, ResourceType
 from kompakt.broker.context import HandlerSpec, RequestContext
 from kompakt.broker.error_codes import error_code_for
 from kompakt.errors import KompaktError
+from kompakt.log.partition_log import LEADER_EPOCH
 from kompakt.protocol import codec
 from kompakt.protocol.apis import ApiKey
 from kompakt.protocol.messages import offset_for_leader_epoch as m
-
-LEADER_EPOCH = 0
 
 
 def _partition(ctx: RequestContext, topic: str, p: m.OffsetForLeaderPartition) -> m.EpochEndOffset:
