@@ -57,7 +57,22 @@ def _wait_for_output(bootstrap: str, sink: str, count: int, app: subprocess.Pope
         assert app.poll() is None, f"the app exited with {app.returncode}: {log.read_text()[-3000:]}"
         return len(_committed_output(bootstrap, sink)) >= count
 
-    poll_until(enough, deadline_s=OUTPUT_DEADLINE_S, what=f"{count} committed outputs")
+    try:
+        poll_until(enough, deadline_s=OUTPUT_DEADLINE_S, what=f"{count} committed outputs")
+    except AssertionError:
+        _dump_stacks(app, log)
+        raise
+
+
+def _dump_stacks(app: subprocess.Popen[bytes], log: Path) -> None:
+    """A stalled app writes its threads' stacks to its log (SIGUSR1, quix_count_app.py), and the
+    failure shows them: where a transaction waits is the first thing to know."""
+    if app.poll() is not None:
+        return
+    size = log.stat().st_size
+    app.send_signal(signal.SIGUSR1)
+    poll_until(lambda: log.stat().st_size > size, deadline_s=10, what="the app's stack dump")
+    print(log.read_text()[-20_000:], file=sys.stderr)
 
 
 @pytest.mark.timeout(3 * OUTPUT_DEADLINE_S)
@@ -121,9 +136,13 @@ def test_quix_exactly_once_count_survives_a_broker_kill(tmp_path: Path) -> None:
             _wait_for_output(bs, sink, 40, app, log)
             broker.kill()
             broker = restart(broker)
+            # At most the 150 inputs written so far, so 20 more are always still to come: the
+            # app's transactions must go on against the restarted broker (its recovered
+            # coordinator and producer state), not just have committed before the kill.
+            committed = len(_committed_output(bs, sink))
             _produce(bs, source, 150, 225)
             if app.poll() is None:
-                _wait_for_output(bs, sink, 60, app, log)
+                _wait_for_output(bs, sink, committed + 20, app, log)
         finally:
             app.send_signal(signal.SIGKILL)
             app.wait(10)
