@@ -66,6 +66,9 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+# As the ``kompakt`` command (its package sets OPENBLAS_NUM_THREADS=1 before numpy loads): otherwise
+# OpenBLAS's idle threads spin beside the in-process restore on a 2-core machine.
+import kompakt.cli  # noqa: F401, I001
 from kompakt.backup import wire
 from kompakt.backup.backup import run_backup
 from kompakt.backup.config import parse_backup_config, parse_restore_config
