@@ -86,7 +86,11 @@ ROUNDS = int(os.environ.get("KOMPAKT_BENCH_BACKUP_ROUNDS", "3"))
 
 def start_broker(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kompakt.cli.main", "serve", "--data-dir", str(data_dir), "--port", "0"],
+        [
+            *(sys.executable, "-m", "kompakt.cli.main", "serve", "--data-dir", str(data_dir), "--port", "0"),
+            # A deleted topic's files go at once (see ``drop_topic``).
+            *("--override", "log.segment.delete.delay.ms=0"),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -104,6 +108,20 @@ def start_broker(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
             break
     proc.kill()
     raise SystemExit("the broker did not start")
+
+
+def drop_topic(bootstrap: str, data_dir: Path, topic: str) -> None:
+    """Delete a measured topic and wait until its files are gone. On the development VM only about
+    1 GB of memory is fast and the rest comes from the host at 70-100 MB/s (docs/benchmarks.md); a
+    run that kept every round's topics wrote ~0.8 GB of new page cache a round and met that state
+    from the second round on, in whichever phase came last."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 60
+    while topic in admin.list_topics(timeout=10).topics or list(data_dir.glob(f"{topic}-*")):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic} was not deleted in time")
+        time.sleep(0.05)  # polling the data directory with a deadline
 
 
 def create(bootstrap: str, topic: str) -> None:
@@ -353,8 +371,10 @@ def main() -> int:
                         "stored_mb": round(backup.run.bytes / 1e6, 1),
                     }
                 )
+                drop_topic(bootstrap, base / "data", f"bench-dst-{codec}-{n}")
                 if n + 1 < ROUNDS:
                     shutil.rmtree(store, ignore_errors=True)
+            drop_topic(bootstrap, base / "data", f"bench-idem-{n}" if n else "bench-idem")
         for codec in ("zstd", "none"):
             store = base / f"store-{codec}-{ROUNDS - 1}"
             each = rounds[codec]
