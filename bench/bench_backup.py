@@ -68,7 +68,8 @@ from confluent_kafka.admin import AdminClient
 
 # As the ``kompakt`` command (its package sets OPENBLAS_NUM_THREADS=1 before numpy loads): otherwise
 # OpenBLAS's idle threads spin beside the in-process restore on a 2-core machine.
-import kompakt.cli  # noqa: F401, I001
+import kompakt.cli  # noqa: F401
+from bench_broker import delete_topic_files
 from kompakt.backup import wire
 from kompakt.backup.backup import run_backup
 from kompakt.backup.config import parse_backup_config, parse_restore_config
@@ -88,7 +89,7 @@ def start_broker(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
         [
             *(sys.executable, "-m", "kompakt.cli.main", "serve", "--data-dir", str(data_dir), "--port", "0"),
-            # A deleted topic's files go at once (see ``drop_topic``).
+            # A deleted topic's files go at once (see ``delete_measured``).
             *("--override", "log.segment.delete.delay.ms=0"),
         ],
         stdout=subprocess.PIPE,
@@ -108,20 +109,6 @@ def start_broker(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
             break
     proc.kill()
     raise SystemExit("the broker did not start")
-
-
-def drop_topic(bootstrap: str, data_dir: Path, topic: str) -> None:
-    """Delete a measured topic and wait until its files are gone. On the development VM only about
-    1 GB of memory is fast and the rest comes from the host at 70-100 MB/s (docs/benchmarks.md); a
-    run that kept every round's topics wrote ~0.8 GB of new page cache a round and met that state
-    from the second round on, in whichever phase came last."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.delete_topics([topic])[topic].result(30)
-    deadline = time.monotonic() + 60
-    while topic in admin.list_topics(timeout=10).topics or list(data_dir.glob(f"{topic}-*")):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{topic} was not deleted in time")
-        time.sleep(0.05)  # polling the data directory with a deadline
 
 
 def create(bootstrap: str, topic: str) -> None:
@@ -309,6 +296,14 @@ def main() -> int:
         importlib.import_module("kompakt.records.scan")
         result["import_scan_s"] = round(time.perf_counter() - started, 2)
         rounds: dict[str, list[dict[str, Any]]] = {"zstd": [], "none": []}
+
+        def delete_measured(topic: str) -> None:
+            """On the development VM only about 1 GB of memory is fast and the rest comes from the
+            host at 70-100 MB/s (docs/benchmarks.md): a run that kept every round's topics wrote
+            ~0.8 GB of new page cache a round and met that state from the second round on, in
+            whichever phase came last."""
+            delete_topic_files(bootstrap, base / "data", topic)
+
         for n in range(ROUNDS):
             # Interleaved: each round produces the restore's baseline again, then for each codec
             # runs a fetch loop, the backup and its restore, so a load that comes and goes lands
@@ -371,10 +366,10 @@ def main() -> int:
                         "stored_mb": round(backup.run.bytes / 1e6, 1),
                     }
                 )
-                drop_topic(bootstrap, base / "data", f"bench-dst-{codec}-{n}")
+                delete_measured(f"bench-dst-{codec}-{n}")
                 if n + 1 < ROUNDS:
                     shutil.rmtree(store, ignore_errors=True)
-            drop_topic(bootstrap, base / "data", f"bench-idem-{n}" if n else "bench-idem")
+            delete_measured(f"bench-idem-{n}" if n else "bench-idem")
         for codec in ("zstd", "none"):
             store = base / f"store-{codec}-{ROUNDS - 1}"
             each = rounds[codec]

@@ -220,12 +220,18 @@ def tansu(binary: str) -> Iterator[Running]:
 
 def delete_topic(broker: Running, topic: str) -> None:
     """Delete a finished round's topic and wait until its memory is free again (see the docstring)."""
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    delete_topic_files(broker.bootstrap, broker.data_dir, topic)
+
+
+def delete_topic_files(bootstrap: str, data_dir: Path | None, topic: str) -> None:
+    """Delete ``topic`` and wait until no broker lists it and, where ``data_dir`` is given (a
+    kompakt broker run with ``log.segment.delete.delay.ms=0``), its files are gone."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.delete_topics([topic])[topic].result(30)
     deadline = time.monotonic() + DEADLINE_S
     while True:
         listed = topic in admin.list_topics(timeout=10).topics
-        leftovers = list(broker.data_dir.glob(f"{topic}-*")) if broker.data_dir is not None else []
+        leftovers = list(data_dir.glob(f"{topic}-*")) if data_dir is not None else []
         if not listed and not leftovers:
             return
         if time.monotonic() > deadline:

@@ -122,8 +122,13 @@ def copy_partition(src: Path, dst_data_dir: Path) -> Path:
 
 
 def segment_digests(partition: Path) -> dict[str, str]:
-    """Each segment's sha256, to compare two cleans' outputs after both are deleted."""
-    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(partition.glob("*.log"))}
+    """Each segment's sha256, to compare two cleans' outputs after both are deleted (streamed: a
+    whole segment in memory would be new memory too)."""
+    digests = {}
+    for f in sorted(partition.glob("*.log")):
+        with f.open("rb") as file:
+            digests[f.name] = hashlib.file_digest(file, "sha256").hexdigest()
+    return digests
 
 
 def kafka_build() -> Path | None:
