@@ -47,6 +47,7 @@ import contextlib
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import statistics
@@ -224,7 +225,11 @@ def run_perf(
     command = [rdkafka_performance(), "-b", broker.bootstrap, *args, *extra_settings()]
     load = os.getloadavg()[0]
     before = bb.cpu_s(broker.pid) if broker.pid is not None else None
+    client_before = _children_cpu_s()
+    busy_before = machine_jiffies()
     proc = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    busy_after = machine_jiffies()
+    client_cpu = _children_cpu_s() - client_before
     after = bb.cpu_s(broker.pid) if broker.pid is not None else None
     matches = list(pattern.finditer(proc.stdout))
     last_match = matches[-1] if matches else None
@@ -251,7 +256,27 @@ def run_perf(
     if before is not None and after is not None:
         result["cpu_s"] = round(after - before, 2)
         result["cpu_s_per_gb"] = round((after - before) / (value_bytes / GIB), 2)
+    result["client_cpu_s_per_gb"] = round(client_cpu / (value_bytes / GIB), 2)
+    busy, total = (b - a for a, b in zip(busy_before, busy_after, strict=True))
+    result["machine_busy"] = round(busy / total, 2) if total else None
     return result
+
+
+def _children_cpu_s() -> float:
+    """User + system CPU of this process's finished children (the ``rdkafka_performance`` runs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def machine_jiffies() -> tuple[int, int]:
+    """``(busy, total)`` jiffies of every CPU since boot (``/proc/stat``): whether a run had a
+    core to spare. On the 2-core VM client and broker share the machine, so once it is busy the
+    broker can only go faster by taking less of it."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    total = sum(fields[:8])  # guest time is already counted in user
+    return total - idle, total
 
 
 def produce(broker: Broker, topic: str, records: int, acks: str) -> dict[str, Any]:
@@ -324,11 +349,14 @@ def summary(runs: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, Any]:
         for name in names:
             series = runs[name][key]
             cpu = [r["cpu_s_per_gb"] for r in series if "cpu_s_per_gb" in r]
+            busy = [r["machine_busy"] for r in series if r.get("machine_busy") is not None]
             row[name] = {
                 "mb_per_s_median": statistics.median(r["mb_per_s"] for r in series),
                 "mb_per_s_runs": [r["mb_per_s"] for r in series],
                 "mb_per_s_last_round": series[-1]["mb_per_s"],
                 "cpu_s_per_gb_median": statistics.median(cpu) if cpu else None,
+                "client_cpu_s_per_gb_median": statistics.median(r["client_cpu_s_per_gb"] for r in series),
+                "machine_busy_median": statistics.median(busy) if busy else None,
                 "load_runs": [r["load"] for r in series],
             }
         if len(names) == 2:
@@ -345,8 +373,9 @@ def summary(runs: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, Any]:
 def markdown(rows: dict[str, Any], names: list[str]) -> str:
     a, b = names[0], names[-1]
     lines = [
-        f"| workload | {a} MB/s | {b} MB/s | ratio (last round) | broker CPU s/GB {a} / {b} |",
-        "|---|---|---|---|---|",
+        f"| workload | {a} MB/s | {b} MB/s | ratio (last round) | broker CPU s/GB {a} / {b} "
+        f"| client CPU s/GB {a} / {b} | machine busy {a} / {b} |",
+        "|---|---|---|---|---|---|---|",
     ]
     for key, row in rows.items():
 
@@ -354,12 +383,20 @@ def markdown(rows: dict[str, Any], names: list[str]) -> str:
             r = row[name]
             return f"{r['mb_per_s_median']:,.0f} ({r['mb_per_s_last_round']:,.0f})"
 
-        def cpu(name: str, row: dict[str, Any] = row) -> str:
-            value = row[name]["cpu_s_per_gb_median"]
+        def cpu(name: str, field: str = "cpu_s_per_gb_median", row: dict[str, Any] = row) -> str:
+            value = row[name][field]
             return "-" if value is None else f"{value:.1f}"
 
+        def busy(name: str, row: dict[str, Any] = row) -> str:
+            value = row[name]["machine_busy_median"]
+            return "-" if value is None else f"{value:.0%}"
+
         ratio = f"{row['ratio_median']:.2f} ({row['ratio_last_round']:.2f})" if "ratio_median" in row else "-"
-        lines.append(f"| {key} | {cell(a)} | {cell(b)} | {ratio} | {cpu(a)} / {cpu(b)} |")
+        client = "client_cpu_s_per_gb_median"
+        lines.append(
+            f"| {key} | {cell(a)} | {cell(b)} | {ratio} | {cpu(a)} / {cpu(b)} "
+            f"| {cpu(a, client)} / {cpu(b, client)} | {busy(a)} / {busy(b)} |"
+        )
     return "\n".join(lines)
 
 
