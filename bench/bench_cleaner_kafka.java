@@ -99,6 +99,20 @@ public class KafkaCleanerBench {
                     stats.bufferUtilization());
         } finally {
             log.close();
+            awaitDeletes(dir);
+        }
+    }
+
+    /** Kafka deletes the segments a clean replaced on its scheduler (file.delete.delay.ms 0), after
+     * the clean returns: wait for that, or the caller's removal of the directory races it. */
+    static void awaitDeletes(File dir) throws InterruptedException {
+        long deadline = System.nanoTime() + 60_000_000_000L;
+        while (System.nanoTime() < deadline) {
+            String[] left = dir.list((d, name) -> name.endsWith(".deleted"));
+            if (left == null || left.length == 0) {
+                return;
+            }
+            Thread.sleep(5);
         }
     }
 }
