@@ -61,6 +61,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_broker import cpu_s as process_cpu_s  # noqa: E402
 from kompakt.cleaner.cleaner import Cleaner  # noqa: E402
 from kompakt.cleaner.offset_map import SLOT_BYTES, HashedOffsetMap  # noqa: E402
 from kompakt.clock import SystemClock  # noqa: E402
@@ -174,9 +175,7 @@ class KafkaCleaner:
 
     def cpu_s(self) -> float:
         """The JVM's CPU seconds so far (every thread: JIT compilers and GC run on after a clean)."""
-        with open(f"/proc/{self.proc.pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return process_cpu_s(self.proc.pid)
 
     def close(self) -> None:
         assert self.proc.stdin is not None
